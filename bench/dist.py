@@ -1,0 +1,147 @@
+"""Process groups for distributed suites: spawn one local rank per GPU, or join torchrun/Slurm.
+
+Spawned ranks are watched by the parent: when one exits with an error (or is killed) every
+other rank is killed too, and the error names the rank, so no orphan is left behind. A rank
+that hangs is caught by the collective timeout in its peers, which then exit with an error.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import multiprocessing as mp
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import torch
+import torch.distributed as tdist
+
+import bench
+from bench import config
+from bench.results import RunWriter
+from bench.runner import run_suite
+from bench.suites import Context
+
+
+class RankFailed(RuntimeError):
+    """A rank ended with an error; the message names it."""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _transport_env(transport: str) -> dict[str, str]:
+    # NCCL over plain sockets, as between nodes without InfiniBand: the inter-node path on one box.
+    if transport == "socket":
+        return {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1",
+                "NCCL_NET": "Socket", "NCCL_SOCKET_IFNAME": "lo"}
+    return {}
+
+
+def init_group(ctx: Context, backend: str, timeout_s: float) -> None:
+    if backend == "nccl":
+        torch.cuda.set_device(ctx.local_rank)
+    kwargs = {"device_id": torch.device("cuda", ctx.local_rank)} if backend == "nccl" else {}
+    tdist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size,
+                             timeout=dt.timedelta(seconds=timeout_s), **kwargs)
+
+
+def _rank_main(rank: int, world_size: int, env: dict, suite_name: str, cfg_container: dict,
+               ctx: Context, run_dir: str, run_id: str) -> None:
+    os.environ.update(env)
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size))
+    from omegaconf import OmegaConf
+
+    from bench import suites
+
+    cfg = OmegaConf.create(cfg_container)
+    ctx.rank, ctx.local_rank, ctx.world_size = rank, rank, world_size
+    _run_rank(suites.get(suite_name), cfg, ctx, Path(run_dir), run_id)
+
+
+def _run_rank(suite: ModuleType, cfg, ctx: Context, run_dir: Path, run_id: str) -> None:
+    backend = suite.backend(ctx)
+    init_group(ctx, backend, float(cfg.collectives.timeout_s))
+    try:
+        writer = RunWriter(run_dir, run_id) if ctx.rank == 0 else None
+        run_suite(suite, cfg, ctx, writer, progress=cfg.progress)
+        tdist.barrier()
+    finally:
+        tdist.destroy_process_group()
+
+
+def _kill_all(procs: list) -> None:
+    for p in procs:
+        if p.is_alive():
+            try:
+                os.kill(p.pid, signal.SIGKILL)  # SIGTERM would wait on a stopped or hung rank
+            except ProcessLookupError:
+                pass
+    for p in procs:
+        p.join(timeout=10)
+
+
+def _exit_text(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def spawn(nproc: int, env: dict, args: tuple, timeout_s: float) -> None:
+    """Start nproc ranks and wait; on the first rank to fail, kill the rest and raise RankFailed."""
+    context = mp.get_context("spawn")
+    procs = [context.Process(target=_rank_main, args=(rank, nproc, env, *args), daemon=False)
+             for rank in range(nproc)]
+    for p in procs:
+        p.start()
+    try:
+        while True:
+            failed = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+            if failed:
+                rank, code = failed[0]
+                # When the failure is a collective timeout, the rank still running is the hung one.
+                running = [str(r) for r, p in enumerate(procs) if p.exitcode is None]
+                _kill_all(procs)
+                also = f"; still running then: rank {', '.join(running)}" if running else ""
+                raise RankFailed(f"rank {rank} of {nproc} failed ({_exit_text(code)}){also}; all ranks stopped")
+            if all(p.exitcode == 0 for p in procs):
+                return
+            time.sleep(0.2)
+    except BaseException:
+        _kill_all(procs)
+        raise
+
+
+def run_distributed(suite: ModuleType, cfg, ctx: Context, run_dir: Path, run_id: str) -> None:
+    """Run a distributed suite: join an external launcher's ranks, or spawn local ones."""
+    from omegaconf import OmegaConf
+
+    if config.external_rank() is not None:
+        env = os.environ
+        ctx.rank = int(env.get("RANK", env.get("SLURM_PROCID", 0)))
+        ctx.world_size = int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", 1)))
+        ctx.local_rank = int(env.get("LOCAL_RANK", env.get("SLURM_LOCALID", 0)))
+        local = int(env.get("LOCAL_WORLD_SIZE", env.get("SLURM_NTASKS_PER_NODE", ctx.world_size)))
+        ctx.nnodes = max(1, ctx.world_size // max(1, local))
+        os.environ.setdefault("MASTER_ADDR", os.environ.get("SLURM_LAUNCH_NODE_IPADDR", "127.0.0.1"))
+        os.environ.setdefault("MASTER_PORT", "29500")
+        os.environ.update(_transport_env(cfg.collectives.transport))
+        _run_rank(suite, cfg, ctx, run_dir, run_id)
+        return
+    nproc = suite.world_size(cfg, ctx)
+    env = {**bench.SAFE_ENV, **{k: v for k, v in os.environ.items() if k in bench.SAFE_ENV},
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
+           **_transport_env(cfg.collectives.transport)}
+    cfg_container = OmegaConf.to_container(cfg, resolve=True)
+    sys.stdout.flush()
+    spawn(nproc, env, (suite.NAME, cfg_container, ctx, str(run_dir), run_id),
+          float(cfg.collectives.timeout_s))

@@ -1,0 +1,226 @@
+"""The tidy result schema, crash-safe writing of a run, and loading runs for plots and comparison.
+
+A run is a folder: samples.parquet + samples.csv (one row per measured trial, plus one row
+per skipped or failed point) and meta.json (the machine, versions, the resolved config).
+Both sample files are rewritten atomically after every finished point, so a crash or Ctrl-C
+keeps every point measured before it. Loading reads Parquet/CSV/JSON only: no pickle.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Sample:
+    """One measured trial (status 'ok'), or one point that could not be measured."""
+
+    suite: str
+    op: str
+    size_bytes: int
+    time_s: float = math.nan
+    iters: int = 0
+    trial: int = -1
+    part: str = "total"          # bidirectional rows: one per direction plus 'total' (their sum)
+    memory: str = ""             # pinned | pageable | device | host
+    mode: str = ""               # p2p: peer | staged; collectives: nccl | socket | gloo
+    backend: str = ""            # cuda | cpu | nccl | gloo
+    src: str = ""
+    dst: str = ""
+    world_size: int = 1
+    nnodes: int = 1
+    dtype: str = "uint8"
+    launch: str = "eager"        # eager | graph
+    algbw_gbps: float = math.nan
+    busbw_gbps: float = math.nan
+    verified: bool = False
+    status: str = "ok"           # ok | failed | skipped
+    note: str = ""
+    run_id: str = ""
+
+
+COLUMNS = [f.name for f in fields(Sample)]
+# What identifies a point (one sweep step); trials and parts are rows within it.
+POINT_KEYS = ["suite", "op", "memory", "mode", "backend", "src", "dst", "world_size", "nnodes",
+              "dtype", "launch", "size_bytes"]
+_INT_COLUMNS = {"size_bytes", "iters", "trial", "world_size", "nnodes"}
+_FLOAT_COLUMNS = {"time_s", "algbw_gbps", "busbw_gbps"}
+
+
+class ResultsError(ValueError):
+    """A results folder or file that cannot be used, named in the message."""
+
+
+def point_key(row) -> tuple:
+    get = row.get if isinstance(row, dict) else (lambda k: getattr(row, k))
+    return tuple(str(get(k)) for k in POINT_KEYS)
+
+
+def _frame(samples: Iterable[Sample]) -> pd.DataFrame:
+    return pd.DataFrame([asdict(s) for s in samples], columns=COLUMNS)
+
+
+def _atomic_write(path: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_json(path: Path, data: dict) -> None:
+    def dump(tmp: str) -> None:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=2, default=str)
+            f.write("\n")
+
+    _atomic_write(path, dump)
+
+
+class RunWriter:
+    """Holds one run's rows and rewrites its files after each finished point.
+
+    Re-opening an existing run folder (resume, or a rank that appends to its parent's run)
+    keeps the rows already there and reports which points are finished.
+    """
+
+    def __init__(self, run_dir: str | Path, run_id: str) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_id = run_id
+        existing = self.run_dir / "samples.parquet"
+        self._frame = read_samples(existing) if existing.exists() else _frame([])
+        self.done = {point_key(r) for r in self._frame.to_dict("records")}
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        return self._frame
+
+    def add_point(self, samples: list[Sample]) -> None:
+        for s in samples:
+            s.run_id = self.run_id
+        new = _frame(samples)
+        self._frame = new if self._frame.empty else pd.concat([self._frame, new], ignore_index=True)
+        self.done.update(point_key(s) for s in samples)
+        self.flush()
+
+    def flush(self) -> None:
+        frame = _typed(self._frame)
+        _atomic_write(self.run_dir / "samples.parquet", lambda tmp: frame.to_parquet(tmp, index=False))
+        _atomic_write(self.run_dir / "samples.csv", lambda tmp: frame.to_csv(tmp, index=False))
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.copy()
+    for col in COLUMNS:
+        if col in _INT_COLUMNS:
+            frame[col] = frame[col].astype("int64")
+        elif col in _FLOAT_COLUMNS:
+            frame[col] = frame[col].astype("float64")
+        elif col == "verified":
+            frame[col] = frame[col].astype(bool)
+        else:
+            frame[col] = frame[col].astype(str)
+    return frame
+
+
+def read_samples(path: str | Path) -> pd.DataFrame:
+    """One samples file (.parquet or .csv), checked against the schema; ResultsError names it."""
+    path = Path(path)
+    try:
+        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except Exception as exc:  # pyarrow and pandas raise many types for a corrupt file
+        raise ResultsError(f"{path}: unreadable results file ({type(exc).__name__}: {exc})") from None
+    missing = [c for c in COLUMNS if c not in frame.columns]
+    if missing:
+        raise ResultsError(f"{path}: not an xferbench samples file (missing columns: {', '.join(missing)})")
+    try:
+        return _typed(frame[COLUMNS])
+    except (ValueError, TypeError) as exc:
+        raise ResultsError(f"{path}: a column has values of the wrong type ({exc})") from None
+
+
+def read_meta(run_dir: str | Path) -> dict:
+    path = Path(run_dir) / "meta.json"
+    try:
+        meta = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ResultsError(f"{path}: missing (not an xferbench run folder)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ResultsError(f"{path}: corrupt JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise ResultsError(f"{path}: corrupt (expected a JSON object)")
+    version = meta.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ResultsError(f"{path}: schema_version {version!r}, this xferbench reads {SCHEMA_VERSION}")
+    return meta
+
+
+def find_runs(paths: Iterable[str | Path]) -> list[Path]:
+    """Run folders at or below each path (a folder holding meta.json is a run)."""
+    runs: list[Path] = []
+    for p in map(Path, paths):
+        if not p.exists():
+            raise ResultsError(f"{p}: no such file or folder")
+        if p.is_file():
+            p = p.parent
+        found = [p] if (p / "meta.json").exists() else sorted(m.parent for m in p.rglob("meta.json"))
+        if not found:
+            raise ResultsError(f"{p}: holds no xferbench run (no meta.json below it)")
+        runs.extend(found)
+    return runs
+
+
+def meta_columns(meta: dict) -> dict:
+    """The flat machine description joined onto every row of a run."""
+    system = meta.get("system", {})
+    gpus = system.get("gpus") or [{}]
+    instance = meta.get("instance", {})
+    return {
+        "instance": instance.get("label") or instance.get("name", ""),
+        "host": system.get("hostname", ""),
+        "gpu_name": gpus[0].get("name", "") if system.get("gpus") else "cpu",
+        "gpu_count": len(system.get("gpus") or []),
+        "driver": system.get("driver", ""),
+        "cuda": system.get("cuda", ""),
+        "torch": system.get("torch", ""),
+        "nccl": system.get("nccl", ""),
+        "pcie_gen": instance.get("pcie_gen") or gpus[0].get("pcie_gen_max"),
+        "pcie_width": instance.get("pcie_width") or gpus[0].get("pcie_width_max"),
+        "nvlink_links": gpus[0].get("nvlink_links"),
+        "nvlink_gbps_per_gpu": instance.get("nvlink_gbps_per_gpu"),
+        "usd_per_hour": instance.get("usd_per_hour"),
+        "start_time": meta.get("start_time", ""),
+        "tool_version": meta.get("tool", {}).get("version", ""),
+        "git_commit": meta.get("tool", {}).get("git_commit", ""),
+    }
+
+
+def load(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
+    """Every run at or below `paths`, rows joined with their run's meta columns (hue='instance')."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    frames = []
+    for run in find_runs(paths):
+        meta = read_meta(run)
+        parquet, csv = run / "samples.parquet", run / "samples.csv"
+        if not parquet.exists() and not csv.exists():
+            raise ResultsError(f"{run}: run has meta.json but no samples file")
+        frame = read_samples(parquet if parquet.exists() else csv)
+        for col, value in meta_columns(meta).items():
+            frame[col] = value
+        frame["run_dir"] = str(run)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True)

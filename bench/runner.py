@@ -1,0 +1,34 @@
+"""Runs a suite's points in order: progress, resume, and out-of-memory points kept as skipped."""
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+from tqdm import tqdm
+
+from bench.results import RunWriter, point_key
+from bench.suites import Context
+
+
+def run_suite(suite: ModuleType, cfg, ctx: Context, writer: RunWriter | None, progress: bool = True) -> int:
+    """Measure every point not already in `writer`; rows go to disk as each point finishes.
+
+    `writer` is None on ranks other than 0 of a distributed suite: they measure, rank 0 writes.
+    Returns the number of points measured.
+    """
+    done = writer.done if writer is not None else set()
+    todo = [p for p in suite.points(cfg, ctx) if point_key(p) not in done]
+    bar = tqdm(todo, desc=f"{suite.NAME:<11}", unit="pt", disable=not progress or ctx.rank != 0,
+               dynamic_ncols=True, leave=True)
+    for point in bar:
+        bar.set_postfix_str(point.label(), refresh=False)
+        try:
+            rows = suite.measure(point, cfg, ctx)
+        except torch.cuda.OutOfMemoryError as exc:
+            if suite.DISTRIBUTED:  # the ranks must agree on skipping: the suite handles its own
+                raise
+            torch.cuda.empty_cache()
+            rows = [point.skipped(f"out of memory: {str(exc).splitlines()[0]}")]
+        if writer is not None:
+            writer.add_point(rows)
+    return len(todo)

@@ -1,0 +1,90 @@
+"""The suite registry, and what every suite shares: the run context and the sweep point.
+
+A suite is one module with NAME, DISTRIBUTED, `check(cfg, ctx) -> skip reason or None`
+(raising ConfigError on bad input), `points(cfg, ctx) -> list[Point]` and
+`measure(point, cfg, ctx) -> list[Sample]`. A distributed suite's measure runs on every
+rank and returns rows on rank 0 only.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import asdict, dataclass, field
+from types import ModuleType
+from typing import Any
+
+from bench import ConfigError
+from bench.results import Sample
+from bench.timing import Trial, TimingConfig
+
+SUITES = ("copy", "p2p", "collectives")
+
+
+def get(name: str) -> ModuleType:
+    if name not in SUITES:
+        raise ConfigError(f"suite {name!r} is unknown; choose from: {', '.join(SUITES)}")
+    return importlib.import_module(f"bench.suites.{name}")
+
+
+@dataclass
+class Context:
+    device: str                      # "cuda" or "cpu"
+    timing: TimingConfig
+    sizes: list[int]
+    gpu_count: int = 0
+    launches: tuple[str, ...] = ("eager",)
+    graph_max_bytes: int = 0
+    rank: int = 0
+    world_size: int = 1
+    nnodes: int = 1
+    local_rank: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One sweep step: the fields that identify it in the results (results.POINT_KEYS)."""
+
+    suite: str
+    op: str
+    size_bytes: int
+    memory: str = ""
+    mode: str = ""
+    backend: str = ""
+    src: str = ""
+    dst: str = ""
+    world_size: int = 1
+    nnodes: int = 1
+    dtype: str = "uint8"
+    launch: str = "eager"
+
+    def sample(self, **values: Any) -> Sample:
+        return Sample(**{**asdict(self), **values})
+
+    def skipped(self, reason: str, status: str = "skipped") -> Sample:
+        return self.sample(status=status, note=reason)
+
+    def label(self) -> str:
+        from bench.sizes import format_size
+
+        parts = [self.op, self.memory, self.mode, self.dtype if self.dtype != "uint8" else "", self.launch,
+                 f"{self.src}->{self.dst}" if self.src and self.suite == "p2p" else "", format_size(self.size_bytes)]
+        return " ".join(p for p in parts if p)
+
+
+def trial_rows(point: Point, trials: list[Trial], bytes_per_op: float, bus_factor: float,
+               verified: bool, note: str = "") -> list[Sample]:
+    """One row per trial (and per part of a bidirectional op); a failed check gives no bandwidth."""
+    rows = []
+    for i, t in enumerate(trials):
+        parts = {"total": (t.time_s, bytes_per_op)}
+        for name, seconds in t.parts.items():  # each direction moves half of the total
+            parts[name] = (seconds, bytes_per_op / max(1, len(t.parts)))
+        for part, (seconds, nbytes) in parts.items():
+            algbw = nbytes * t.iters / seconds / 1e9 if verified and seconds > 0 else float("nan")
+            rows.append(point.sample(
+                trial=i, iters=t.iters, part=part, time_s=seconds / t.iters,
+                algbw_gbps=algbw, busbw_gbps=algbw * bus_factor, verified=verified,
+                status="ok" if verified else "failed",
+                note=note if verified else (note or "data check failed: destination differs from source"),
+            ))
+    return rows

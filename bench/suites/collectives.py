@@ -1,0 +1,251 @@
+"""Collectives through torch.distributed: NCCL on GPUs (one rank each), gloo between CPU processes.
+
+Sizes, algbw and busbw follow nccl-tests: S is the op's total message size (all_gather: the
+gathered output; reduce_scatter: the input; all_to_all: one rank's send buffer), algbw = S/t,
+busbw = algbw x factor. t is the slowest rank's time per op. As with nccl-tests' -c, every
+point is first run once on known data and checked against the exact answer; the timed ops
+then reuse the same buffers (in-place ops change their data, so the check precedes timing).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.distributed as tdist
+
+from bench import ConfigError
+from bench.results import Sample
+from bench.suites import Context, Point, trial_rows
+from bench import timing
+from bench.timing import EventClock, HostClock, Trial
+
+NAME = "collectives"
+DISTRIBUTED = True
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv")
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+          "float64": torch.float64, "int32": torch.int32, "int64": torch.int64, "int8": torch.int8,
+          "uint8": torch.uint8}
+_REDUCING = {"all_reduce", "reduce_scatter", "reduce"}
+_SPLIT = {"all_gather", "reduce_scatter", "all_to_all"}  # S is divided among the ranks
+# torch 2.13 renamed the tensor forms of these two; older releases have only the old names.
+_all_gather = getattr(tdist, "all_gather_single", None) or tdist.all_gather_into_tensor
+_reduce_scatter = getattr(tdist, "reduce_scatter_single", None) or tdist.reduce_scatter_tensor
+
+
+def bus_factor(op: str, n: int) -> float:
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if op in _SPLIT:
+        return (n - 1) / n
+    return 1.0
+
+
+def backend(ctx: Context) -> str:
+    return "nccl" if ctx.device == "cuda" else "gloo"
+
+
+def world_size(cfg, ctx: Context) -> int:
+    return ctx.world_size
+
+
+def check(cfg, ctx: Context) -> str | None:
+    c = cfg.collectives
+    for op in c.ops:
+        if op not in OPS:
+            raise ConfigError(f"collectives.ops: {op!r} is unknown; choose from: {', '.join(OPS)}")
+    for dt in c.dtypes:
+        if dt not in DTYPES:
+            raise ConfigError(f"collectives.dtypes: {dt!r} is unknown; choose from: {', '.join(DTYPES)}")
+    if c.transport not in ("default", "socket"):
+        raise ConfigError(f"collectives.transport={c.transport!r} is unknown; choose from: default, socket")
+    if c.transport == "socket" and ctx.device != "cuda":
+        raise ConfigError("collectives.transport=socket forces NCCL's socket path and needs GPUs; "
+                          "without them the run already uses gloo over local sockets")
+    try:
+        if not float(c.timeout_s) > 0:
+            raise ValueError
+    except ValueError:
+        raise ConfigError(f"collectives.timeout_s={c.timeout_s!r}: must be a positive number of seconds") from None
+    from bench.config import external_rank
+
+    if external_rank() is not None:
+        return None
+    if c.nproc == "auto":
+        if ctx.device == "cuda" and ctx.gpu_count < 2:
+            return f"needs 2 or more GPUs, found {ctx.gpu_count} (collectives.nproc=1 forces a 1-rank run)"
+        nproc = ctx.gpu_count if ctx.device == "cuda" else 2
+    else:
+        try:
+            nproc = int(c.nproc)
+        except ValueError:
+            raise ConfigError(f"collectives.nproc={c.nproc!r}: a number of ranks, or auto") from None
+        if nproc < 1:
+            raise ConfigError(f"collectives.nproc={nproc}: must be >= 1")
+        if ctx.device == "cuda" and nproc > ctx.gpu_count:
+            raise ConfigError(f"collectives.nproc={nproc} but only {ctx.gpu_count} GPU(s) are visible "
+                              f"(one rank per GPU)")
+    if nproc < 2 and "sendrecv" in c.ops and len(c.ops) == 1:
+        raise ConfigError("collectives.ops=[sendrecv] needs 2 or more ranks")
+    ctx.world_size = nproc
+    if ctx.device == "cuda":
+        need = 2 * max(ctx.sizes)
+        free = min(torch.cuda.mem_get_info(i)[0] for i in range(nproc))
+        if need > free:
+            raise ConfigError(f"sizes.max: collectives need about 2 x {max(ctx.sizes)} bytes per GPU "
+                              f"but only {free} bytes are free; lower sizes.max")
+    return None
+
+
+def _elsize(dtype: str) -> int:
+    return torch.empty(0, dtype=DTYPES[dtype]).element_size()
+
+
+def message_bytes(op: str, size: int, dtype: str, n: int) -> int:
+    """The size actually measured: whole elements, and for split ops whole elements per rank."""
+    unit = _elsize(dtype) * (n if op in _SPLIT else 1)
+    return max(unit, size // unit * unit)
+
+
+def points(cfg, ctx: Context) -> list[Point]:
+    n = ctx.world_size
+    ops = [op for op in cfg.collectives.ops if not (op == "sendrecv" and n < 2)]
+    mode = "socket" if cfg.collectives.transport == "socket" else "default"
+    out, seen = [], set()
+    for size in ctx.sizes:
+        for op in ops:
+            for dtype in cfg.collectives.dtypes:
+                nbytes = message_bytes(op, size, dtype, n)
+                for launch in ctx.launches:
+                    if launch == "graph" and nbytes > ctx.graph_max_bytes:
+                        continue
+                    p = Point(NAME, op, nbytes, mode=mode, backend=backend(ctx), world_size=n,
+                              nnodes=ctx.nnodes, dtype=dtype, launch=launch)
+                    if p not in seen:
+                        seen.add(p)
+                        out.append(p)
+    return out
+
+
+def _pattern(rank: int, count: int, dtype: torch.dtype, device, reducing: bool) -> torch.Tensor:
+    """Rank-specific small integers, exact in every dtype (bf16 included) and in their sums."""
+    period = 3 if reducing else 127
+    base = (torch.arange(period * 8, device=device) + 17 * rank) % period
+    return base.to(dtype).repeat(math.ceil(count / base.numel()))[:count].contiguous()
+
+
+def _device(ctx: Context) -> torch.device:
+    return torch.device("cuda", ctx.local_rank) if ctx.device == "cuda" else torch.device("cpu")
+
+
+class _Op:
+    """Buffers and one call of a collective; `expected_ok` checks a single call's result."""
+
+    def __init__(self, op: str, nbytes: int, dtype: str, ctx: Context) -> None:
+        self.op, self.ctx, self.n, self.rank = op, ctx, ctx.world_size, ctx.rank
+        self.dtype, self.device = DTYPES[dtype], _device(ctx)
+        count = nbytes // _elsize(dtype)
+        self.chunk = count // self.n if op in _SPLIT else count
+        size_in = {"all_gather": self.chunk}.get(op, count)
+        size_out = {"all_gather": count, "reduce_scatter": self.chunk, "all_to_all": count}.get(op, 0)
+        self.count = count
+        self.inp = torch.empty(size_in, dtype=self.dtype, device=self.device)
+        self.out = torch.empty(size_out, dtype=self.dtype, device=self.device) if size_out else None
+        if op == "sendrecv":
+            self.out = torch.empty(count, dtype=self.dtype, device=self.device)
+
+    def fill(self) -> None:
+        self.inp.copy_(_pattern(self.rank, self.inp.numel(), self.dtype, self.device, self.op in _REDUCING))
+        if self.out is not None:
+            self.out.zero_()
+
+    def __call__(self, n: int = 1) -> None:
+        for _ in range(n):
+            self._once()
+
+    def _once(self) -> None:
+        op = self.op
+        if op == "all_reduce":
+            tdist.all_reduce(self.inp)
+        elif op == "all_gather":
+            _all_gather(self.out, self.inp)
+        elif op == "reduce_scatter":
+            _reduce_scatter(self.out, self.inp)
+        elif op == "broadcast":
+            tdist.broadcast(self.inp, src=0)
+        elif op == "reduce":
+            tdist.reduce(self.inp, dst=0)
+        elif op == "all_to_all":
+            tdist.all_to_all_single(self.out, self.inp)
+        else:  # sendrecv: a ring, every rank sends to the next and receives from the previous
+            nxt, prv = (self.rank + 1) % self.n, (self.rank - 1) % self.n
+            reqs = tdist.batch_isend_irecv([tdist.P2POp(tdist.isend, self.inp, nxt),
+                                            tdist.P2POp(tdist.irecv, self.out, prv)])
+            for r in reqs:
+                r.wait()
+
+    def correct(self) -> bool:
+        """This rank's result of one call on fresh data equals the exact answer."""
+        red = self.op in _REDUCING
+        pat = lambda r, count: _pattern(r, count, self.dtype, self.device, red)  # noqa: E731
+        if self.op == "all_reduce" or (self.op == "reduce" and self.rank == 0):
+            want = sum(pat(r, self.count).double() for r in range(self.n))
+            return torch.equal(self.inp.double(), want)
+        if self.op == "reduce":
+            return True  # only the root's buffer is defined after a reduce
+        if self.op == "reduce_scatter":
+            lo = self.rank * self.chunk
+            want = sum(pat(r, self.count)[lo:lo + self.chunk].double() for r in range(self.n))
+            return torch.equal(self.out.double(), want)
+        if self.op == "all_gather":
+            return all(torch.equal(self.out[r * self.chunk:(r + 1) * self.chunk], pat(r, self.chunk))
+                       for r in range(self.n))
+        if self.op == "broadcast":
+            return torch.equal(self.inp, pat(0, self.count))
+        if self.op == "all_to_all":
+            lo = self.rank * self.chunk
+            return all(torch.equal(self.out[r * self.chunk:(r + 1) * self.chunk], pat(r, self.count)[lo:lo + self.chunk])
+                       for r in range(self.n))
+        return torch.equal(self.out, pat((self.rank - 1) % self.n, self.count))
+
+
+def _all(value: float, ctx: Context, op=tdist.ReduceOp.MAX) -> torch.Tensor:
+    t = torch.tensor(value, dtype=torch.float64, device=_device(ctx)).reshape(-1)
+    tdist.all_reduce(t, op=op)
+    return t
+
+
+def _barrier(ctx: Context) -> None:
+    _all(0.0, ctx)
+
+
+def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
+    try:
+        op = _Op(point.op, point.size_bytes, point.dtype, ctx)
+        oom = ""
+    except torch.cuda.OutOfMemoryError as exc:
+        op, oom = None, str(exc).splitlines()[0]
+    if _all(1.0 if oom else 0.0, ctx).item():  # every rank skips together, or none does
+        del op
+        torch.cuda.empty_cache()
+        return [point.skipped(f"out of memory on some rank: {oom or 'see that rank'}")] if ctx.rank == 0 else []
+
+    op.fill()
+    op()
+    if ctx.device == "cuda":
+        torch.cuda.synchronize()
+    verified = bool(_all(1.0 if op.correct() else 0.0, ctx, tdist.ReduceOp.MIN).item())
+
+    agree = lambda x: _all(float(x), ctx).item()  # noqa: E731
+    if ctx.device == "cuda":
+        clock = EventClock(before_start=lambda: _barrier(ctx))
+    else:
+        clock = HostClock(sync=lambda: _barrier(ctx))
+    timer = timing.measure_graph if point.launch == "graph" else timing.measure
+    trials = timer(op, clock, ctx.timing, agree)
+    # The slowest rank sets the pace of a collective: keep each trial's maximum over ranks.
+    times = torch.tensor([t.time_s for t in trials], dtype=torch.float64, device=_device(ctx))
+    tdist.all_reduce(times, op=tdist.ReduceOp.MAX)
+    if ctx.rank != 0:
+        return []
+    trials = [Trial(t.iters, float(s)) for t, s in zip(trials, times.tolist())]
+    return trial_rows(point, trials, point.size_bytes, bus_factor(point.op, ctx.world_size), verified)

@@ -1,0 +1,150 @@
+"""Peer-to-peer copies between GPU pairs: bandwidth and latency matrices.
+
+For each selected ordered pair (src, dst): one-way copies (op 'uni') and copies both ways at
+once (op 'bidir', one row per direction plus their sum), either direct (mode 'peer': a
+device-to-device copy, over NVLink or PCIe with peer access) or staged through pinned host
+memory (mode 'staged': device->host then host->device, what a machine without P2P does).
+Timing uses CUDA events on the source GPU; the other GPU's work joins its stream. Every
+point's destination is compared with the source after timing.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+import torch
+
+from bench import ConfigError, timing
+from bench.results import Sample
+from bench.suites import Context, Point, trial_rows
+from bench.suites.copy import same_data
+from bench.timing import EventClock
+
+NAME = "p2p"
+DISTRIBUTED = False
+OPS = ("uni", "bidir")
+MODES = ("peer", "staged")
+
+
+def select_pairs(spec, n: int) -> list[tuple[int, int]]:
+    """'all' ordered pairs, a 'ring' (i -> i+1), or an explicit list of [src, dst]."""
+    if spec == "all":
+        return [(i, j) for i in range(n) for j in range(n) if i != j]
+    if spec == "ring":
+        return [(i, (i + 1) % n) for i in range(n)] if n > 2 else [(0, 1), (1, 0)][: 2 if n == 2 else 0]
+    if isinstance(spec, str):
+        raise ConfigError(f"p2p.pairs={spec!r} is unknown; use all, ring, or a list like [[0,1],[1,0]]")
+    pairs = []
+    for item in spec:
+        if len(item) != 2:
+            raise ConfigError(f"p2p.pairs: {list(item)} is not a [src, dst] pair")
+        i, j = (int(x) for x in item)
+        if i == j or not (0 <= i < n and 0 <= j < n):
+            raise ConfigError(f"p2p.pairs: [{i}, {j}] needs two different GPUs among 0..{n - 1}")
+        pairs.append((i, j))
+    return pairs
+
+
+def check(cfg, ctx: Context) -> str | None:
+    c = cfg.p2p
+    for op in c.ops:
+        if op not in OPS:
+            raise ConfigError(f"p2p.ops: {op!r} is unknown; choose from: {', '.join(OPS)}")
+    for mode in c.modes:
+        if mode not in MODES:
+            raise ConfigError(f"p2p.modes: {mode!r} is unknown; choose from: {', '.join(MODES)}")
+    if ctx.device != "cuda" or ctx.gpu_count < 2:
+        return f"needs 2 or more GPUs, found {ctx.gpu_count}"
+    pairs = select_pairs(c.pairs, ctx.gpu_count)
+    need = 2 * max(ctx.sizes)
+    for dev in sorted({d for pair in pairs for d in pair}):
+        free = torch.cuda.mem_get_info(dev)[0]
+        if need > free:
+            raise ConfigError(f"sizes.max: p2p needs 2 x {max(ctx.sizes)} bytes on cuda:{dev} "
+                              f"but only {free} bytes are free; lower sizes.max")
+    return None
+
+
+def points(cfg, ctx: Context) -> list[Point]:
+    pairs = select_pairs(cfg.p2p.pairs, ctx.gpu_count)
+    out = []
+    for size in ctx.sizes:
+        for i, j in pairs:
+            for op in cfg.p2p.ops:
+                if op == "bidir" and (j, i) in pairs and j < i:
+                    continue  # i<->j at once is one measurement, whichever way it is named
+                for mode in cfg.p2p.modes:
+                    out.append(Point(NAME, op, size, memory="device", mode=mode, backend="cuda",
+                                     src=f"cuda:{i}", dst=f"cuda:{j}"))
+    return out
+
+
+def _buffer(ctx: Context, name: str, device: int | None) -> torch.Tensor:
+    """Largest-size buffers, one set per GPU (and pinned host staging), made on first use."""
+    bufs = ctx.extra.setdefault("p2p_buffers", {})
+    key = (name, device)
+    if key not in bufs:
+        size = max(ctx.sizes)
+        if device is None:
+            bufs[key] = torch.empty(size, dtype=torch.uint8, pin_memory=True)
+        elif name == "src":
+            bufs[key] = torch.randint(0, 256, (size,), dtype=torch.uint8, device=f"cuda:{device}")
+        else:
+            bufs[key] = torch.empty(size, dtype=torch.uint8, device=f"cuda:{device}")
+    return bufs[key]
+
+
+def _stream(ctx: Context, device: int) -> torch.cuda.Stream:
+    return ctx.extra.setdefault("p2p_streams", {}).setdefault(device, torch.cuda.Stream(device=device))
+
+
+def _leg(dst: torch.Tensor, src: torch.Tensor, staging: torch.Tensor | None, s_src, s_dst, n: int) -> None:
+    """n copies src -> dst, direct or via `staging`; the source GPU's stream ends after the last."""
+    for _ in range(n):
+        if staging is None:
+            with torch.cuda.stream(s_src):
+                dst.copy_(src, non_blocking=True)
+        else:
+            with torch.cuda.stream(s_src):
+                staging.copy_(src, non_blocking=True)
+            s_dst.wait_stream(s_src)
+            with torch.cuda.stream(s_dst):
+                dst.copy_(staging, non_blocking=True)
+            s_src.wait_stream(s_dst)  # the next copy into `staging` waits for this one to be read
+
+
+def _enqueue(legs: list[tuple], n: int) -> dict:
+    """All legs at once, each on its source GPU's stream, forked from and joined to the current one."""
+    cur = torch.cuda.current_stream()
+    start = torch.cuda.Event(enable_timing=True)
+    start.record(cur)
+    parts = {}
+    for name, (dst, src, staging, s_src, s_dst) in legs:
+        s_src.wait_event(start)
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record(s_src)
+        _leg(dst, src, staging, s_src, s_dst, n)
+        end.record(s_src)
+        parts[name] = (begin, end)
+        cur.wait_stream(s_src)
+    return parts if len(legs) > 1 else {}
+
+
+def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
+    i, j, n = int(point.src.split(":")[1]), int(point.dst.split(":")[1]), point.size_bytes
+    directions = [("fwd", i, j)] + ([("rev", j, i)] if point.op == "bidir" else [])
+    legs, checks = [], []
+    for name, a, b in directions:
+        dst, src = _buffer(ctx, "dst", b)[:n], _buffer(ctx, "src", a)[:n]
+        staging = _buffer(ctx, f"host_{name}", None)[:n] if point.mode == "staged" else None
+        dst.zero_()
+        legs.append((name, (dst, src, staging, _stream(ctx, a), _stream(ctx, b))))
+        checks.append((dst, src))
+    note = ""
+    if point.mode == "peer" and not torch.cuda.can_device_access_peer(i, j):
+        note = "no peer access between these GPUs: the driver staged the copy"
+    with torch.cuda.device(i):
+        trials = timing.measure(partial(_enqueue, legs), EventClock(), ctx.timing)
+        torch.cuda.synchronize(i)
+        torch.cuda.synchronize(j)
+    verified = all(same_data(dst, src) for dst, src in checks)
+    return trial_rows(point, trials, n * len(directions), 1.0, verified, note)

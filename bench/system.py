@@ -1,0 +1,147 @@
+"""What machine this is: GPUs, driver, CUDA, NCCL, PCIe links, NVLink, P2P access, topology.
+
+NVML (nvidia-ml-py) reads links without creating a CUDA context; anything it cannot read is
+left out rather than guessed. Without a GPU the description says so and names the CPU.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+from typing import Any
+
+import torch
+
+
+def _nvml_gpus() -> list[dict[str, Any]]:
+    try:
+        import pynvml as nv
+    except ImportError:
+        return []
+    try:
+        nv.nvmlInit()
+    except Exception:
+        return []
+    gpus = []
+    try:
+        for i in range(nv.nvmlDeviceGetCount()):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            gpu: dict[str, Any] = {"index": i}
+            readers = {
+                "name": lambda: nv.nvmlDeviceGetName(h),
+                "uuid": lambda: nv.nvmlDeviceGetUUID(h),
+                "memory_bytes": lambda: nv.nvmlDeviceGetMemoryInfo(h).total,
+                "pci_bus_id": lambda: nv.nvmlDeviceGetPciInfo(h).busId,
+                "pcie_gen_current": lambda: nv.nvmlDeviceGetCurrPcieLinkGeneration(h),
+                "pcie_gen_max": lambda: nv.nvmlDeviceGetMaxPcieLinkGeneration(h),
+                "pcie_width_current": lambda: nv.nvmlDeviceGetCurrPcieLinkWidth(h),
+                "pcie_width_max": lambda: nv.nvmlDeviceGetMaxPcieLinkWidth(h),
+                "pcie_gen_gpu_max": lambda: nv.nvmlDeviceGetGpuMaxPcieLinkGeneration(h),
+                "sm_clock_max_mhz": lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM),
+                "mem_clock_max_mhz": lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM),
+                "power_limit_w": lambda: nv.nvmlDeviceGetPowerManagementLimit(h) / 1000,
+            }
+            for key, read in readers.items():
+                try:
+                    value = read()
+                    gpu[key] = value.decode() if isinstance(value, bytes) else value
+                except Exception:
+                    pass
+            links = 0
+            for link in range(getattr(nv, "NVML_NVLINK_MAX_LINKS", 18)):
+                try:
+                    if nv.nvmlDeviceGetNvLinkState(h, link) == nv.NVML_FEATURE_ENABLED:
+                        links += 1
+                except Exception:
+                    break
+            gpu["nvlink_links"] = links
+            gpus.append(gpu)
+        try:
+            driver = nv.nvmlSystemGetDriverVersion()
+            gpus and gpus[0].setdefault("driver", driver.decode() if isinstance(driver, bytes) else driver)
+        except Exception:
+            pass
+    finally:
+        try:
+            nv.nvmlShutdown()
+        except Exception:
+            pass
+    return gpus
+
+
+def _topology() -> str:
+    if not shutil.which("nvidia-smi"):
+        return ""
+    try:
+        out = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def link_matrix(topology: str) -> dict[str, str]:
+    """'i,j' -> link type (NV18, PIX, SYS, ...) from `nvidia-smi topo -m` text."""
+    rows = [line.split() for line in topology.splitlines() if re.match(r"^GPU\d+\s", line)]
+    n = len(rows)
+    return {f"{i},{j}": rows[i][1 + j] for i in range(n) for j in range(n) if i != j and len(rows[i]) > n}
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def p2p_access() -> list[list[bool]]:
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return [[i == j or torch.cuda.can_device_access_peer(i, j) for j in range(n)] for i in range(n)]
+
+
+def describe() -> dict[str, Any]:
+    """The machine, for meta.json."""
+    cuda = torch.cuda.is_available()
+    gpus = _nvml_gpus() if cuda else []
+    if cuda and not gpus:  # NVML missing: take what torch knows
+        gpus = [{"index": i, "name": torch.cuda.get_device_name(i),
+                 "memory_bytes": torch.cuda.get_device_properties(i).total_memory}
+                for i in range(torch.cuda.device_count())]
+    nccl = ""
+    if cuda:
+        try:
+            nccl = ".".join(map(str, torch.cuda.nccl.version()))
+        except Exception:
+            pass
+    topology = _topology() if cuda else ""
+    return {
+        "hostname": socket.gethostname(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or "",
+        "nccl": nccl,
+        "driver": gpus[0].pop("driver", "") if gpus else "",
+        "gpus": gpus,
+        "p2p_access": p2p_access() if cuda else [],
+        "topology": topology,
+        "links": link_matrix(topology),
+        "env": {k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "CUDA_VISIBLE", "TORCH_SYMM", "NVSHMEM_"))},
+    }
+
+
+def instance_label() -> str:
+    """A name for an uncatalogued machine: 'h100-80gb-hbm3-x1', or 'cpu' without a GPU."""
+    if not torch.cuda.is_available():
+        return "cpu"
+    name = torch.cuda.get_device_name(0)
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower().replace("nvidia", "")).strip("-")
+    return f"{slug}-x{torch.cuda.device_count()}"

@@ -1,0 +1,178 @@
+"""One timing core for every suite: warm-up, an adaptive iteration count, repeated trials.
+
+A trial enqueues N back-to-back operations between two clock readings: CUDA events on the
+current stream for asynchronous GPU work, or the host's perf_counter with a synchronize on
+both sides where the host itself blocks (pageable copies, CPU and gloo work). N doubles (or
+jumps by the measured rate) until one trial lasts `min_trial_s`, so timer resolution and the
+interpreter's launch cost are dwarfed. In graph mode the N operations are captured once in a
+CUDA graph and each trial replays it: the trial then measures the wire, not Python.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Protocol
+
+import torch
+
+# enqueue(n) puts n back-to-back operations on the current stream. It may return events that
+# time parts of the work (a bidirectional copy's two streams): an end event, timed from the
+# trial's start, or a (start, end) pair, needed where a part runs on another GPU.
+PartEvents = "Mapping[str, torch.cuda.Event | tuple[torch.cuda.Event, torch.cuda.Event]] | None"
+Enqueue = Callable[[int], PartEvents]
+
+
+def _elapsed(pair: tuple) -> float:
+    pair[1].synchronize()
+    return pair[0].elapsed_time(pair[1]) / 1e3
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    warmup: int = 3
+    trials: int = 5
+    min_trial_s: float = 0.01
+    min_iters: int = 1
+    max_iters: int = 10000
+
+    def __post_init__(self) -> None:
+        from bench import ConfigError
+
+        for key in ("warmup", "min_iters", "max_iters"):
+            if getattr(self, key) < (0 if key == "warmup" else 1):
+                raise ConfigError(f"timing.{key}={getattr(self, key)}: must be >= {0 if key == 'warmup' else 1}")
+        if self.trials < 1:
+            raise ConfigError(f"timing.trials={self.trials}: must be >= 1")
+        if not self.min_trial_s > 0:
+            raise ConfigError(f"timing.min_trial_s={self.min_trial_s}: must be > 0")
+        if self.min_iters > self.max_iters:
+            raise ConfigError(f"timing.min_iters={self.min_iters} is above timing.max_iters={self.max_iters}")
+
+
+@dataclass(frozen=True)
+class Trial:
+    iters: int
+    time_s: float
+    parts: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def per_op_s(self) -> float:
+        return self.time_s / self.iters
+
+
+class Clock(Protocol):
+    def start(self) -> None: ...
+
+    def stop(self, part_events: PartEvents = None) -> tuple[float, dict[str, float]]: ...
+
+
+class HostClock:
+    """perf_counter between two calls of `sync` (a device synchronize, a barrier, or nothing)."""
+
+    def __init__(self, sync: Callable[[], None] = lambda: None) -> None:
+        self._sync = sync
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._sync()
+        self._t0 = time.perf_counter()
+
+    def stop(self, part_events=None) -> tuple[float, dict[str, float]]:
+        self._sync()
+        elapsed = time.perf_counter() - self._t0
+        return elapsed, {name: _elapsed(ev) for name, ev in (part_events or {}).items() if isinstance(ev, tuple)}
+
+
+class EventClock:
+    """CUDA events on the current stream; `before_start` runs first (a barrier between ranks)."""
+
+    def __init__(self, before_start: Callable[[], None] = lambda: None) -> None:
+        self._before = before_start
+        self._start: torch.cuda.Event | None = None
+
+    def start(self) -> None:
+        self._before()
+        self._start = torch.cuda.Event(enable_timing=True)
+        self._start.record()
+
+    def stop(self, part_events=None) -> tuple[float, dict[str, float]]:
+        end = torch.cuda.Event(enable_timing=True)
+        end.record()
+        end.synchronize()
+        parts = {name: _elapsed(ev if isinstance(ev, tuple) else (self._start, ev))
+                 for name, ev in (part_events or {}).items()}
+        return self._start.elapsed_time(end) / 1e3, parts
+
+
+def _run_trial(enqueue: Enqueue, clock: Clock, n: int) -> Trial:
+    clock.start()
+    part_events = enqueue(n)
+    total, parts = clock.stop(part_events)
+    return Trial(n, total, parts)
+
+
+def _same(x: float) -> float:
+    return x
+
+
+def calibrate(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Callable[[float], float] = _same) -> int:
+    """Iterations per trial so that one trial lasts at least cfg.min_trial_s (within the bounds).
+
+    `agree` returns the largest of a value over all ranks of a collective, so every rank takes
+    the same decisions and runs the same number of operations.
+    """
+    n = 1
+    while True:
+        t = agree(_run_trial(enqueue, clock, n).time_s)
+        if t >= cfg.min_trial_s or n >= cfg.max_iters:
+            break
+        guess = math.ceil(n * 1.2 * cfg.min_trial_s / max(t, 1e-9))
+        n = min(cfg.max_iters, max(2 * n, guess))
+    return int(agree(min(cfg.max_iters, max(n, cfg.min_iters))))
+
+
+def measure(
+    enqueue: Enqueue,
+    clock: Clock,
+    cfg: TimingConfig,
+    agree: Callable[[float], float] = _same,
+) -> list[Trial]:
+    """Warm up, calibrate N, then cfg.trials trials of N back-to-back operations each."""
+    if cfg.warmup:
+        _run_trial(enqueue, clock, cfg.warmup)
+    n = calibrate(enqueue, clock, cfg, agree)
+    return [_run_trial(enqueue, clock, n) for _ in range(cfg.trials)]
+
+
+def measure_graph(
+    enqueue: Enqueue,
+    clock: Clock,
+    cfg: TimingConfig,
+    agree: Callable[[float], float] = _same,
+    max_graph_ops: int = 256,
+) -> list[Trial]:
+    """Capture up to `max_graph_ops` operations in one CUDA graph; a trial replays it k times.
+
+    The graph's size and k both come from calibration, so a trial still lasts min_trial_s.
+    """
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # libraries (NCCL, cuBLAS) must be warm before a capture
+        enqueue(max(1, cfg.warmup))
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+
+    ops_per_graph = min(max_graph_ops, calibrate(enqueue, clock, cfg, agree))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        enqueue(ops_per_graph)
+
+    def replay(k: int) -> None:
+        for _ in range(k):
+            graph.replay()
+
+    replay(1)
+    replays = calibrate(replay, clock, TimingConfig(0, 1, cfg.min_trial_s, 1, max(1, cfg.max_iters // ops_per_graph)), agree)
+    trials = [_run_trial(replay, clock, replays) for _ in range(cfg.trials)]
+    return [Trial(t.iters * ops_per_graph, t.time_s) for t in trials]
