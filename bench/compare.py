@@ -7,6 +7,7 @@ trial ranges must not overlap. Bandwidth is compared where a point has one, time
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -86,10 +87,13 @@ class Comparison:
 
     def to_markdown(self) -> str:
         regs, imps = self.regressions, self.improvements
+        noisy = sum(c.verdict == "unchanged" and abs(c.change) > self.tolerance for c in self.changes)
         lines = ["## xferbench comparison", "",
                  f"**{len(regs)} regression(s), {len(imps)} improvement(s), {self.unchanged} unchanged** "
                  f"of {len(self.changes)} common points (tolerance {self.tolerance:.0%}, "
-                 f"significance {self.alpha:g}).", ""]
+                 f"significance {self.alpha:g})."
+                 + (f" {noisy} of the unchanged moved beyond the tolerance but within the trials' spread."
+                    if noisy else ""), ""]
         for title, rows in (("Regressions", regs), ("Improvements", imps)):
             if rows:
                 lines += [f"### {title}", "", "| point | metric | baseline | current | change | evidence |",
@@ -146,6 +150,7 @@ def _bootstrap_upper(first: np.ndarray, second: np.ndarray, alpha: float, rng: n
     return float(np.quantile(np.median(a, axis=1) - np.median(b, axis=1), 1 - alpha))
 
 
+@functools.lru_cache(maxsize=1)
 def _have_scipy() -> bool:
     try:
         import scipy.stats  # noqa: F401
@@ -155,8 +160,11 @@ def _have_scipy() -> bool:
 
 
 def judge(base: np.ndarray, cur: np.ndarray, higher_is_better: bool, tolerance: float, alpha: float,
-          use_scipy: bool, rng: np.random.Generator) -> tuple[float, str, str, float | None]:
-    """(relative change, verdict, test name, p-value) for one point's trials."""
+          use_scipy: bool | None, rng: np.random.Generator) -> tuple[float, str, str, float | None]:
+    """(relative change, verdict, test name, p-value) for one point's trials.
+
+    use_scipy None: the rank test when scipy is installed, else the bootstrap.
+    """
     if not higher_is_better:  # orient time so that larger is better: compare 1/time
         base, cur = 1.0 / base, 1.0 / cur
     mb, mc = float(np.median(base)), float(np.median(cur))
@@ -167,7 +175,7 @@ def judge(base: np.ndarray, cur: np.ndarray, higher_is_better: bool, tolerance: 
     if min(len(base), len(cur)) < MIN_TRIALS_FOR_TEST:
         real, p = bool(worse.max() < better.min()), None
         test = "trial ranges disjoint" if real else "trial ranges overlap"
-    elif use_scipy:
+    elif _have_scipy() if use_scipy is None else use_scipy:  # scipy is imported only when needed
         p = _one_sided_p(worse, better)
         real, test = p <= alpha, "Mann-Whitney U"
     else:
@@ -177,10 +185,14 @@ def judge(base: np.ndarray, cur: np.ndarray, higher_is_better: bool, tolerance: 
     return change, "regression" if change < 0 else "improvement", test, p
 
 
+METRICS = ["algbw_gbps", "busbw_gbps", "time_s"]
+
+
 def _trials(frame: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
-    rows = usable_rows(frame)
-    return {tuple(v.item() if hasattr(v, "item") else v for v in k): g
-            for k, g in rows.groupby(POINT_KEYS, sort=True, dropna=False)}
+    """Point key -> its trials' metric columns (only those: slicing string columns is slow)."""
+    rows = usable_rows(frame)[POINT_KEYS + METRICS]
+    return {tuple(v.item() if hasattr(v, "item") else v for v in k): g[METRICS]
+            for k, g in rows.groupby(POINT_KEYS, sort=False, dropna=False)}
 
 
 def _instances(frame: pd.DataFrame) -> list[str]:
@@ -189,7 +201,10 @@ def _instances(frame: pd.DataFrame) -> list[str]:
 
 def compare(baseline: pd.DataFrame, current: pd.DataFrame, tolerance: float = 0.05,
             alpha: float = 0.05, use_scipy: bool | None = None, seed: int = 0) -> Comparison:
-    """Match points of two load() frames and judge each; ResultsError when they cannot be compared."""
+    """Match points of two load() frames and judge each; ResultsError when they cannot be compared.
+
+    use_scipy None: Mann-Whitney U when scipy is installed, else the bootstrap interval.
+    """
     if not 0 <= tolerance < 1:
         raise ResultsError(f"tolerance {tolerance!r}: must be a fraction in [0, 1), e.g. 0.05 for 5%")
     for name, frame in (("baseline", baseline), ("current", current)):
@@ -201,7 +216,6 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, tolerance: float = 0.
     if not common:
         raise ResultsError("no common points: the two result sets measured nothing in common "
                            f"(baseline has {len(base)} points, current {len(cur)})")
-    use_scipy = _have_scipy() if use_scipy is None else use_scipy
     rng = np.random.default_rng(seed)
     changes = []
     for k in common:

@@ -70,7 +70,9 @@ def _run_rank(suite: ModuleType, cfg, ctx: Context, run_dir: Path, run_id: str) 
     init_group(ctx, backend, float(cfg.collectives.timeout_s))
     try:
         writer = RunWriter(run_dir, run_id) if ctx.rank == 0 else None
-        run_suite(suite, cfg, ctx, writer, progress=cfg.progress)
+        done = [writer.done if writer is not None else None]
+        tdist.broadcast_object_list(done, src=0)  # a resumed run: every rank skips the same points
+        run_suite(suite, cfg, ctx, writer, progress=cfg.progress, done=done[0])
         tdist.barrier()
     finally:
         tdist.destroy_process_group()

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
+import yaml
+
 from bench.results import SCHEMA_VERSION, ResultsError, RunWriter, Sample, point_key, write_json
 
 CONF_INSTANCES = Path(__file__).resolve().parent.parent / "conf" / "instance"
@@ -79,92 +81,94 @@ def _infer_ranks(op: str, rows: list[tuple[int, float, float]]) -> int | None:
     if to_ranks is None or not usable:
         return None
     _, alg, bus = max(usable)
-    ranks = round(to_ranks(bus / alg)) if bus < 2 * alg and bus != alg else None
-    return ranks if ranks and ranks > 1 else None
+    try:
+        ranks = round(to_ranks(bus / alg))
+    except ZeroDivisionError:
+        return None
+    return ranks if ranks >= 2 else None
 
 
 class _NcclBlock:
-    """The header state a table row is read under: op, ranks, iterations, launch mode."""
+    """One test's table and the header it is read under: op, ranks, iterations, launch mode."""
 
     def __init__(self, op: str | None) -> None:
         self.op = op
-        self.ranks: dict[int, tuple[str, int, str]] = {}
+        self.ranks: dict[int, tuple[str, int, str]] = {}   # rank -> (host, device, GPU name)
         self.iters = 0
         self.launch = "eager"
-        self.prefix: list[str] | None = None     # columns before the first time column
-        self.rows: list[tuple] = []
+        self.prefix: list[str] | None = None   # the columns before the first time column
+        self.rows: list[tuple[dict, list[str]]] = []
+
+    def read_comment(self, line: str) -> None:
+        if line.startswith("# nThread"):
+            iters = re.search(r"\d\s+iters:\s*(\d+)", line)       # not 'warmup iters' or 'agg iters'
+            graph = re.search(r"\bgraph:\s*(\d+)", line)
+            self.iters = int(iters.group(1)) if iters else 0
+            self.launch = "graph" if graph and int(graph.group(1)) > 0 else "eager"
+        elif (m := _RANK_LINE.match(line)):
+            self.ranks[int(m.group(1))] = (m.group(2), int(m.group(3)), m.group(4))
+        else:
+            tokens = line.lstrip("#").split()
+            if "size" in tokens and "count" in tokens and ("time" in tokens or "cputime" in tokens):
+                self.prefix = tokens[:next(i for i, t in enumerate(tokens) if t in ("time", "cputime"))]
+
+    def read_row(self, line: str) -> None:
+        tokens = line.split()
+        # without a column header: 13 columns have 'root', 12 are the older layout without it
+        prefix = self.prefix or (["size", "count", "type", "redop", "root"][:5 if len(tokens) == 13 else 4])
+        if tokens[0].isdigit() and len(tokens) == len(prefix) + 8:
+            self.rows.append((dict(zip(prefix, tokens)), tokens[len(prefix):]))
 
 
 def parse_nccl_tests(text: str, op: str | None = None, world_size: int | None = None,
                      source: str = "log") -> Imported:
-    """Rows of the collectives suite from nccl-tests stdout (one or several tests in a row)."""
-    blocks: list[_NcclBlock] = []
-    block = _NcclBlock(op)
-    version, nccl, cuda = "", "", ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped:
+    """Rows of the collectives suite from nccl-tests stdout (one or several tests in a row).
+
+    A line naming a *_perf binary (a command line, '# Collective test starting: ...') or a
+    '# nThread' line starts the next test once the current one has rows. `op` and
+    `world_size` fill in what a log does not say (no binary named, no '# Rank' lines).
+    """
+    blocks = [_NcclBlock(None)]
+    version = nccl = cuda = ""
+    for line in map(str.strip, text.splitlines()):
+        if not line:
             continue
-        if stripped.startswith("#"):
-            if (m := _TESTS_VERSION.match(stripped)):
-                version = m.group(1)
-                nccl = nccl or (_nccl_version_from_code(int(m.group(2))) if m.group(2) else "")
-            if "Collective test starting" in stripped or stripped.startswith("# nThread"):
-                if block.rows:
-                    blocks.append(block)
-                    block = _NcclBlock(op or block.op)
-                elif "Collective test starting" in stripped:
-                    block.ranks = {}
-            if (m := _PERF_BINARY.search(stripped)) and op is None:
-                block.op = _nccl_op(m.group(1))
-            if stripped.startswith("# nThread"):
-                fields = dict(re.findall(r"([a-z ]+?):\s*(\d+)", stripped.split("step:")[-1]))
-                block.iters = int(fields.get(" iters", fields.get("iters", 0)) or 0)
-                block.launch = "graph" if int(fields.get(" graph", fields.get("graph", 0)) or 0) > 0 else "eager"
-            if (m := _RANK_LINE.match(stripped)):
-                block.ranks[int(m.group(1))] = (m.group(2), int(m.group(3)), m.group(4))
-            tokens = stripped.lstrip("#").split()
-            if "size" in tokens and "count" in tokens and ("time" in tokens or "cputime" in tokens):
-                first_time = next(i for i, t in enumerate(tokens) if t in ("time", "cputime"))
-                block.prefix = tokens[:first_time]
-            continue
-        if (m := _NCCL_VERSION.match(stripped)):
+        binary = _PERF_BINARY.search(line)
+        if binary or line.startswith("# nThread"):
+            if blocks[-1].rows:
+                blocks.append(_NcclBlock(blocks[-1].op))
+            if binary:
+                blocks[-1].op = _nccl_op(binary.group(1))
+        if (m := _TESTS_VERSION.match(line)):
+            version = m.group(1)
+            nccl = nccl or (_nccl_version_from_code(int(m.group(2))) if m.group(2) else "")
+        elif (m := _NCCL_VERSION.match(line)):
             nccl, cuda = m.group(1), m.group(2) or ""
-            continue
-        if not m and (b := _PERF_BINARY.search(stripped)) and op is None and not stripped[0].isdigit():
-            if block.rows:  # a command line starting the next test
-                blocks.append(block)
-                block = _NcclBlock(None)
-            block.op = _nccl_op(b.group(1))
-            continue
-        tokens = stripped.split()
-        prefix = block.prefix or (["size", "count", "type", "redop", "root"] if len(tokens) == 13
-                                  else ["size", "count", "type", "redop"])
-        if not tokens[0].isdigit() or len(tokens) != len(prefix) + 8:
-            continue  # launcher chatter, warnings, anything that is not a table row
-        block.rows.append((dict(zip(prefix, tokens)), tokens[len(prefix):]))
-    if block.rows:
-        blocks.append(block)
+        elif line.startswith("#"):
+            blocks[-1].read_comment(line)
+        elif not binary:
+            blocks[-1].read_row(line)
+    blocks = [b for b in blocks if b.rows]
     if not blocks:
         raise ResultsError(f"{source}: no nccl-tests result table found")
 
     samples = []
     for b in blocks:
+        b.op = b.op or op
         if not b.op:
             raise ResultsError(f"{source}: cannot tell which collective a table measures; pass --op")
-        ranks = world_size or len(b.ranks) or _infer_ranks(
+        ranks = len(b.ranks) or world_size or _infer_ranks(
             b.op, [(int(p["size"]), _number(c[1]) or 0.0, _number(c[2]) or 0.0) for p, c in b.rows])
         if not ranks:
             raise ResultsError(f"{source}: no rank lines to count the ranks of {b.op}; pass --world-size")
         nnodes = len({host for host, _, _ in b.ranks.values()}) or 1
         for p, cells in b.rows:
-            for trial, (placement, (t_us, algbw, busbw, wrong)) in enumerate(
-                    (("out-of-place", cells[:4]), ("in-place", cells[4:]))):
-                samples.append(_nccl_sample(b, p, ranks, nnodes, trial, placement, t_us, algbw, busbw, wrong))
-    gpus = [{"index": dev, "name": name} for _, (host, dev, name) in sorted(blocks[0].ranks.items())
-            if host == next(iter(blocks[0].ranks.values()))[0]]
-    hosts = sorted({host for b in blocks for host, _, _ in b.ranks.values()})
-    system = {"hostname": hosts[0] if hosts else "", "nccl": nccl, "cuda": cuda, "gpus": gpus}
+            for trial, placement in enumerate(("out-of-place", "in-place")):
+                samples.append(_nccl_sample(b, p, ranks, nnodes, trial, placement, *cells[4 * trial:4 * trial + 4]))
+    ranks = sorted(blocks[0].ranks.values())
+    first_host = ranks[0][0] if ranks else ""
+    system = {"hostname": first_host, "nccl": nccl, "cuda": cuda,
+              "gpus": [{"index": dev, "name": name} for host, dev, name in ranks if host == first_host]}
     return Imported(samples, version, {k: v for k, v in system.items() if v})
 
 
@@ -199,6 +203,72 @@ def _gpu(i: int) -> str:
     return f"cuda:{i}"
 
 
+def _nvb_sample(buffer_bytes: int, bw: float, **fields) -> Sample:
+    # A bidirectional total moves the buffer both ways; time is what the bandwidth implies.
+    moved = buffer_bytes * (2 if fields["op"] == "bidir" and fields.get("part", "total") == "total" else 1)
+    return Sample(size_bytes=buffer_bytes, time_s=moved / (bw * 1e9), trial=0, algbw_gbps=bw, busbw_gbps=bw,
+                  backend="cuda", verified=False, note="nvbandwidth (its data check is not recorded in its JSON)",
+                  **fields)
+
+
+def _host_copies(kind: str, bidir: bool, engine: str, row: list[float | None], buffer_bytes: int) -> list[Sample]:
+    out = []
+    for j, bw in enumerate(row):
+        if bw is None:
+            continue
+        gpu = _gpu(j)
+        if kind == "device_local":
+            out.append(_nvb_sample(buffer_bytes, bw, suite="copy", op="d2d", memory="device", mode=engine,
+                                   src=gpu, dst=gpu))
+        elif bidir:  # one direction measured while the other runs: a part of 'bidir'
+            part = "h2d" if kind == "host_to_device" else "d2h"
+            out.append(_nvb_sample(buffer_bytes, bw, suite="copy", op="bidir", part=part, memory="pinned",
+                                   mode=engine, src="host", dst=gpu))
+        else:
+            op = "h2d" if kind == "host_to_device" else "d2h"
+            src, dst = ("host", gpu) if op == "h2d" else (gpu, "host")
+            out.append(_nvb_sample(buffer_bytes, bw, suite="copy", op=op, memory="pinned", mode=engine,
+                                   src=src, dst=dst))
+    return out
+
+
+def _peer_copies(name: str, bidir: bool, side: str | None, engine: str, matrix: list[list[float | None]],
+                 buffer_bytes: int) -> list[Sample]:
+    n = len(matrix[0]) if matrix else 0
+    blocks = [matrix[k:k + n] for k in range(0, len(matrix), n)] if n else []
+    if not bidir:
+        parts = list(zip(["total"], blocks[:1]))
+    elif len(blocks) == 3:   # CE: nvbandwidth appends the two directions and their total
+        parts = list(zip(("rev", "fwd", "total"), blocks))
+    elif len(blocks) == 1 and engine == "sm":   # SM bidirectional reports the sum only
+        parts = [("total", blocks[0])]
+    else:
+        raise ValueError(f"{name}: {len(blocks)} matrices where 3 (directions and total) were expected")
+    out = []
+    for part, block in parts:
+        for i, row in enumerate(block):
+            for j, bw in enumerate(row):
+                if bw is None or i == j:
+                    continue
+                # write: row i copies to column j; read: row i reads column j (data j -> i)
+                src, dst = (j, i) if side == "read" and not bidir else (i, j)
+                out.append(_nvb_sample(buffer_bytes, bw, suite="p2p", op="bidir" if bidir else "uni", part=part,
+                                       memory="device", mode=f"{engine}-{side or 'write'}",
+                                       src=_gpu(src), dst=_gpu(dst)))
+    return out
+
+
+def _bidir_totals(samples: list[Sample]) -> list[Sample]:
+    """The sum of nvbandwidth's two host bidirectional tests, per GPU and engine, as part 'total'."""
+    halves: dict[tuple, dict[str, Sample]] = defaultdict(dict)
+    for s in samples:
+        if s.suite == "copy" and s.op == "bidir" and s.part in ("h2d", "d2h"):
+            halves[(s.mode, s.dst)][s.part] = s
+    return [_nvb_sample(h["h2d"].size_bytes, h["h2d"].algbw_gbps + h["d2h"].algbw_gbps, suite="copy", op="bidir",
+                        memory="pinned", mode=mode, src="host", dst=dst)
+            for (mode, dst), h in sorted(halves.items()) if len(h) == 2]
+
+
 def parse_nvbandwidth(data: dict | str, buffer_bytes: int, source: str = "json") -> Imported:
     """Rows of the copy and p2p suites from nvbandwidth -j output (a dict or its JSON text)."""
     if isinstance(data, str):
@@ -210,82 +280,32 @@ def parse_nvbandwidth(data: dict | str, buffer_bytes: int, source: str = "json")
     if not isinstance(root, dict) or not isinstance(root.get("testcases"), list):
         raise ResultsError(f"{source}: not nvbandwidth JSON output (no nvbandwidth.testcases)")
     samples: list[Sample] = []
-    host_bidir: dict[tuple, dict[str, float]] = defaultdict(dict)
     not_imported = []
     for tc in root["testcases"]:
         name, status = str(tc.get("name", "")), str(tc.get("status", ""))
         m = _NVB_NAME.match(name)
         if status.lower() != "passed":
-            not_imported.append(f"{name}: status {status or 'missing'}{': ' + tc['error'] if tc.get('error') else ''}")
-            continue
-        if not m:
+            error = f": {tc['error']}" if tc.get("error") else ""
+            not_imported.append(f"{name}: status {status or 'missing'}{error}")
+        elif not m:
             not_imported.append(f"{name}: no xferbench equivalent (contention or latency test)")
-            continue
-        kind, bidir, side, engine = m.group(1) or "device_local", bool(m.group(2)), m.group(3), m.group(4) or "ce"
-        matrix = _matrix(tc)
-
-        def add(**fields) -> None:
-            bw = fields.pop("bw")
-            moved = buffer_bytes * (2 if fields.get("part") == "total" and fields["op"] == "bidir" else 1)
-            samples.append(Sample(size_bytes=buffer_bytes, time_s=moved / (bw * 1e9), trial=0,
-                                  algbw_gbps=bw, busbw_gbps=bw, verified=False,
-                                  note="nvbandwidth (its own data check is not recorded in its JSON)", **fields))
-
-        if kind in ("host_to_device", "device_to_host", "device_local"):
-            for j, bw in enumerate(matrix[0] if matrix else []):
-                if bw is None:
-                    continue
-                if kind == "device_local":
-                    add(suite="copy", op="d2d", memory="device", mode=engine, backend="cuda",
-                        src=_gpu(j), dst=_gpu(j), bw=bw)
-                elif bidir:  # one direction measured while the other runs: a part of 'bidir'
-                    direction = "h2d" if kind == "host_to_device" else "d2h"
-                    host_bidir[(engine, j)][direction] = bw
-                    add(suite="copy", op="bidir", part=direction, memory="pinned", mode=engine, backend="cuda",
-                        src="host", dst=_gpu(j), bw=bw)
-                else:
-                    op = "h2d" if kind == "host_to_device" else "d2h"
-                    src, dst = ("host", _gpu(j)) if op == "h2d" else (_gpu(j), "host")
-                    add(suite="copy", op=op, memory="pinned", mode=engine, backend="cuda", src=src, dst=dst, bw=bw)
-            continue
-        # device_to_device: square matrices; a CE bidirectional test stacks rev, fwd and total
-        n = len(matrix[0]) if matrix else 0
-        blocks = [matrix[k:k + n] for k in range(0, len(matrix), n)] if n else []
-        mode = f"{engine}-{side or 'write'}"
-        if not bidir:
-            parts = [("total", blocks[0])] if blocks else []
-        elif len(blocks) == 3:
-            parts = list(zip(("rev", "fwd", "total"), blocks))
-        elif len(blocks) == 1 and engine == "sm":   # SM bidirectional reports the sum
-            parts = [("total", blocks[0])]
         else:
-            not_imported.append(f"{name}: {len(blocks)} matrices, expected 3 (directions and total)")
-            continue
-        for part, block in parts:
-            for i, row in enumerate(block):
-                for j, bw in enumerate(row):
-                    if bw is None or i == j:
-                        continue
-                    # write: row i copies to column j; read: row i reads column j (data j -> i)
-                    src, dst = (i, j) if bidir or side != "read" else (j, i)
-                    add(suite="p2p", op="bidir" if bidir else "uni", part=part, memory="device", mode=mode,
-                        backend="cuda", src=_gpu(src), dst=_gpu(dst), bw=bw)
-    for (engine, j), parts in sorted(host_bidir.items()):
-        if len(parts) == 2:
-            samples.append(Sample(suite="copy", op="bidir", size_bytes=buffer_bytes, part="total", trial=0,
-                                  time_s=2 * buffer_bytes / (sum(parts.values()) * 1e9), memory="pinned",
-                                  mode=engine, backend="cuda", src="host", dst=_gpu(j),
-                                  algbw_gbps=sum(parts.values()), busbw_gbps=sum(parts.values()),
-                                  note="sum of nvbandwidth's two bidirectional host tests"))
-    gpus = []
-    for entry in root.get("GPU Device list") or []:
-        if (m := _NVB_DEVICE.match(str(entry))):
-            gpus.append({"index": int(m.group(1)), "name": m.group(2), "pci_bus_id": m.group(3)})
-    hosts = [m.group(4) for e in root.get("GPU Device list") or [] if (m := _NVB_DEVICE.match(str(e))) and m.group(4)]
+            kind, bidir, side, engine = m.group(1) or "device_local", bool(m.group(2)), m.group(3), m.group(4) or "ce"
+            matrix = _matrix(tc)
+            if kind == "device_to_device":
+                try:
+                    samples += _peer_copies(name, bidir, side, engine, matrix, buffer_bytes)
+                except ValueError as exc:
+                    not_imported.append(str(exc))
+            elif matrix:
+                samples += _host_copies(kind, bidir, engine, matrix[0], buffer_bytes)
+    samples += _bidir_totals(samples)
+    devices = [m for e in root.get("GPU Device list") or [] if (m := _NVB_DEVICE.match(str(e)))]
     cuda = root.get("CUDA Runtime Version")
-    system = {"hostname": hosts[0] if hosts else "", "driver": str(root.get("Driver Version", "")),
-              "cuda": f"{int(cuda) // 1000}.{int(cuda) % 1000 // 10}" if isinstance(cuda, int) else "",
-              "gpus": gpus}
+    system = {"hostname": next((m.group(4) for m in devices if m.group(4)), ""),
+              "driver": str(root.get("Driver Version", "")),
+              "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else "",
+              "gpus": [{"index": int(m.group(1)), "name": m.group(2), "pci_bus_id": m.group(3)} for m in devices]}
     return Imported(samples, str(root.get("version") or root.get("git_version") or ""),
                     {k: v for k, v in system.items() if v}, not_imported)
 
@@ -304,8 +324,6 @@ def number_trials(samples: list[Sample]) -> list[Sample]:
 
 def instance_meta(name: str | None, label: str | None = None) -> dict:
     """meta.json's instance: the catalogue entry conf/instance/<name>.yaml when there is one."""
-    import yaml
-
     entry: dict = {}
     if name and (CONF_INSTANCES / f"{name}.yaml").is_file():
         entry = yaml.safe_load((CONF_INSTANCES / f"{name}.yaml").read_text()) or {}
@@ -343,8 +361,6 @@ def import_nccl_tests(logs: Iterable[str | Path], out_dir: str | Path, instance:
     for log in logs:
         text = _read_text(log)
         found = parse_nccl_tests(text, op=op, world_size=world_size, source=str(log))
-        if not any(_PERF_BINARY.search(line) for line in text.splitlines()) and op is None:
-            raise ResultsError(f"{log}: cannot tell which collective it measures; pass --op")
         merged.samples += found.samples
         merged.tool_version = merged.tool_version or found.tool_version
         merged.system = merged.system or found.system

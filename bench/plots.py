@@ -3,7 +3,8 @@ as a share of the link's theoretical peak, and bandwidth per dollar. One file pe
 figure whose data is absent is skipped, never drawn empty.
 
 Curves use measured whole operations only (status ok, part total). A line is the median of a
-point's trials, its band the trials' full range (min to max). GB/s = 1e9 bytes/s throughout.
+point's trials, its band their full range (min to max); points that differ only in device
+(P2P pairs, the GPUs of an nvbandwidth import) share a line. GB/s = 1e9 bytes/s throughout.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ SMALL_BYTES = 1 << 20           # the latency figure's upper size
 HUES = ("instance", "run_id")
 # Keys that tell lines of one suite apart beyond op and hue; only those that vary are used.
 VARIANT_KEYS = ["memory", "mode", "backend", "dtype", "world_size", "nnodes", "launch"]
-OP_ORDER = ["h2d", "d2h", "bidir", "d2d", "h2h", "uni", "all_reduce", "all_gather", "reduce_scatter",
+OP_ORDER = ["h2d", "d2h", "uni", "bidir", "d2d", "h2h", "all_reduce", "all_gather", "reduce_scatter",
             "broadcast", "reduce", "all_to_all", "sendrecv"]
 SUITE_NAMES = {"copy": "Copies", "p2p": "Peer-to-peer", "collectives": "Collectives"}
 BANDWIDTH_LABEL = {"algbw_gbps": "Bandwidth (GB/s)", "busbw_gbps": "Bus bandwidth (GB/s)"}
@@ -97,10 +98,11 @@ def _slug(value) -> str:
 
 
 def _save(fig, out_dir: Path, stem: str, formats: Iterable[str]) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for fmt in formats:
         path = out_dir / f"{stem}.{fmt}"
-        fig.savefig(path, dpi=120, bbox_inches="tight")
+        fig.savefig(path, dpi=120)  # layouts are set when drawn: no second, bbox 'tight' draw
         paths.append(path)
     plt.close(fig)
     return paths
@@ -112,27 +114,44 @@ def _check_hue(frame: pd.DataFrame, hue: str) -> None:
 
 
 def _size_figure(data: pd.DataFrame, y: str, ylabel: str, title: str, hue: str, log_y: bool):
+    """One panel per op, x = message size. Each panel is drawn with the same hue and style order,
+    so colours and dashes mean the same everywhere and one legend serves all."""
     ops = _ops(data)
     variant = _variant(data)
     style = None if variant is None else "variant"
     if variant is not None:
         data = data.assign(variant=variant)
-    g = sns.relplot(data=data, x="size_bytes", y=y, col="op", col_order=ops, col_wrap=min(4, len(ops)),
-                    hue=hue, style=style, kind="line", estimator="median", errorbar=("pi", 100),
-                    markers=True, dashes=True, height=3.2, aspect=1.25,
-                    facet_kws={"sharey": False, "sharex": True})
-    for ax in g.axes.flat:
-        _size_axis(ax, data["size_bytes"].unique())
+    # markers always: a sweep of one size (nvbandwidth imports) is a single point, no line
+    marks = {"markers": True, "dashes": True, "style": style, "style_order": sorted(variant.unique())} \
+        if variant is not None else {"marker": "o"}
+    ncols = min(4, len(ops))
+    nrows = math.ceil(len(ops) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.9 * ncols + 2.2, 3.1 * nrows + 0.5), squeeze=False,
+                             layout="constrained")
+    for ax in axes.flat[len(ops):]:
+        ax.set_axis_off()
+    sizes = data["size_bytes"].unique()
+    for i, (ax, op) in enumerate(zip(axes.flat, ops)):
+        sns.lineplot(data=data[data["op"] == op], x="size_bytes", y=y, hue=hue,
+                     hue_order=sorted(data[hue].unique()), estimator="median", errorbar=("pi", 100),
+                     legend=i == 0, ax=ax, **marks)
+        _size_axis(ax, sizes)
         if log_y:
             ax.set_yscale("log")
             # plain 1, 2, 5, 10 rather than 10^0, 2x10^0: minor ticks labelled at 2 and 5 only
             ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
             ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:e}"[0] in "25" else ""))
         ax.grid(True, which="major", alpha=0.3)
-    g.set_titles("{col_name}")
-    g.set_axis_labels("Message size", ylabel)
-    g.figure.suptitle(title, y=1.03)
-    return g.figure
+        ax.set_title(op)
+        ax.set_xlabel("Message size")
+        ax.set_ylabel(ylabel if i % ncols == 0 else "")
+    first = axes.flat[0]
+    if first.get_legend() is not None:
+        handles, labels = first.get_legend_handles_labels()
+        first.get_legend().remove()
+        fig.legend(handles, labels, loc="outside right upper", frameon=False)
+    fig.suptitle(title)
+    return fig
 
 
 def bandwidth_figures(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instance",
@@ -144,7 +163,7 @@ def bandwidth_figures(frame: pd.DataFrame, out_dir: str | Path, hue: str = "inst
     for suite, d in data.groupby("suite"):
         ylabel = BANDWIDTH_LABEL[bandwidth_column(suite)]
         title = (f"{SUITE_NAMES.get(suite, suite)}: bandwidth vs message size "
-                 "(line: median of trials; band: min-max)")
+                 "(line: median; band: min-max over trials and devices)")
         fig = _size_figure(d, "bandwidth_gbps", ylabel, title, hue, log_y=False)
         paths += _save(fig, Path(out_dir), f"bandwidth_{_slug(suite)}", formats)
     return paths
@@ -159,7 +178,7 @@ def latency_figures(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instan
     paths = []
     for suite, d in data.groupby("suite"):
         title = (f"{SUITE_NAMES.get(suite, suite)}: latency at small sizes "
-                 "(line: median of trials; band: min-max)")
+                 "(line: median; band: min-max over trials and devices)")
         fig = _size_figure(d, "time_us", "Time per operation (µs)", title, hue, log_y=True)
         paths += _save(fig, Path(out_dir), f"latency_{_slug(suite)}", formats)
     return paths
@@ -186,21 +205,23 @@ def p2p_heatmaps(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instance"
     peaks = p2p_peaks(frame, hue)
     paths = []
     for value, d in peaks.groupby(hue):
-        ops, modes = _ops(d), sorted(d["mode"].unique())
+        panels = sorted({(op, mode) for op, mode in zip(d["op"], d["mode"])},
+                        key=lambda p: (_ops(d).index(p[0]), p[1]))
         devices = sorted(set(d["src"]) | set(d["dst"]), key=_device_key)
+        ncols = min(3, len(panels))
+        nrows = math.ceil(len(panels) / ncols)
         side = 0.55 * len(devices) + 2.2
-        fig, axes = plt.subplots(len(ops), len(modes), figsize=(side * len(modes), side * len(ops) * 0.85),
-                                 squeeze=False)
-        for (r, op), (c, mode) in ((ro, mo) for ro in enumerate(ops) for mo in enumerate(modes)):
-            ax = axes[r][c]
+        # tight_layout: constrained layout is several times slower with a colorbar per panel
+        fig, axes = plt.subplots(nrows, ncols, figsize=(side * ncols * 1.15, side * nrows + 0.4), squeeze=False)
+        for ax in axes.flat[len(panels):]:
+            ax.set_axis_off()
+        for ax, (op, mode) in zip(axes.flat, panels):
             cell = d[(d["op"] == op) & (d["mode"] == mode)]
-            if cell.empty:
-                ax.set_axis_off()
-                continue
             matrix = cell.pivot(index="src", columns="dst", values="bandwidth_gbps").reindex(index=devices, columns=devices)
             sns.heatmap(matrix, annot=True, fmt=".0f", cmap="viridis", vmin=0, square=True, ax=ax,
                         cbar_kws={"label": "GB/s"}, annot_kws={"fontsize": 8})
             ax.set_title(f"{op}, {mode}")
+            ax.grid(False)
             ax.set_xlabel("destination")
             ax.set_ylabel("source")
         fig.suptitle(f"P2P peak bandwidth (GB/s; max over sizes of the median), {hue} {value}")
@@ -257,7 +278,7 @@ def peak_table(frame: pd.DataFrame) -> pd.DataFrame:
 def _bar_figure(data: pd.DataFrame, x: str, xlabel: str, title: str, hue: str, fmt: str):
     labels = sorted(data["label"].unique())
     height = 0.32 * len(labels) * max(1, data[hue].nunique()) + 1.8
-    fig, ax = plt.subplots(figsize=(9, height))
+    fig, ax = plt.subplots(figsize=(11, height), layout="constrained")
     sns.barplot(data=data, y="label", x=x, hue=hue, order=labels, orient="h", errorbar=None, ax=ax)
     for container in ax.containers:
         ax.bar_label(container, fmt=fmt, padding=3, fontsize=8)
@@ -310,8 +331,6 @@ def render(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instance",
     unknown = [f for f in formats if f not in ("png", "svg")]
     if unknown:
         raise ValueError(f"format {unknown[0]!r}: choose png or svg")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     paths: list[Path] = []
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):  # no global style change
         for figure in FIGURES:

@@ -140,7 +140,8 @@ def read_samples(path: str | Path) -> pd.DataFrame:
     """One samples file (.parquet or .csv), checked against the schema; ResultsError names it."""
     path = Path(path)
     try:
-        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, keep_default_na=False, na_values=[""])
+        frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(
+            path, keep_default_na=False, na_values={c: ["", "nan", "NaN"] for c in _FLOAT_COLUMNS})
     except Exception as exc:  # pyarrow and pandas raise many types for a corrupt file
         raise ResultsError(f"{path}: unreadable results file ({type(exc).__name__}: {exc})") from None
     missing = [c for c in COLUMNS if c not in frame.columns]

@@ -10,13 +10,16 @@ from bench.results import RunWriter, point_key
 from bench.suites import Context
 
 
-def run_suite(suite: ModuleType, cfg, ctx: Context, writer: RunWriter | None, progress: bool = True) -> int:
-    """Measure every point not already in `writer`; rows go to disk as each point finishes.
+def run_suite(suite: ModuleType, cfg, ctx: Context, writer: RunWriter | None, progress: bool = True,
+              done: set | None = None) -> int:
+    """Measure every point not already done; rows go to disk as each point finishes.
 
-    `writer` is None on ranks other than 0 of a distributed suite: they measure, rank 0 writes.
+    `writer` is None on ranks other than 0 of a distributed suite: they measure, rank 0 writes,
+    and `done` (rank 0's finished points, sent to every rank) keeps them all in step.
     Returns the number of points measured.
     """
-    done = writer.done if writer is not None else set()
+    if done is None:
+        done = writer.done if writer is not None else set()
     todo = [p for p in suite.points(cfg, ctx) if point_key(p) not in done]
     bar = tqdm(todo, desc=f"{suite.NAME:<11}", unit="pt", disable=not progress or ctx.rank != 0,
                dynamic_ncols=True, leave=True)

@@ -1,6 +1,8 @@
 """The short table printed at the end of a run: peak bandwidth and small-message latency."""
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from bench.sizes import format_size
@@ -25,20 +27,38 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
         row = dict(zip(_GROUP, keys))
         row["peak_gbps"] = round(float(medians.bw.max()), 2)
         row["at_size"] = format_size(int(medians.bw.idxmax()))
+        # The largest size's figure too: a peak at a cache-sized message can flatter (d2d in L2).
+        row["gbps@max"] = round(float(medians.bw.iloc[-1]), 2)
+        row["max_size"] = format_size(int(medians.index[-1]))
         for size in _LATENCY_SIZES.get(suite, _DEFAULT_LATENCY_SIZES):
-            near = medians.index[medians.index >= size]
-            if len(near):
-                row[f"lat_us@{format_size(size)}"] = round(float(medians.t[near[0]]) * 1e6, 2)
+            # Split collectives round sizes to whole elements per rank: take the nearest size.
+            nearest = min(medians.index, key=lambda s: abs(math.log2(s / size)))
+            if abs(math.log2(nearest / size)) < 0.5:
+                row[f"lat_us@{format_size(size)}"] = round(float(medians.t[nearest]) * 1e6, 2)
         rows.append(row)
     table = pd.DataFrame(rows)
     # Columns that say the same thing on every row are noise in a terminal table.
-    keep = [c for c in table.columns if c in ("suite", "op") or c.startswith(("peak", "at_", "lat"))
+    keep = [c for c in table.columns if c in ("suite", "op") or c.startswith(("peak", "at_", "lat", "gbps", "max_"))
             or table[c].nunique() > 1]
     return table[keep]
+
+
+def p2p_matrices(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """'op mode' -> src x dst table of peak GB/s (max over sizes of the per-size median)."""
+    ok = frame[(frame.suite == "p2p") & (frame.status == "ok") & (frame.part == "total")]
+    out = {}
+    for (op, mode), group in ok.groupby(["op", "mode"], sort=False):
+        medians = group.groupby(["src", "dst", "size_bytes"]).algbw_gbps.median()
+        peak = medians.groupby(["src", "dst"]).max().unstack("dst")
+        out[f"{op} {mode}"] = peak.round(1)
+    return out
 
 
 def format_summary(frame: pd.DataFrame) -> str:
     table = summarize(frame)
     if table.empty:
         return "no measured points"
-    return table.fillna("").to_string(index=False)
+    text = [table.fillna("").to_string(index=False)]
+    for name, matrix in p2p_matrices(frame).items():
+        text.append(f"\np2p {name}: peak GB/s, rows src, columns dst\n{matrix.fillna('-').to_string()}")
+    return "\n".join(text)

@@ -218,6 +218,23 @@ def _barrier(ctx: Context) -> None:
     _all(0.0, ctx)
 
 
+def _graph_correct(op: _Op, ctx: Context) -> bool:
+    """One op captured in a graph, replayed on fresh data, gives the exact answer on every rank.
+
+    A capture that recorded nothing (the op ran outside the capture stream) would time an empty
+    graph; this check turns that into a failed point instead of an impossible bandwidth.
+    """
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        op(1)
+    op.fill()
+    torch.cuda.synchronize()
+    _barrier(ctx)
+    graph.replay()
+    torch.cuda.synchronize()
+    return bool(_all(1.0 if op.correct() else 0.0, ctx, tdist.ReduceOp.MIN).item())
+
+
 def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
     try:
         op = _Op(point.op, point.size_bytes, point.dtype, ctx)
@@ -242,6 +259,8 @@ def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
         clock = HostClock(sync=lambda: _barrier(ctx))
     timer = timing.measure_graph if point.launch == "graph" else timing.measure
     trials = timer(op, clock, ctx.timing, agree)
+    if point.launch == "graph":
+        verified = verified and _graph_correct(op, ctx)
     # The slowest rank sets the pace of a collective: keep each trial's maximum over ranks.
     times = torch.tensor([t.time_s for t in trials], dtype=torch.float64, device=_device(ctx))
     tdist.all_reduce(times, op=tdist.ReduceOp.MAX)

@@ -1,0 +1,51 @@
+"""GPU paths: run on the GPU machines (`pytest tests/gpu`); skipped cleanly without CUDA."""
+import pytest
+import torch
+
+from bench.results import load
+
+pytestmark = pytest.mark.gpu
+if not torch.cuda.is_available():
+    pytest.skip("needs a CUDA GPU", allow_module_level=True)
+multigpu = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 or more GPUs")
+
+
+def test_copy_suite_on_gpu(xferbench):
+    proc, runs = xferbench("suite=copy", "sizes.max=4MiB", "timing.trials=3")
+    assert proc.returncode == 0, proc.stderr
+    df = load(runs)
+    assert (df.status == "ok").all() and df.verified.all()
+    assert set(df.op) == {"h2d", "d2h", "bidir", "d2d"}
+    assert set(df.launch) == {"eager", "graph"}
+    assert set(df[df.op == "bidir"].part) == {"h2d", "d2h", "total"}
+    big = df[(df.size_bytes == 4 << 20) & (df.part == "total")].groupby(["op", "memory"]).algbw_gbps.median()
+    assert big["d2d", "device"] > big["h2d", "pinned"]  # HBM beats PCIe on any real GPU
+
+
+def test_machine_description_has_links():
+    from bench.system import describe
+
+    d = describe()
+    assert len(d["gpus"]) == torch.cuda.device_count() and d["cuda"] and d["nccl"]
+    assert "pcie_gen_max" in d["gpus"][0] and "nvlink_links" in d["gpus"][0]
+
+
+@multigpu
+def test_p2p_matrix(xferbench):
+    proc, runs = xferbench("suite=p2p", "sizes.max=1MiB", "timing.trials=2", "p2p.pairs=ring")
+    assert proc.returncode == 0, proc.stderr
+    df = load(runs)
+    assert df.verified.all() and set(df["mode"]) == {"peer", "staged"}
+    assert "rows src, columns dst" in proc.stdout
+
+
+@multigpu
+@pytest.mark.parametrize("transport", ["default", "socket"])
+def test_nccl_collectives(xferbench, transport):
+    proc, runs = xferbench("suite=collectives", "collectives.nproc=2", "sizes.max=64KiB", "sizes.factor=8",
+                           "timing.trials=2", f"collectives.transport={transport}",
+                           "collectives.dtypes=[float32,bfloat16]")
+    assert proc.returncode == 0, proc.stderr
+    df = load(runs)
+    assert (df.status == "ok").all() and df.verified.all(), df[~df.verified].note.unique()
+    assert set(df.backend) == {"nccl"} and set(df.launch) == {"eager", "graph"}

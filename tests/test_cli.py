@@ -1,0 +1,70 @@
+"""The real command, end to end on the CPU path: files written, bad input refused before work."""
+import json
+
+import pandas as pd
+import pytest
+
+from bench.results import COLUMNS, load
+
+
+def test_copy_run_writes_verified_tidy_results(xferbench):
+    proc, runs = xferbench("suite=copy", "sizes.max=64KiB", "timing.trials=3")
+    assert proc.returncode == 0, proc.stderr
+    assert len(runs) == 1 and runs[0].parent.name == "cpu"
+    df = pd.read_parquet(runs[0] / "samples.parquet")
+    assert list(df.columns) == COLUMNS
+    assert sorted(df.size_bytes.unique()) == [4096, 8192, 16384, 32768, 65536]
+    assert (df.trial.value_counts() == 5).all() and df.verified.all() and (df.status == "ok").all()
+    assert (df.algbw_gbps > 0).all() and (df.iters >= 1).all()
+    meta = json.loads((runs[0] / "meta.json").read_text())
+    assert meta["status"] == "complete" and meta["device"] == "cpu" and meta["end_time"]
+    assert meta["config"]["timing"]["trials"] == 3 and meta["system"]["torch"]
+    assert "h2h" in proc.stdout and "peak_gbps" in proc.stdout  # the summary table
+
+
+def test_skipped_suite_says_why_and_run_goes_on(xferbench):
+    proc, runs = xferbench("suite=all", "sizes.max=4KiB", "collectives.ops=[all_reduce]", "timing.trials=1")
+    assert proc.returncode == 0, proc.stderr
+    assert "p2p: skipped, needs 2 or more GPUs" in proc.stderr
+    df = load(runs)
+    assert set(df.suite) == {"copy", "collectives"} and df.verified.all()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["suite=foo"], "suite='foo' is unknown; choose from: all, collectives, copy, p2p"),
+    (["sizes.max=abc"], "sizes.max='abc': not a size"),
+    (["sizes.min=1MiB", "sizes.max=4KiB"], "sizes.min=1MiB is larger than sizes.max=4KiB"),
+    (["timing.trials=-1"], "timing.trials=-1: must be >= 1"),
+    (["suite=copy", "copy.ops=[h2d,sideways]"], "copy.ops: 'sideways' is unknown"),
+    (["suite=collectives", "collectives.dtypes=[complex7]"], "collectives.dtypes: 'complex7' is unknown"),
+    (["suite=collectives", "collectives.nproc=0"], "collectives.nproc=0: must be >= 1"),
+    (["device=cuda"], "device=cuda but no CUDA GPU is visible"),
+    (["device=tpu"], "device='tpu' is unknown"),
+    (["resume=/nonexistent/run"], "resume=/nonexistent/run: not an xferbench run folder"),
+    (["launch=sometimes"], "launch='sometimes' is unknown; choose from: both, eager, graph"),
+])
+def test_bad_input_is_one_line_exit_2(xferbench, args, message):
+    proc, runs = xferbench(*args, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert lines == [f"xferbench: error: {message}"] or (len(lines) == 1 and message in lines[0]), proc.stderr
+    assert not any(r.joinpath("samples.parquet").exists() for r in runs)
+
+
+def test_unknown_key_is_exit_2(xferbench):
+    proc, _ = xferbench("no_such_key=1", timeout=60)
+    assert proc.returncode == 2 and "no_such_key" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_help_lists_suites_and_examples(xferbench):
+    proc, _ = xferbench("--help", timeout=60)
+    assert proc.returncode == 0
+    assert "suite: all, collectives, copy, p2p" in proc.stdout
+    assert "xferbench suite=copy" in proc.stdout and "sizes.max" in proc.stdout
+
+
+def test_multirun_makes_one_run_per_job(xferbench):
+    proc, runs = xferbench("-m", "suite=copy", "sizes.max=4KiB,8KiB", "timing.trials=1", "sizes.min=4KiB")
+    assert proc.returncode == 0, proc.stderr
+    assert len(runs) == 2
+    assert sorted(load(runs).groupby("run_dir").size_bytes.max()) == [4096, 8192]

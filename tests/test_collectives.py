@@ -1,0 +1,63 @@
+"""Collectives over gloo between real local processes: the same code path NCCL takes on GPUs."""
+import datetime as dt
+
+import pytest
+import torch
+import torch.distributed as tdist
+
+from bench.results import load
+from bench.suites import Context, collectives
+from bench.timing import TimingConfig
+
+
+def test_every_op_runs_and_verifies_on_three_ranks(xferbench):
+    proc, runs = xferbench("suite=collectives", "collectives.nproc=3", "sizes.max=4KiB", "sizes.factor=8",
+                           "timing.trials=2", "timing.min_trial_s=0.001")
+    assert proc.returncode == 0, proc.stderr
+    df = load(runs)
+    assert set(df.op) == set(collectives.OPS)
+    assert (df.status == "ok").all() and df.verified.all()
+    assert set(df.world_size) == {3} and set(df.backend) == {"gloo"}
+    # Split ops measure whole elements per rank: 3 ranks x 4-byte floats.
+    split = df[df.op.isin(["all_gather", "reduce_scatter", "all_to_all"])]
+    assert (split.size_bytes % 12 == 0).all()
+    for op, factor in (("all_reduce", 4 / 3), ("all_gather", 2 / 3), ("broadcast", 1.0)):
+        rows = df[df.op == op]
+        assert (rows.busbw_gbps / rows.algbw_gbps).round(6).eq(round(factor, 6)).all()
+    assert "all_reduce" in proc.stdout and "lat_us@8B" in proc.stdout
+
+
+@pytest.mark.parametrize("op, n, factor", [("all_reduce", 8, 1.75), ("all_gather", 4, 0.75),
+                                           ("reduce_scatter", 2, 0.5), ("sendrecv", 8, 1.0), ("reduce", 4, 1.0)])
+def test_bus_factors_follow_nccl_tests(op, n, factor):
+    assert collectives.bus_factor(op, n) == factor
+
+
+def test_message_sizes_are_whole_elements_per_rank():
+    assert collectives.message_bytes("all_gather", 8, "float32", 4) == 16
+    assert collectives.message_bytes("all_reduce", 10, "float32", 4) == 8
+    assert collectives.message_bytes("all_to_all", 1 << 20, "bfloat16", 3) == (1 << 20) // 6 * 6
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    tdist.init_process_group("gloo", rank=0, world_size=1, init_method=f"file://{tmp_path}/store",
+                             timeout=dt.timedelta(seconds=30))
+    yield Context(device="cpu", timing=TimingConfig(), sizes=[64])
+    tdist.destroy_process_group()
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "broadcast", "all_to_all"])
+def test_check_catches_wrong_data(one_rank_group, op):
+    call = collectives._Op(op, 64, "bfloat16", one_rank_group)
+    call.fill()
+    call()
+    assert call.correct()
+    (call.out if call.out is not None else call.inp)[3] += 1
+    assert not call.correct()
+
+
+def test_patterns_are_exact_in_bfloat16():
+    sums = sum(collectives._pattern(r, 1000, torch.bfloat16, "cpu", True).double() for r in range(64))
+    exact = sum(collectives._pattern(r, 1000, torch.float64, "cpu", True) for r in range(64))
+    assert torch.equal(sums, exact)

@@ -1,0 +1,138 @@
+"""Faults on the real CPU path: a killed or hung rank, Ctrl-C, resume, out-of-memory points."""
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import torch
+
+from bench.results import RunWriter, load, read_meta
+from bench.runner import run_suite
+from bench.suites import Context, Point
+from bench.timing import TimingConfig
+from conftest import env, xferbench_cmd
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(x) for x in out.split()]
+
+
+def _ranks(pid: int) -> list[int]:
+    """The parent's spawned rank processes (not multiprocessing's resource tracker)."""
+    ranks = []
+    for child in _children(pid):
+        try:
+            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
+        except FileNotFoundError:
+            continue
+        if b"spawn_main" in cmd:
+            ranks.append(child)
+    return sorted(ranks)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def _start(tmp_path, *args):
+    return subprocess.Popen(xferbench_cmd(tmp_path / "results", *args), cwd=tmp_path, env=env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_points(tmp_path, proc, at_least=1, timeout=120) -> Path:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        for f in (tmp_path / "results").rglob("samples.parquet"):
+            try:
+                if len(pd.read_parquet(f)) >= at_least:
+                    return f.parent
+            except Exception:
+                pass
+        time.sleep(0.2)
+    raise AssertionError("no points were written")
+
+
+LONG_COLLECTIVES = ("suite=collectives", "collectives.nproc=2", "collectives.ops=[all_reduce]",
+                    "sizes.min=8B", "sizes.max=64KiB", "timing.trials=20", "collectives.timeout_s=15")
+
+
+def test_killed_rank_ends_run_naming_it_and_keeps_points(tmp_path):
+    proc = _start(tmp_path, *LONG_COLLECTIVES)
+    run = _wait_for_points(tmp_path, proc)
+    ranks = _ranks(proc.pid)
+    assert len(ranks) == 2
+    os.kill(ranks[1], signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert "rank 1 of 2 failed (killed by SIGKILL)" in err
+    assert not any(_alive(r) for r in ranks)  # no orphans
+    assert read_meta(run)["status"] == "failed"
+    df = load(run)
+    assert len(df) >= 20 and df.verified.all()
+
+
+def test_hung_rank_ends_run_within_timeout(tmp_path):
+    proc = _start(tmp_path, *LONG_COLLECTIVES)
+    _wait_for_points(tmp_path, proc)
+    ranks = _ranks(proc.pid)
+    os.kill(ranks[1], signal.SIGSTOP)
+    start = time.time()
+    try:
+        _, err = proc.communicate(timeout=90)
+    finally:
+        for r in ranks:
+            if _alive(r):
+                os.kill(r, signal.SIGKILL)
+    assert proc.returncode == 1
+    assert time.time() - start < 15 + 30  # the collective timeout, plus teardown
+    assert "rank 0 of 2 failed" in err and "still running then: rank 1" in err
+    assert not any(_alive(r) for r in ranks)
+
+
+def test_ctrl_c_keeps_points_and_resume_finishes_the_run(tmp_path):
+    args = ("suite=copy", "sizes.max=16MiB", "timing.trials=30")
+    proc = _start(tmp_path, *args)
+    run = _wait_for_points(tmp_path, proc, at_least=30 * 2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert f"resume={run}" in err
+    assert read_meta(run)["status"] == "interrupted"
+    before = load(run)
+    sizes = sorted(before.size_bytes.unique())
+    assert 2 <= len(sizes) < 13 and before.verified.all()
+
+    proc = _start(tmp_path, *args, f"resume={run}")
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    after = load(run)
+    assert read_meta(run)["status"] == "complete" and len(read_meta(run)["resumed"]) == 1
+    assert sorted(after.size_bytes.unique()) == [4096 << i for i in range(13)]
+    assert after.groupby("size_bytes").trial.count().eq(30).all()  # finished points were not redone
+    kept = after[after.size_bytes.isin(sizes[:-1])].reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept[before.columns[:5]], before[before.size_bytes.isin(sizes[:-1])]
+                                  .reset_index(drop=True)[before.columns[:5]])
+
+
+def test_out_of_memory_point_is_skipped_and_sweep_goes_on(tmp_path):
+    def measure(point, cfg, ctx):
+        if point.size_bytes == 2:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 bytes")
+        return [point.sample(trial=0, time_s=1.0, verified=True)]
+
+    suite = SimpleNamespace(NAME="copy", DISTRIBUTED=False, measure=measure,
+                            points=lambda cfg, ctx: [Point("copy", "h2d", s) for s in (1, 2, 3)])
+    writer = RunWriter(tmp_path, "r")
+    assert run_suite(suite, None, Context("cpu", TimingConfig(), [1, 2, 3]), writer, progress=False) == 3
+    rows = writer.frame.set_index("size_bytes")
+    assert rows.status.to_dict() == {1: "ok", 2: "skipped", 3: "ok"}
+    assert rows.note[2].startswith("out of memory: CUDA out of memory")
