@@ -5,6 +5,7 @@ import datetime as dt
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -61,7 +62,11 @@ def _meta(cfg: DictConfig, run_dir: Path, device: str) -> dict:
     from bench.system import describe
 
     instance = OmegaConf.to_container(cfg.instance, resolve=True)
-    instance["label"] = config.instance_label(cfg.instance.name)
+    label = config.instance_label(cfg.instance.name)
+    catalogued = config.CONF_DIR / "instance" / f"{label}.yaml"
+    if cfg.instance.name == "local" and catalogued.exists():  # detected as a catalogued kind: its specs
+        instance = {**OmegaConf.to_container(OmegaConf.load(catalogued)), "detected": True}
+    instance["label"] = label
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": cfg.run_id,
@@ -95,8 +100,10 @@ def run(cfg: DictConfig, run_dir: Path) -> int:
 
     writer = RunWriter(run_dir, meta["run_id"])
     status, code = "complete", 0
+    wall = meta.setdefault("suite_wall_s", {})
     try:
         for module, ctx in planned:
+            started = time.perf_counter()
             if module.DISTRIBUTED:
                 from bench import dist
 
@@ -104,6 +111,7 @@ def run(cfg: DictConfig, run_dir: Path) -> int:
                 writer = RunWriter(run_dir, meta["run_id"])  # rank 0 wrote to the same folder
             else:
                 run_suite(module, cfg, ctx, writer, progress=cfg.progress)
+            wall[module.NAME] = round(wall.get(module.NAME, 0) + time.perf_counter() - started, 1)
     except KeyboardInterrupt:
         status, code = "interrupted", 130
         print(f"\nxferbench: interrupted; finished points are in {run_dir} (resume={run_dir})", file=sys.stderr)

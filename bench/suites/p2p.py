@@ -93,8 +93,12 @@ def _buffer(ctx: Context, name: str, device: int | None) -> torch.Tensor:
     return bufs[key]
 
 
-def _stream(ctx: Context, device: int) -> torch.cuda.Stream:
-    return ctx.extra.setdefault("p2p_streams", {}).setdefault(device, torch.cuda.Stream(device=device))
+def _stream(ctx: Context, device: int, direction: str) -> torch.cuda.Stream:
+    """A stream per GPU and direction: the two legs of a bidirectional copy share none."""
+    streams = ctx.extra.setdefault("p2p_streams", {})
+    if (device, direction) not in streams:
+        streams[device, direction] = torch.cuda.Stream(device=device)
+    return streams[device, direction]
 
 
 def _leg(dst: torch.Tensor, src: torch.Tensor, staging: torch.Tensor | None, s_src, s_dst, n: int) -> None:
@@ -125,6 +129,9 @@ def _enqueue(legs: list[tuple], n: int) -> dict:
         _leg(dst, src, staging, s_src, s_dst, n)
         end.record(s_src)
         parts[name] = (begin, end)
+    # Join only once every leg is enqueued: torch orders a cross-GPU copy after the destination
+    # GPU's current stream, so an early join would queue the reverse leg behind the forward one.
+    for _, (_, _, _, s_src, _) in legs:
         cur.wait_stream(s_src)
     return parts if len(legs) > 1 else {}
 
@@ -137,7 +144,7 @@ def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
         dst, src = _buffer(ctx, "dst", b)[:n], _buffer(ctx, "src", a)[:n]
         staging = _buffer(ctx, f"host_{name}", None)[:n] if point.mode == "staged" else None
         dst.zero_()
-        legs.append((name, (dst, src, staging, _stream(ctx, a), _stream(ctx, b))))
+        legs.append((name, (dst, src, staging, _stream(ctx, a, name), _stream(ctx, b, name))))
         checks.append((dst, src))
     note = ""
     if point.mode == "peer" and not torch.cuda.can_device_access_peer(i, j):
