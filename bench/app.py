@@ -55,6 +55,8 @@ def plan(cfg: DictConfig) -> tuple[str, list[tuple], list[str]]:
             skipped.append(f"{name}: skipped, {reason}")
         else:
             planned.append((module, ctx))
+    if not planned:
+        raise ConfigError("nothing to run here: " + "; ".join(skipped))
     return device, planned, skipped
 
 
@@ -87,7 +89,8 @@ def run(cfg: DictConfig, run_dir: Path) -> int:
     for key, value in bench.SAFE_ENV.items():
         os.environ.setdefault(key, value)
     device, planned, skipped = plan(cfg)
-    for line in skipped:
+    lead = config.external_rank() in (None, 0)  # under torchrun/Slurm only rank 0 reports
+    for line in skipped if lead else []:
         print(f"xferbench: {line}", file=sys.stderr)
     if cfg.resume:
         meta = read_meta(run_dir)
@@ -96,7 +99,8 @@ def run(cfg: DictConfig, run_dir: Path) -> int:
         meta = _meta(cfg, run_dir, device)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(run_dir / "meta.json", meta)
-    print(f"xferbench: {device}, writing {run_dir}", file=sys.stderr)
+    if lead:
+        print(f"xferbench: {device}, writing {run_dir}", file=sys.stderr)
 
     writer = RunWriter(run_dir, meta["run_id"])
     status, code = "complete", 0
@@ -122,6 +126,6 @@ def run(cfg: DictConfig, run_dir: Path) -> int:
     finally:
         meta.update(end_time=_now(), status=status, skipped_suites=skipped)
         write_json(run_dir / "meta.json", meta)
-    writer = RunWriter(run_dir, meta["run_id"])
-    print(format_summary(writer.frame))
+    if lead:
+        print(format_summary(RunWriter(run_dir, meta["run_id"]).frame))
     return code

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bench.results import POINT_KEYS, ResultsError, load
+from bench.sizes import format_size
 
 # The bandwidth a suite is judged by: nccl-tests' bus bandwidth for collectives (comparable
 # across world sizes), the bytes actually moved for copies and peer-to-peer.
@@ -54,8 +55,14 @@ class Comparison:
     tolerance: float
     alpha: float
     changes: list[PointChange]
+    failed_now: list[str] = field(default_factory=list)        # measured before, data check fails now
     only_in_baseline: list[str] = field(default_factory=list)
     only_in_current: list[str] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> bool:
+        """A real regression: slower beyond tolerance and noise, or a point whose data check now fails."""
+        return bool(self.regressions or self.failed_now)
 
     def with_verdict(self, verdict: str) -> list[PointChange]:
         # Worst first for regressions, best first for improvements.
@@ -81,6 +88,7 @@ class Comparison:
             "regressions": [asdict(c) for c in self.regressions],
             "improvements": [asdict(c) for c in self.improvements],
             "unchanged": self.unchanged,
+            "failed_now": self.failed_now,
             "only_in_baseline": self.only_in_baseline,
             "only_in_current": self.only_in_current,
         }
@@ -94,6 +102,9 @@ class Comparison:
                  f"significance {self.alpha:g})."
                  + (f" {noisy} of the unchanged moved beyond the tolerance but within the trials' spread."
                     if noisy else ""), ""]
+        if self.failed_now:
+            lines += ["### Failing now", "", "Measured in the baseline; every trial now fails its data check:", ""]
+            lines += [f"- {label}" for label in self.failed_now] + [""]
         for title, rows in (("Regressions", regs), ("Improvements", imps)):
             if rows:
                 lines += [f"### {title}", "", "| point | metric | baseline | current | change | evidence |",
@@ -101,7 +112,7 @@ class Comparison:
                 lines += [f"| {c.label} | {_metric_name(c.metric)} | {_fmt(c.baseline, c.metric)} | "
                           f"{_fmt(c.current, c.metric)} | {c.change:+.1%} | {_evidence(c)} |" for c in rows]
                 lines.append("")
-        for title, labels in (("Only in baseline (failed, skipped or not run now)", self.only_in_baseline),
+        for title, labels in (("Only in baseline (skipped or not run now)", self.only_in_baseline),
                               ("Only in current", self.only_in_current)):
             if labels:
                 shown = ", ".join(labels[:20]) + (f", ... ({len(labels) - 20} more)" if len(labels) > 20 else "")
@@ -114,7 +125,7 @@ def _metric_name(metric: str) -> str:
 
 
 def _fmt(value: float, metric: str) -> str:
-    return f"{value * 1e6:.2f} µs" if metric == "time_s" else f"{value:.2f} GB/s"
+    return f"{value * 1e6:.4g} µs" if metric == "time_s" else f"{value:.4g} GB/s"   # small values keep digits
 
 
 def _evidence(c: PointChange) -> str:
@@ -124,8 +135,6 @@ def _evidence(c: PointChange) -> str:
 
 def point_label(key: dict) -> str:
     """A short human name: 'copy h2d pinned eager 64MiB', defaults left out."""
-    from bench.sizes import format_size
-
     parts = [key["suite"], key["op"], key["memory"], key["mode"],
              key["backend"] if key["suite"] == "collectives" else "",
              f"{key['src']}->{key['dst']}" if key["suite"] == "p2p" else "",
@@ -230,9 +239,21 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, tolerance: float = 0.
         change, verdict, test, p = judge(bv, cv, metric != "time_s", tolerance, alpha, use_scipy, rng)
         changes.append(PointChange(key, point_label(key), metric, float(np.median(bv)), float(np.median(cv)),
                                    change, verdict, test, p, len(bv), len(cv)))
+    failed = _failed_points(current)
+    gone = sorted(base.keys() - cur.keys())
     return Comparison(tolerance, alpha, changes,
-                      only_in_baseline=[point_label(dict(zip(POINT_KEYS, k))) for k in sorted(base.keys() - cur.keys())],
-                      only_in_current=[point_label(dict(zip(POINT_KEYS, k))) for k in sorted(cur.keys() - base.keys())])
+                      failed_now=[_label(k) for k in gone if k in failed],
+                      only_in_baseline=[_label(k) for k in gone if k not in failed],
+                      only_in_current=[_label(k) for k in sorted(cur.keys() - base.keys())])
+
+
+def _label(key: tuple) -> str:
+    return point_label(dict(zip(POINT_KEYS, key)))
+
+
+def _failed_points(frame: pd.DataFrame) -> set[tuple]:
+    failed = frame.loc[frame["status"] == "failed", POINT_KEYS].drop_duplicates()
+    return {tuple(v.item() if hasattr(v, "item") else v for v in row) for row in failed.itertuples(index=False)}
 
 
 def compare_paths(baseline: Iterable[str | Path] | str | Path, current: Iterable[str | Path] | str | Path,

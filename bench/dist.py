@@ -142,6 +142,9 @@ def run_distributed(suite: ModuleType, cfg, ctx: Context, run_dir: Path, run_id:
     nproc = suite.world_size(cfg, ctx)
     env = {**bench.SAFE_ENV, **{k: v for k, v in os.environ.items() if k in bench.SAFE_ENV},
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
+           # As torchrun does: ranks sharing a host's cores each with a full thread pool slow
+           # gloo's small messages tenfold on a small machine.
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
            **_transport_env(cfg.collectives.transport)}
     cfg_container = OmegaConf.to_container(cfg, resolve=True)
     sys.stdout.flush()

@@ -189,8 +189,9 @@ def _nccl_sample(block: _NcclBlock, p: dict, ranks: int, nnodes: int, trial: int
 
 # --- nvbandwidth ---------------------------------------------------------------------------------
 
-_NVB_NAME = re.compile(r"^(host_to_device|device_to_host|device_to_device|device_local)"
-                       r"(_bidirectional)?(?:_memcpy)?(?:_(read|write))?(?:_(ce|sm))?$|^device_local_copy$")
+# host_to_device_memcpy_ce, device_to_device_bidirectional_memcpy_read_sm, ..., device_local_copy
+_NVB_NAME = re.compile(r"^(host_to_device|device_to_host|device_to_device)(_bidirectional)?_memcpy"
+                       r"(?:_(read|write))?_(ce|sm)$|^(device_local)_copy$")
 _NVB_DEVICE = re.compile(r"^\s*(\d+)\s*:\s*(.+?)\s*\(([0-9A-Fa-f:.]+)\)(?::\s*\((.*)\))?\s*$")
 
 
@@ -290,7 +291,7 @@ def parse_nvbandwidth(data: dict | str, buffer_bytes: int, source: str = "json")
         elif not m:
             not_imported.append(f"{name}: no xferbench equivalent (contention or latency test)")
         else:
-            kind, bidir, side, engine = m.group(1) or "device_local", bool(m.group(2)), m.group(3), m.group(4) or "ce"
+            kind, bidir, side, engine = m.group(1) or m.group(5), bool(m.group(2)), m.group(3), m.group(4) or "ce"
             matrix = _matrix(tc)
             if kind == "device_to_device":
                 try:
@@ -300,12 +301,12 @@ def parse_nvbandwidth(data: dict | str, buffer_bytes: int, source: str = "json")
             elif matrix:
                 samples += _host_copies(kind, bidir, engine, matrix[0], buffer_bytes)
     samples += _bidir_totals(samples)
-    devices = [m for e in root.get("GPU Device list") or [] if (m := _NVB_DEVICE.match(str(e)))]
-    cuda = root.get("CUDA Runtime Version")
-    system = {"hostname": next((m.group(4) for m in devices if m.group(4)), ""),
+    devices = [d for e in root.get("GPU Device list") or [] if (d := _NVB_DEVICE.match(str(e)))]
+    cuda = root.get("CUDA Runtime Version")   # an int such as 12080
+    system = {"hostname": next((d.group(4) for d in devices if d.group(4)), ""),
               "driver": str(root.get("Driver Version", "")),
               "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) else "",
-              "gpus": [{"index": int(m.group(1)), "name": m.group(2), "pci_bus_id": m.group(3)} for m in devices]}
+              "gpus": [{"index": int(d.group(1)), "name": d.group(2), "pci_bus_id": d.group(3)} for d in devices]}
     return Imported(samples, str(root.get("version") or root.get("git_version") or ""),
                     {k: v for k, v in system.items() if v}, not_imported)
 
@@ -359,8 +360,7 @@ def import_nccl_tests(logs: Iterable[str | Path], out_dir: str | Path, instance:
     logs = [Path(p) for p in logs]
     merged = Imported([])
     for log in logs:
-        text = _read_text(log)
-        found = parse_nccl_tests(text, op=op, world_size=world_size, source=str(log))
+        found = parse_nccl_tests(_read_text(log), op=op, world_size=world_size, source=str(log))
         merged.samples += found.samples
         merged.tool_version = merged.tool_version or found.tool_version
         merged.system = merged.system or found.system

@@ -83,11 +83,14 @@ def _ops(frame: pd.DataFrame) -> list[str]:
 
 
 def _size_axis(ax, sizes: Iterable[int]) -> None:
-    sizes = [s for s in sizes if s > 0]
-    lo, hi = math.floor(math.log2(min(sizes))), math.ceil(math.log2(max(sizes)))
-    step = max(1, math.ceil((hi - lo) / 7))
+    """log2 x axis labelled 4KiB, 1MiB, ...: at most 8 ticks, on the sweep's own sizes where they
+    are powers of two, counted down from the largest (the size that matters most for bandwidth)."""
+    sizes = [int(s) for s in sizes if s > 0]
+    exps = sorted({s.bit_length() - 1 for s in sizes if s & (s - 1) == 0})
+    if len(exps) < 2:
+        exps = list(range(math.floor(math.log2(min(sizes))), math.ceil(math.log2(max(sizes))) + 1))
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(FixedLocator([2.0**e for e in range(lo, hi + 1, step)]))
+    ax.xaxis.set_major_locator(FixedLocator([2.0**e for e in exps[::-1][::math.ceil(len(exps) / 8)]]))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_size(int(round(v))) if v >= 1 else ""))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.tick_params(axis="x", labelrotation=45)
@@ -130,10 +133,10 @@ def _size_figure(data: pd.DataFrame, y: str, ylabel: str, title: str, hue: str, 
                              layout="constrained")
     for ax in axes.flat[len(ops):]:
         ax.set_axis_off()
-    sizes = data["size_bytes"].unique()
+    sizes, hue_order = data["size_bytes"].unique(), sorted(data[hue].unique())
     for i, (ax, op) in enumerate(zip(axes.flat, ops)):
         sns.lineplot(data=data[data["op"] == op], x="size_bytes", y=y, hue=hue,
-                     hue_order=sorted(data[hue].unique()), estimator="median", errorbar=("pi", 100),
+                     hue_order=hue_order, estimator="median", errorbar=("pi", 100),
                      legend=i == 0, ax=ax, **marks)
         _size_axis(ax, sizes)
         if log_y:
@@ -148,8 +151,9 @@ def _size_figure(data: pd.DataFrame, y: str, ylabel: str, title: str, hue: str, 
     first = axes.flat[0]
     if first.get_legend() is not None:
         handles, labels = first.get_legend_handles_labels()
+        legend_title = first.get_legend().get_title().get_text()   # the hue's name when there is no style
         first.get_legend().remove()
-        fig.legend(handles, labels, loc="outside right upper", frameon=False)
+        fig.legend(handles, labels, title=legend_title or None, loc="outside right center", frameon=False)
     fig.suptitle(title)
     return fig
 
@@ -162,8 +166,8 @@ def bandwidth_figures(frame: pd.DataFrame, out_dir: str | Path, hue: str = "inst
     paths = []
     for suite, d in data.groupby("suite"):
         ylabel = BANDWIDTH_LABEL[bandwidth_column(suite)]
-        title = (f"{SUITE_NAMES.get(suite, suite)}: bandwidth vs message size "
-                 "(line: median; band: min-max over trials and devices)")
+        title = (f"{SUITE_NAMES.get(suite, suite)}: bandwidth vs message size\n"
+                 "line: median; band: min-max over trials and devices")
         fig = _size_figure(d, "bandwidth_gbps", ylabel, title, hue, log_y=False)
         paths += _save(fig, Path(out_dir), f"bandwidth_{_slug(suite)}", formats)
     return paths
@@ -177,8 +181,8 @@ def latency_figures(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instan
     data = data[(data["size_bytes"] <= SMALL_BYTES) & (data["time_s"] > 0)].assign(time_us=lambda d: d["time_s"] * 1e6)
     paths = []
     for suite, d in data.groupby("suite"):
-        title = (f"{SUITE_NAMES.get(suite, suite)}: latency at small sizes "
-                 "(line: median; band: min-max over trials and devices)")
+        title = (f"{SUITE_NAMES.get(suite, suite)}: latency at small sizes\n"
+                 "line: median; band: min-max over trials and devices")
         fig = _size_figure(d, "time_us", "Time per operation (µs)", title, hue, log_y=True)
         paths += _save(fig, Path(out_dir), f"latency_{_slug(suite)}", formats)
     return paths
@@ -205,8 +209,8 @@ def p2p_heatmaps(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instance"
     peaks = p2p_peaks(frame, hue)
     paths = []
     for value, d in peaks.groupby(hue):
-        panels = sorted({(op, mode) for op, mode in zip(d["op"], d["mode"])},
-                        key=lambda p: (_ops(d).index(p[0]), p[1]))
+        ops = _ops(d)
+        panels = sorted({(op, mode) for op, mode in zip(d["op"], d["mode"])}, key=lambda p: (ops.index(p[0]), p[1]))
         devices = sorted(set(d["src"]) | set(d["dst"]), key=_device_key)
         ncols = min(3, len(panels))
         nrows = math.ceil(len(panels) / ncols)
@@ -217,7 +221,8 @@ def p2p_heatmaps(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instance"
             ax.set_axis_off()
         for ax, (op, mode) in zip(axes.flat, panels):
             cell = d[(d["op"] == op) & (d["mode"] == mode)]
-            matrix = cell.pivot(index="src", columns="dst", values="bandwidth_gbps").reindex(index=devices, columns=devices)
+            matrix = (cell.pivot(index="src", columns="dst", values="bandwidth_gbps")
+                      .reindex(index=devices, columns=devices))
             sns.heatmap(matrix, annot=True, fmt=".0f", cmap="viridis", vmin=0, square=True, ax=ax,
                         cbar_kws={"label": "GB/s"}, annot_kws={"fontsize": 8})
             ax.set_title(f"{op}, {mode}")
@@ -251,7 +256,7 @@ def _peak_label(row) -> str:
     parts = [row["suite"], row["op"], row["memory"] if row["suite"] == "copy" else "",
              row["mode"] if row["mode"] != "default" else "",
              row["dtype"] if row["dtype"] != "uint8" else "",
-             f"{row['world_size']} ranks" if int(row["world_size"]) > 1 else "", row["launch"]]
+             f"{row['world_size']} ranks" if int(row["world_size"]) > 1 else ""]
     return " ".join(str(p) for p in parts if p)
 
 
@@ -259,14 +264,17 @@ def peak_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Peak bandwidth per run and variant (max over sizes, and pairs, of the per-size median),
     with the link's theoretical peak, the achieved share, and the instance's price."""
     data = _curves(frame).dropna(subset=["bandwidth_gbps"])
+    # Graph mode stops at timing.graph_max_size, so its largest figure is no peak: eager only.
+    data = data[data["launch"] != "graph"]
     if data.empty:
         return pd.DataFrame(columns=["instance", "run_id", "label", "peak_gbps", "link", "link_gbps",
                                      "percent", "usd_per_hour"])
     variant = ["suite", "op", "memory", "mode", "backend", "dtype", "world_size", "nnodes", "launch"]
     med = data.groupby(["instance", "run_id"] + variant + ["src", "dst", "size_bytes"])["bandwidth_gbps"].median()
     peaks = med.groupby(level=["instance", "run_id"] + variant).max().rename("peak_gbps").reset_index()
-    links = data.groupby("run_id")[["pcie_gen", "pcie_width", "nvlink_gbps_per_gpu", "usd_per_hour"]].first()
-    peaks = peaks.join(links, on="run_id")
+    links = data.groupby(["instance", "run_id"])[["pcie_gen", "pcie_width", "nvlink_gbps_per_gpu",
+                                                  "usd_per_hour"]].first()
+    peaks = peaks.join(links, on=["instance", "run_id"])
     bounds = peaks.apply(_theoretical, axis=1, result_type="expand")
     peaks["link_gbps"], peaks["link"] = pd.to_numeric(bounds[0], errors="coerce"), bounds[1]
     peaks["percent"] = 100 * peaks["peak_gbps"] / peaks["link_gbps"]
@@ -286,7 +294,7 @@ def _bar_figure(data: pd.DataFrame, x: str, xlabel: str, title: str, hue: str, f
     ax.set_ylabel("")
     ax.set_title(title)
     ax.grid(True, axis="x", alpha=0.3)
-    ax.margins(x=0.15)
+    ax.set_xlim(0, data[x].max() * 1.15)   # room for the bar labels
     return fig, ax
 
 
@@ -298,11 +306,13 @@ def peak_fraction_figure(frame: pd.DataFrame, out_dir: str | Path, hue: str = "i
     if peaks.empty:
         return []
     peaks = peaks.assign(label=peaks["label"] + " (" + peaks["link"] + ")")
-    fig, ax = _bar_figure(peaks, "percent", "Peak bandwidth, % of the link's theoretical peak",
-                          "Peak bandwidth vs the link's theoretical peak\n(PCIe per direction: "
-                          "gen3 x16 15.75, gen4 31.5, gen5 63 GB/s; NVLink from the instance catalogue)",
-                          hue, "%.0f%%")
+    fig, ax = _bar_figure(peaks, "percent",
+                          "Peak bandwidth, % of the link's theoretical peak\n"
+                          "PCIe per direction: gen3 x16 15.75, gen4 31.5, gen5 63 GB/s\n"
+                          "NVLink per GPU and direction: from the instance catalogue",
+                          "Peak bandwidth vs the link's theoretical peak", hue, "%.0f%%")
     ax.axvline(100, color="black", linewidth=1, linestyle="--")
+    ax.set_xlim(0, max(110, peaks["percent"].max() * 1.15))
     return _save(fig, Path(out_dir), "peak_vs_link", formats)
 
 

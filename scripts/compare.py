@@ -4,10 +4,11 @@
 A point regresses when its median bandwidth (time, where it has no bandwidth) got worse by more
 than the tolerance AND its trials say so: a one-sided Mann-Whitney U test (with scipy), a
 bootstrap interval of the median difference (without), or, with fewer than 3 trials a side,
-trial ranges that do not overlap.
+trial ranges that do not overlap. A point measured in the baseline whose data check now fails
+counts as a regression too. Only measured trials (status ok) of whole operations are compared.
 
 Exit status: 0 no regression, 1 a real regression, 2 unusable input (missing or corrupt
-results, another schema version, no points in common).
+results, another schema version, several instances on one side, no points in common).
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(result.to_markdown())
     write_outputs(result, markdown=args.markdown, json_path=args.json)
-    return 1 if result.regressions else 0
+    return 1 if result.regressed else 0
 
 
 if __name__ == "__main__":

@@ -41,7 +41,7 @@ def copy_samples(rng: np.random.Generator, scale: float = 1.0, noise: float = 0.
         launches = ["eager", "graph"] if (op, memory) == ("h2d", "pinned") else ["eager"]
         for launch in launches:
             for size in sizes:
-                src, dst = ("host", "cuda:0") if op == "h2d" else ("cuda:0", "host") if op == "d2h" else ("cuda:0", "cuda:0")
+                src, dst = {"h2d": ("host", "cuda:0"), "d2h": ("cuda:0", "host")}.get(op, ("cuda:0", "cuda:0"))
                 point = dict(suite="copy", op=op, size_bytes=size, memory=memory, backend="cuda",
                              src=src, dst=dst, launch=launch)
                 out += _trials(point, peak * scale * (1.1 if launch == "graph" else 1.0), rng, trials, noise)

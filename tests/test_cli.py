@@ -42,6 +42,7 @@ def test_skipped_suite_says_why_and_run_goes_on(xferbench):
     (["device=tpu"], "device='tpu' is unknown"),
     (["resume=/nonexistent/run"], "resume=/nonexistent/run: not an xferbench run folder"),
     (["launch=sometimes"], "launch='sometimes' is unknown; choose from: both, eager, graph"),
+    (["suite=p2p"], "nothing to run here: p2p: skipped, needs 2 or more GPUs, found 0"),
 ])
 def test_bad_input_is_one_line_exit_2(xferbench, args, message):
     proc, runs = xferbench(*args, timeout=60)

@@ -61,3 +61,22 @@ def test_patterns_are_exact_in_bfloat16():
     sums = sum(collectives._pattern(r, 1000, torch.bfloat16, "cpu", True).double() for r in range(64))
     exact = sum(collectives._pattern(r, 1000, torch.float64, "cpu", True) for r in range(64))
     assert torch.equal(sums, exact)
+
+
+def test_joins_torchrun_ranks_and_only_rank_0_writes(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import env
+
+    out = tmp_path / "results"
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "bench",
+                           f"out_dir={out}", "progress=false", "suite=all", "sizes.max=64B",
+                           "collectives.ops=[all_reduce,sendrecv]", "timing.trials=2"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env())
+    assert proc.returncode == 0, proc.stderr
+    runs = sorted(p.parent for p in out.rglob("meta.json"))
+    assert len(runs) == 1  # rank 1 kept out of results/
+    df = load(runs)
+    assert set(df.suite) == {"collectives"} and set(df.world_size) == {2} and df.verified.all()
+    assert proc.stderr.count("copy: skipped under torchrun") == 1

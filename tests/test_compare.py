@@ -13,7 +13,7 @@ import pytest
 
 from bench.compare import compare, compare_paths, judge
 from bench.results import ResultsError, load
-from synthetic import MiB, collective_samples, copy_samples, write_run
+from synthetic import SIZES, MiB, collective_samples, copy_samples, write_run
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "compare.py"
@@ -59,9 +59,7 @@ def test_real_regression_exits_1_and_names_exactly_the_regressed_points(runs, tm
                           capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 1, proc.stderr
     data = json.loads(report.read_text())
-    expected = {(k["op"], k["launch"], k["size_bytes"]) for k in
-                ({"op": s.op, "launch": s.launch, "size_bytes": s.size_bytes} for s in copy_samples(np.random.default_rng(0))
-                 if _regressed(s))}
+    expected = {("h2d", launch, size) for launch in ("eager", "graph") for size in SIZES if size >= MiB}
     found = {(r["key"]["op"], r["key"]["launch"], r["key"]["size_bytes"]) for r in data["regressions"]}
     assert found == expected
     assert all(r["key"]["memory"] == "pinned" and -0.25 < r["change"] < -0.15 for r in data["regressions"])
@@ -184,3 +182,14 @@ def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
 def test_compare_refuses_a_bad_tolerance(runs):
     with pytest.raises(ResultsError, match="tolerance"):
         compare_paths(runs["base"], runs["noise"], tolerance=5)
+
+
+def test_a_point_whose_data_check_now_fails_is_a_regression(runs, tmp_path):
+    rng = np.random.default_rng(9)
+    broken = copy_samples(rng, noise=0.015) + collective_samples(rng, noise=0.015)
+    for s in broken:
+        if s.suite == "copy" and s.op == "d2d" and s.size_bytes == 4 * MiB:
+            s.status, s.verified, s.algbw_gbps = "failed", False, float("nan")
+    result = compare(load(runs["base"]), load(write_run(tmp_path / "broken", broken)))
+    assert result.regressions == [] and result.failed_now == ["copy d2d device eager 4MiB"]
+    assert result.regressed and "### Failing now" in result.to_markdown()

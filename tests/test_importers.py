@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.importers import import_nccl_tests, import_nvbandwidth, parse_nccl_tests, parse_nvbandwidth
+from bench.importers import import_nccl_tests, parse_nccl_tests, parse_nvbandwidth
 from bench.results import ResultsError, load, read_meta
 
 DATA = Path(__file__).resolve().parent / "data"
