@@ -1,6 +1,7 @@
 """Runs a suite's points in order: progress, resume, and out-of-memory points kept as skipped."""
 from __future__ import annotations
 
+import sys
 from types import ModuleType
 
 import torch
@@ -21,8 +22,9 @@ def run_suite(suite: ModuleType, cfg, ctx: Context, writer: RunWriter | None, pr
     if done is None:
         done = writer.done if writer is not None else set()
     todo = [p for p in suite.points(cfg, ctx) if point_key(p) not in done]
+    # In a log file (CI) a bar redrawn ten times a second is noise: one line every 10 s there.
     bar = tqdm(todo, desc=f"{suite.NAME:<11}", unit="pt", disable=not progress or ctx.rank != 0,
-               dynamic_ncols=True, leave=True)
+               dynamic_ncols=True, leave=True, mininterval=0.1 if sys.stderr.isatty() else 10)
     for point in bar:
         bar.set_postfix_str(point.label(), refresh=False)
         try:

@@ -19,6 +19,24 @@ from bench.timing import Trial, TimingConfig
 SUITES = ("copy", "p2p", "collectives")
 
 
+def check_choices(key: str, values, allowed) -> None:
+    """ConfigError naming the key and the allowed values for the first value not allowed."""
+    for value in values:
+        if value not in allowed:
+            raise ConfigError(f"{key}: {value!r} is unknown; choose from: {', '.join(allowed)}")
+
+
+def check_fits(what: str, need: int, devices) -> None:
+    """ConfigError unless `need` bytes are free on every listed GPU (before anything is allocated)."""
+    import torch
+
+    for dev in devices:
+        free = torch.cuda.mem_get_info(dev)[0]
+        if need > free:
+            raise ConfigError(f"sizes.max: {what} needs {need} bytes on cuda:{dev} but only {free} bytes "
+                              f"are free; lower sizes.max")
+
+
 def get(name: str) -> ModuleType:
     if name not in SUITES:
         raise ConfigError(f"suite {name!r} is unknown; choose from: {', '.join(SUITES)}")

@@ -15,7 +15,7 @@ import torch.distributed as tdist
 
 from bench import ConfigError
 from bench.results import Sample
-from bench.suites import Context, Point, trial_rows
+from bench.suites import Context, Point, check_choices, check_fits, trial_rows
 from bench import timing
 from bench.timing import EventClock, HostClock, Trial
 
@@ -50,12 +50,8 @@ def world_size(cfg, ctx: Context) -> int:
 
 def check(cfg, ctx: Context) -> str | None:
     c = cfg.collectives
-    for op in c.ops:
-        if op not in OPS:
-            raise ConfigError(f"collectives.ops: {op!r} is unknown; choose from: {', '.join(OPS)}")
-    for dt in c.dtypes:
-        if dt not in DTYPES:
-            raise ConfigError(f"collectives.dtypes: {dt!r} is unknown; choose from: {', '.join(DTYPES)}")
+    check_choices("collectives.ops", c.ops, OPS)
+    check_choices("collectives.dtypes", c.dtypes, DTYPES)
     if c.transport not in ("default", "socket"):
         raise ConfigError(f"collectives.transport={c.transport!r} is unknown; choose from: default, socket")
     if c.transport == "socket" and ctx.device != "cuda":
@@ -88,11 +84,7 @@ def check(cfg, ctx: Context) -> str | None:
         raise ConfigError("collectives.ops=[sendrecv] needs 2 or more ranks")
     ctx.world_size = nproc
     if ctx.device == "cuda":
-        need = 2 * max(ctx.sizes)
-        free = min(torch.cuda.mem_get_info(i)[0] for i in range(nproc))
-        if need > free:
-            raise ConfigError(f"sizes.max: collectives need about 2 x {max(ctx.sizes)} bytes per GPU "
-                              f"but only {free} bytes are free; lower sizes.max")
+        check_fits("collectives (about 2 x sizes.max per GPU)", 2 * max(ctx.sizes), range(nproc))
     return None
 
 

@@ -11,9 +11,8 @@ from functools import partial
 
 import torch
 
-from bench import ConfigError
 from bench.results import Sample
-from bench.suites import Context, Point, trial_rows
+from bench.suites import Context, Point, check_choices, check_fits, trial_rows
 from bench import timing
 from bench.timing import EventClock, HostClock
 
@@ -24,19 +23,10 @@ MEMORIES = ("pinned", "pageable")
 
 
 def check(cfg, ctx: Context) -> str | None:
-    ops, memories = list(cfg["copy"].ops), list(cfg["copy"].memory)
-    for op in ops:
-        if op not in CUDA_OPS:
-            raise ConfigError(f"copy.ops: {op!r} is unknown; choose from: {', '.join(CUDA_OPS)}")
-    for mem in memories:
-        if mem not in MEMORIES:
-            raise ConfigError(f"copy.memory: {mem!r} is unknown; choose from: {', '.join(MEMORIES)}")
+    check_choices("copy.ops", cfg["copy"].ops, CUDA_OPS)
+    check_choices("copy.memory", cfg["copy"].memory, MEMORIES)
     if ctx.device == "cuda":
-        need = 2 * max(ctx.sizes)
-        free, _ = torch.cuda.mem_get_info(0)
-        if need > free:
-            raise ConfigError(f"sizes.max: the copy suite needs 2 x {max(ctx.sizes)} bytes on cuda:0 "
-                              f"but only {free} bytes are free; lower sizes.max")
+        check_fits("the copy suite (2 x sizes.max)", 2 * max(ctx.sizes), [0])
     return None
 
 

@@ -15,7 +15,7 @@ import torch
 
 from bench import ConfigError, timing
 from bench.results import Sample
-from bench.suites import Context, Point, trial_rows
+from bench.suites import Context, Point, check_choices, check_fits, trial_rows
 from bench.suites.copy import same_data
 from bench.timing import EventClock
 
@@ -45,22 +45,12 @@ def select_pairs(spec, n: int) -> list[tuple[int, int]]:
 
 
 def check(cfg, ctx: Context) -> str | None:
-    c = cfg.p2p
-    for op in c.ops:
-        if op not in OPS:
-            raise ConfigError(f"p2p.ops: {op!r} is unknown; choose from: {', '.join(OPS)}")
-    for mode in c.modes:
-        if mode not in MODES:
-            raise ConfigError(f"p2p.modes: {mode!r} is unknown; choose from: {', '.join(MODES)}")
+    check_choices("p2p.ops", cfg.p2p.ops, OPS)
+    check_choices("p2p.modes", cfg.p2p.modes, MODES)
     if ctx.device != "cuda" or ctx.gpu_count < 2:
         return f"needs 2 or more GPUs, found {ctx.gpu_count}"
-    pairs = select_pairs(c.pairs, ctx.gpu_count)
-    need = 2 * max(ctx.sizes)
-    for dev in sorted({d for pair in pairs for d in pair}):
-        free = torch.cuda.mem_get_info(dev)[0]
-        if need > free:
-            raise ConfigError(f"sizes.max: p2p needs 2 x {max(ctx.sizes)} bytes on cuda:{dev} "
-                              f"but only {free} bytes are free; lower sizes.max")
+    pairs = select_pairs(cfg.p2p.pairs, ctx.gpu_count)
+    check_fits("p2p (2 x sizes.max per GPU)", 2 * max(ctx.sizes), sorted({d for pair in pairs for d in pair}))
     return None
 
 

@@ -49,3 +49,17 @@ def test_nccl_collectives(xferbench, transport):
     df = load(runs)
     assert (df.status == "ok").all() and df.verified.all(), df[~df.verified].note.unique()
     assert set(df.backend) == {"nccl"} and set(df.launch) == {"eager", "graph"}
+
+
+def test_size_that_does_not_fit_is_refused_before_work(xferbench):
+    proc, runs = xferbench("suite=copy", "sizes.max=4TiB", timeout=120)
+    assert proc.returncode == 2
+    assert "sizes.max: the copy suite (2 x sizes.max) needs" in proc.stderr and "Traceback" not in proc.stderr
+    assert not runs
+
+
+@multigpu
+def test_more_ranks_than_gpus_is_refused(xferbench):
+    n = torch.cuda.device_count() + 1
+    proc, _ = xferbench("suite=collectives", f"collectives.nproc={n}", timeout=120)
+    assert proc.returncode == 2 and f"collectives.nproc={n} but only" in proc.stderr
