@@ -1,6 +1,7 @@
 """The xferbench command: `xferbench [key=value ...]` or `python -m bench ...` (torchrun too)."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -35,9 +36,8 @@ def _task(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    # Set before anything starts: every rank and library process inherits the safe defaults.
     for key, value in bench.SAFE_ENV.items():
-        import os
-
         os.environ.setdefault(key, value)
     try:
         config.precheck_argv(sys.argv[1:])

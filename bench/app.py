@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
 import subprocess
 import sys
 import time
@@ -60,7 +59,7 @@ def plan(cfg: DictConfig) -> tuple[str, list[tuple], list[str]]:
     return device, planned, skipped
 
 
-def _meta(cfg: DictConfig, run_dir: Path, device: str) -> dict:
+def _meta(cfg: DictConfig, device: str) -> dict:
     from bench.system import describe
 
     instance = OmegaConf.to_container(cfg.instance, resolve=True)
@@ -86,8 +85,6 @@ def _meta(cfg: DictConfig, run_dir: Path, device: str) -> dict:
 
 def run(cfg: DictConfig, run_dir: Path) -> int:
     """The whole run; returns the process exit code."""
-    for key, value in bench.SAFE_ENV.items():
-        os.environ.setdefault(key, value)
     device, planned, skipped = plan(cfg)
     lead = config.external_rank() in (None, 0)  # under torchrun/Slurm only rank 0 reports
     for line in skipped if lead else []:
@@ -96,7 +93,7 @@ def run(cfg: DictConfig, run_dir: Path) -> int:
         meta = read_meta(run_dir)
         meta["resumed"] = meta.get("resumed", []) + [_now()]
     else:
-        meta = _meta(cfg, run_dir, device)
+        meta = _meta(cfg, device)
     run_dir.mkdir(parents=True, exist_ok=True)
     write_json(run_dir / "meta.json", meta)
     if lead:

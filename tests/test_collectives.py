@@ -58,9 +58,20 @@ def test_check_catches_wrong_data(one_rank_group, op):
 
 
 def test_patterns_are_exact_in_bfloat16():
-    sums = sum(collectives._pattern(r, 1000, torch.bfloat16, "cpu", True).double() for r in range(64))
-    exact = sum(collectives._pattern(r, 1000, torch.float64, "cpu", True) for r in range(64))
+    sums = sum(collectives._pattern(r, 0, 1000, torch.bfloat16, "cpu", True).double() for r in range(64))
+    exact = sum(collectives._pattern(r, 0, 1000, torch.float64, "cpu", True) for r in range(64))
     assert torch.equal(sums, exact)
+
+
+def test_checks_work_in_chunks(monkeypatch, one_rank_group):
+    monkeypatch.setattr(collectives, "_CHECK_CHUNK", 7)  # many chunks, one partial
+    call = collectives._Op("all_gather", 400, "float32", one_rank_group)
+    call.fill()
+    assert torch.equal(call.inp, collectives._pattern(0, 0, 100, torch.float32, "cpu", False))
+    call()
+    assert call.correct()
+    call.out[99] += 1  # in the last, partial chunk
+    assert not call.correct()
 
 
 def test_joins_torchrun_ranks_and_only_rank_0_writes(tmp_path):

@@ -118,11 +118,24 @@ def points(cfg, ctx: Context) -> list[Point]:
     return out
 
 
-def _pattern(rank: int, count: int, dtype: torch.dtype, device, reducing: bool) -> torch.Tensor:
-    """Rank-specific small integers, exact in every dtype (bf16 included) and in their sums."""
+_CHECK_CHUNK = 1 << 24  # elements: patterns and checks work in pieces to bound their memory
+
+
+def _pattern(rank: int, start: int, count: int, dtype: torch.dtype, device, reducing: bool) -> torch.Tensor:
+    """Elements [start, start+count) of rank's data: small integers, exact in every dtype
+    (bf16 included) and in their sums over up to 128 ranks (63 in int8)."""
     period = 3 if reducing else 127
-    base = (torch.arange(period * 8, device=device) + 17 * rank) % period
-    return base.to(dtype).repeat(math.ceil(count / base.numel()))[:count].contiguous()
+    return ((torch.arange(start, start + count, device=device) + 17 * rank) % period).to(dtype)
+
+
+def _matches(tensor: torch.Tensor, expected) -> bool:
+    """tensor equals expected(start, count), compared a chunk at a time (in float64 for sums)."""
+    for lo in range(0, tensor.numel(), _CHECK_CHUNK):
+        count = min(_CHECK_CHUNK, tensor.numel() - lo)
+        want = expected(lo, count)
+        if not torch.equal(tensor[lo:lo + count].to(want.dtype), want):
+            return False
+    return True
 
 
 def _device(ctx: Context) -> torch.device:
@@ -146,7 +159,9 @@ class _Op:
             self.out = torch.empty(count, dtype=self.dtype, device=self.device)
 
     def fill(self) -> None:
-        self.inp.copy_(_pattern(self.rank, self.inp.numel(), self.dtype, self.device, self.op in _REDUCING))
+        for lo in range(0, self.inp.numel(), _CHECK_CHUNK):
+            count = min(_CHECK_CHUNK, self.inp.numel() - lo)
+            self.inp[lo:lo + count] = _pattern(self.rank, lo, count, self.dtype, self.device, self.op in _REDUCING)
         if self.out is not None:
             self.out.zero_()
 
@@ -178,26 +193,30 @@ class _Op:
     def correct(self) -> bool:
         """This rank's result of one call on fresh data equals the exact answer."""
         red = self.op in _REDUCING
-        pat = lambda r, count: _pattern(r, count, self.dtype, self.device, red)  # noqa: E731
+
+        def pat(r: int, offset: int = 0):
+            return lambda lo, count: _pattern(r, offset + lo, count, self.dtype, self.device, red)
+
+        def total(offset: int = 0):
+            return lambda lo, count: sum(pat(r, offset)(lo, count).double() for r in range(self.n))
+
+        def blocks(source_offset: int):  # block r of the output holds rank r's data
+            return all(_matches(self.out[r * self.chunk:(r + 1) * self.chunk], pat(r, source_offset))
+                       for r in range(self.n))
+
         if self.op == "all_reduce" or (self.op == "reduce" and self.rank == 0):
-            want = sum(pat(r, self.count).double() for r in range(self.n))
-            return torch.equal(self.inp.double(), want)
+            return _matches(self.inp, total())
         if self.op == "reduce":
             return True  # only the root's buffer is defined after a reduce
         if self.op == "reduce_scatter":
-            lo = self.rank * self.chunk
-            want = sum(pat(r, self.count)[lo:lo + self.chunk].double() for r in range(self.n))
-            return torch.equal(self.out.double(), want)
+            return _matches(self.out, total(self.rank * self.chunk))
         if self.op == "all_gather":
-            return all(torch.equal(self.out[r * self.chunk:(r + 1) * self.chunk], pat(r, self.chunk))
-                       for r in range(self.n))
-        if self.op == "broadcast":
-            return torch.equal(self.inp, pat(0, self.count))
+            return blocks(0)
         if self.op == "all_to_all":
-            lo = self.rank * self.chunk
-            return all(torch.equal(self.out[r * self.chunk:(r + 1) * self.chunk], pat(r, self.count)[lo:lo + self.chunk])
-                       for r in range(self.n))
-        return torch.equal(self.out, pat((self.rank - 1) % self.n, self.count))
+            return blocks(self.rank * self.chunk)
+        if self.op == "broadcast":
+            return _matches(self.inp, pat(0))
+        return _matches(self.out, pat((self.rank - 1) % self.n))
 
 
 def _all(value: float, ctx: Context, op=tdist.ReduceOp.MAX) -> torch.Tensor:
