@@ -203,6 +203,8 @@ def meta_columns(meta: dict) -> dict:
         "nvlink_links": gpus[0].get("nvlink_links"),
         "nvlink_gbps_per_gpu": instance.get("nvlink_gbps_per_gpu"),
         "usd_per_hour": instance.get("usd_per_hour"),
+        "price_date": instance.get("price_date"),
+        "provider": instance.get("provider"),
         "start_time": meta.get("start_time", ""),
         "tool_version": meta.get("tool", {}).get("version", ""),
         "git_commit": meta.get("tool", {}).get("git_commit", ""),
