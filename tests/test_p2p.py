@@ -1,0 +1,51 @@
+"""What the P2P suite decides without GPUs: pairs, points, and the printed matrix."""
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from bench import ConfigError
+from bench.results import Sample
+from bench.suites import Context, p2p
+from bench.summary import p2p_matrices
+from bench.timing import TimingConfig
+
+
+def test_pair_selection():
+    assert p2p.select_pairs("all", 3) == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
+    assert p2p.select_pairs("ring", 4) == [(0, 1), (1, 2), (2, 3), (3, 0)]
+    assert p2p.select_pairs("ring", 2) == [(0, 1), (1, 0)]
+    assert p2p.select_pairs([[0, 3], [3, 0]], 4) == [(0, 3), (3, 0)]
+
+
+@pytest.mark.parametrize("spec, message", [("star", "p2p.pairs='star' is unknown"),
+                                           ([[0, 0]], "needs two different GPUs"),
+                                           ([[0, 4]], "among 0..3"), ([[0, 1, 2]], "not a [src, dst] pair")])
+def test_bad_pairs(spec, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace(".", r"\.")):
+        p2p.select_pairs(spec, 4)
+
+
+def test_points_measure_each_bidirectional_pair_once():
+    cfg = OmegaConf.create({"p2p": {"pairs": "all", "ops": ["uni", "bidir"], "modes": ["peer", "staged"]}})
+    pts = p2p.points(cfg, Context("cuda", TimingConfig(), [4096, 8192], gpu_count=3))
+    uni = [p for p in pts if p.op == "uni"]
+    bidir = {(p.src, p.dst) for p in pts if p.op == "bidir"}
+    assert len(uni) == 6 * 2 * 2  # ordered pairs x modes x sizes
+    assert bidir == {("cuda:0", "cuda:1"), ("cuda:0", "cuda:2"), ("cuda:1", "cuda:2")}
+
+
+def test_one_gpu_is_a_skip_not_an_error():
+    cfg = OmegaConf.create({"p2p": {"pairs": "all", "ops": ["uni"], "modes": ["peer"]}})
+    assert p2p.check(cfg, Context("cuda", TimingConfig(), [4096], gpu_count=1)) == "needs 2 or more GPUs, found 1"
+    with pytest.raises(ConfigError, match="p2p.modes: 'teleport'"):
+        p2p.check(OmegaConf.create({"p2p": {"pairs": "all", "ops": ["uni"], "modes": ["teleport"]}}),
+                  Context("cuda", TimingConfig(), [4096], gpu_count=2))
+
+
+def test_matrix_is_peak_of_medians():
+    rows = [Sample("p2p", "uni", size, trial=t, mode="peer", src=s, dst=d, algbw_gbps=bw, verified=True)
+            for s, d, base in (("cuda:0", "cuda:1", 100.0), ("cuda:1", "cuda:0", 50.0))
+            for size, scale in ((4096, 0.1), (1 << 20, 1.0))
+            for t, bw in enumerate((base * scale, base * scale * 1.02, base * scale * 0.5))]
+    matrix = p2p_matrices(pd.DataFrame([r.__dict__ for r in rows]))["uni peer"]
+    assert matrix.loc["cuda:0", "cuda:1"] == 100.0 and matrix.loc["cuda:1", "cuda:0"] == 50.0
