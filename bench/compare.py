@@ -16,23 +16,13 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from bench.results import POINT_KEYS, ResultsError, load
+from bench.results import POINT_KEYS, ResultsError, bandwidth_column, load, usable_rows
 from bench.sizes import format_size
 
 # The bandwidth a suite is judged by: nccl-tests' bus bandwidth for collectives (comparable
 # across world sizes), the bytes actually moved for copies and peer-to-peer.
-BANDWIDTH_COLUMN = {"copy": "algbw_gbps", "p2p": "algbw_gbps", "collectives": "busbw_gbps"}
 MIN_TRIALS_FOR_TEST = 3
 BOOTSTRAP_DRAWS = 2000
-
-
-def bandwidth_column(suite: str) -> str:
-    return BANDWIDTH_COLUMN.get(suite, "algbw_gbps")
-
-
-def usable_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    """Measured trials of whole operations: status ok, part total (directions are parts of it)."""
-    return frame[(frame["status"] == "ok") & (frame["part"] == "total")]
 
 
 @dataclass

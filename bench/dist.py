@@ -139,8 +139,8 @@ def run_distributed(suite: ModuleType, cfg, ctx: Context, run_dir: Path, run_id:
         os.environ.update(_transport_env(cfg.collectives.transport))
         _run_rank(suite, cfg, ctx, run_dir, run_id)
         return
-    nproc = suite.world_size(cfg, ctx)
-    env = {**bench.SAFE_ENV, **{k: v for k, v in os.environ.items() if k in bench.SAFE_ENV},
+    nproc = ctx.world_size  # set by the suite's check()
+    env = {**{k: os.environ.get(k, v) for k, v in bench.SAFE_ENV.items()},
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
            # As torchrun does: ranks sharing a host's cores each with a full thread pool slow
            # gloo's small messages tenfold on a small machine.

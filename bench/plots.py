@@ -23,7 +23,8 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
-from bench.compare import bandwidth_column, usable_rows  # noqa: E402
+from bench.results import bandwidth_column, usable_rows  # noqa: E402
+from bench.summary import p2p_peak_table  # noqa: E402
 from bench.sizes import format_size  # noqa: E402
 
 SMALL_BYTES = 1 << 20           # the latency figure's upper size
@@ -195,11 +196,7 @@ def _device_key(name: str) -> tuple:
 
 def p2p_peaks(frame: pd.DataFrame, by: str = "instance") -> pd.DataFrame:
     """Per (by, op, mode, src, dst): the peak over sizes of the per-size median bandwidth."""
-    data = _curves(frame)
-    data = data[data["suite"] == "p2p"].dropna(subset=["bandwidth_gbps"])
-    keys = [by, "op", "mode", "src", "dst"]
-    med = data.groupby(keys + ["size_bytes"])["bandwidth_gbps"].median()
-    return med.groupby(level=keys).max().reset_index()
+    return p2p_peak_table(frame, [by]).rename(columns={"algbw_gbps": "bandwidth_gbps"})
 
 
 def p2p_heatmaps(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instance",

@@ -56,6 +56,20 @@ _INT_COLUMNS = {"size_bytes", "iters", "trial", "world_size", "nnodes"}
 _FLOAT_COLUMNS = {"time_s", "algbw_gbps", "busbw_gbps"}
 
 
+# The column each suite is judged by: bus bandwidth for collectives (nccl-tests), bytes moved
+# per second for everything else.
+BANDWIDTH_COLUMN = {"copy": "algbw_gbps", "p2p": "algbw_gbps", "collectives": "busbw_gbps"}
+
+
+def bandwidth_column(suite: str) -> str:
+    return BANDWIDTH_COLUMN.get(suite, "algbw_gbps")
+
+
+def usable_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """Measured trials of whole operations: status ok, part total (directions are parts of it)."""
+    return frame[(frame["status"] == "ok") & (frame["part"] == "total")]
+
+
 class ResultsError(ValueError):
     """A results folder or file that cannot be used, named in the message."""
 

@@ -5,10 +5,9 @@ import math
 
 import pandas as pd
 
+from bench.results import bandwidth_column, usable_rows
 from bench.sizes import format_size
 
-# Collectives are judged by bus bandwidth (nccl-tests), everything else by bytes moved per second.
-_BW_COLUMN = {"collectives": "busbw_gbps"}
 _LATENCY_SIZES = {"collectives": (8, 65536)}
 _DEFAULT_LATENCY_SIZES = (4096,)
 _GROUP = ["suite", "op", "memory", "mode", "backend", "dtype", "launch", "world_size"]
@@ -16,13 +15,13 @@ _GROUP = ["suite", "op", "memory", "mode", "backend", "dtype", "launch", "world_
 
 def summarize(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per op/memory/mode/launch: peak of the per-size medians, latency at small sizes."""
-    ok = frame[(frame.status == "ok") & (frame.part == "total")]
+    ok = usable_rows(frame)
     if ok.empty:
         return pd.DataFrame()
     rows = []
     for keys, group in ok.groupby(_GROUP, sort=False):
         suite = keys[0]
-        bw = _BW_COLUMN.get(suite, "algbw_gbps")
+        bw = bandwidth_column(suite)
         medians = group.groupby("size_bytes").agg(bw=(bw, "median"), t=("time_s", "median"))
         row = dict(zip(_GROUP, keys))
         row["peak_gbps"] = round(float(medians.bw.max()), 2)
@@ -43,15 +42,20 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
     return table[keep]
 
 
+def p2p_peak_table(frame: pd.DataFrame, by: list[str] | None = None) -> pd.DataFrame:
+    """Per (by..., op, mode, src, dst): the peak over sizes of the per-size median GB/s."""
+    ok = usable_rows(frame)
+    ok = ok[(ok.suite == "p2p") & ok.algbw_gbps.notna()]
+    keys = [*(by or []), "op", "mode", "src", "dst"]
+    medians = ok.groupby(keys + ["size_bytes"], sort=False).algbw_gbps.median()
+    return medians.groupby(level=keys, sort=False).max().reset_index()
+
+
 def p2p_matrices(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """'op mode' -> src x dst table of peak GB/s (max over sizes of the per-size median)."""
-    ok = frame[(frame.suite == "p2p") & (frame.status == "ok") & (frame.part == "total")]
-    out = {}
-    for (op, mode), group in ok.groupby(["op", "mode"], sort=False):
-        medians = group.groupby(["src", "dst", "size_bytes"]).algbw_gbps.median()
-        peak = medians.groupby(["src", "dst"]).max().unstack("dst")
-        out[f"{op} {mode}"] = peak.round(1)
-    return out
+    peaks = p2p_peak_table(frame)
+    return {f"{op} {mode}": group.pivot(index="src", columns="dst", values="algbw_gbps").round(1)
+            for (op, mode), group in peaks.groupby(["op", "mode"], sort=False)}
 
 
 def format_summary(frame: pd.DataFrame) -> str:

@@ -8,8 +8,6 @@ then reuse the same buffers (in-place ops change their data, so the check preced
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.distributed as tdist
 
@@ -42,10 +40,6 @@ def bus_factor(op: str, n: int) -> float:
 
 def backend(ctx: Context) -> str:
     return "nccl" if ctx.device == "cuda" else "gloo"
-
-
-def world_size(cfg, ctx: Context) -> int:
-    return ctx.world_size
 
 
 def check(cfg, ctx: Context) -> str | None:

@@ -105,7 +105,7 @@ def same_data(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a.to(device), b.to(device))
 
 
-def measure_point(point: Point, cfg, ctx: Context) -> list[Sample]:
+def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
     bufs, n = _buffers(ctx), point.size_bytes
     host = "pinned" if point.memory == "pinned" else "pageable"
     if point.op == "h2h":
@@ -140,5 +140,3 @@ def measure_point(point: Point, cfg, ctx: Context) -> list[Sample]:
     moved = n * len(pairs)
     return trial_rows(point, trials, moved, 1.0, verified)
 
-
-measure = measure_point
