@@ -17,7 +17,10 @@ from typing import Iterable
 
 import pandas as pd
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Versions load() still reads: schema 1 lacks api, engine, numa and time_fastest_rank_s, which
+# are filled in (its collectives all went through torch.distributed).
+READABLE_SCHEMAS = (1, 2)
 
 
 @dataclass
@@ -40,6 +43,10 @@ class Sample:
     nnodes: int = 1
     dtype: str = "uint8"
     launch: str = "eager"        # eager | graph
+    api: str = ""                # collectives: torch (torch.distributed) | nccl (the library, directly)
+    engine: str = ""             # copies: ce (copy engine) | sm (a copy kernel)
+    numa: str = ""               # host copies: local | remote | none (where the host buffer lives)
+    time_fastest_rank_s: float = math.nan   # collectives: the fastest rank's time per op (stragglers show)
     algbw_gbps: float = math.nan
     busbw_gbps: float = math.nan
     verified: bool = False
@@ -51,9 +58,11 @@ class Sample:
 COLUMNS = [f.name for f in fields(Sample)]
 # What identifies a point (one sweep step); trials and parts are rows within it.
 POINT_KEYS = ["suite", "op", "memory", "mode", "backend", "src", "dst", "world_size", "nnodes",
-              "dtype", "launch", "size_bytes"]
+              "dtype", "launch", "api", "engine", "numa", "size_bytes"]
 _INT_COLUMNS = {"size_bytes", "iters", "trial", "world_size", "nnodes"}
-_FLOAT_COLUMNS = {"time_s", "algbw_gbps", "busbw_gbps"}
+_FLOAT_COLUMNS = {"time_s", "time_fastest_rank_s", "algbw_gbps", "busbw_gbps"}
+# Schema-1 files lack these columns: the values they had implicitly.
+_SCHEMA1_DEFAULTS = {"api": "", "engine": "", "numa": "", "time_fastest_rank_s": math.nan}
 
 
 # The column each suite is judged by: bus bandwidth for collectives (nccl-tests), bytes moved
@@ -158,6 +167,9 @@ def read_samples(path: str | Path) -> pd.DataFrame:
             path, keep_default_na=False, na_values={c: ["", "nan", "NaN"] for c in _FLOAT_COLUMNS})
     except Exception as exc:  # pyarrow and pandas raise many types for a corrupt file
         raise ResultsError(f"{path}: unreadable results file ({type(exc).__name__}: {exc})") from None
+    if "api" not in frame.columns and "suite" in frame.columns:  # schema 1
+        frame = frame.assign(**_SCHEMA1_DEFAULTS)
+        frame.loc[frame["suite"] == "collectives", "api"] = "torch"
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ResultsError(f"{path}: not an xferbench samples file (missing columns: {', '.join(missing)})")
@@ -178,8 +190,9 @@ def read_meta(run_dir: str | Path) -> dict:
     if not isinstance(meta, dict):
         raise ResultsError(f"{path}: corrupt (expected a JSON object)")
     version = meta.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise ResultsError(f"{path}: schema_version {version!r}, this xferbench reads {SCHEMA_VERSION}")
+    if version not in READABLE_SCHEMAS:
+        raise ResultsError(f"{path}: schema_version {version!r}, this xferbench reads "
+                           f"{', '.join(map(str, READABLE_SCHEMAS))}")
     return meta
 
 

@@ -166,7 +166,7 @@ def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
         cur = tmp_path / "empty"
         cur.mkdir()
     elif case == "schema":
-        cur = _run_with_meta(tmp_path / "v2", schema_version=2)
+        cur = _run_with_meta(tmp_path / "v2", schema_version=99)
     elif case == "disjoint":   # only collectives against only copies
         base = write_run(tmp_path / "coll", collective_samples(np.random.default_rng(0), trials=3))
         cur = write_run(tmp_path / "copy", copy_samples(np.random.default_rng(0), trials=3))

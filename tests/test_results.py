@@ -35,7 +35,7 @@ def test_reopened_writer_keeps_rows_and_knows_finished_points(tmp_path):
     RunWriter(tmp_path, "r").add_point([Sample("copy", "d2d", 8, trial=0)])
     w = RunWriter(tmp_path, "r")
     assert len(w.frame) == 1
-    assert ("copy", "d2d", "", "", "", "", "", "1", "1", "uint8", "eager", "8") in w.done
+    assert ("copy", "d2d", "", "", "", "", "", "1", "1", "uint8", "eager", "", "", "", "8") in w.done
     w.add_point([Sample("copy", "d2d", 16, trial=0)])
     assert len(read_samples(tmp_path / "samples.parquet")) == 2
 
@@ -87,3 +87,15 @@ def test_writes_are_atomic(tmp_path):
     w = RunWriter(tmp_path, "r")
     w.add_point([Sample("copy", "h2d", 8)])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["samples.csv", "samples.parquet"]  # no temp files left
+
+
+def test_schema_1_runs_still_load_with_their_implicit_values(tmp_path):
+    """A committed schema-1 run: no api/engine/numa columns; its collectives went through torch."""
+    run = tmp_path / "old"
+    run.mkdir()
+    frame = pd.DataFrame([Sample("collectives", "all_reduce", 8, trial=0, time_s=1e-5, verified=True).__dict__,
+                          Sample("copy", "h2d", 8, trial=0, time_s=1e-5, verified=True).__dict__])
+    frame.drop(columns=["api", "engine", "numa", "time_fastest_rank_s"]).to_csv(run / "samples.csv", index=False)
+    _meta(run, schema_version=1)
+    df = load(run)
+    assert list(df.api) == ["torch", ""] and df.time_fastest_rank_s.isna().all()

@@ -74,6 +74,9 @@ class Point:
     nnodes: int = 1
     dtype: str = "uint8"
     launch: str = "eager"
+    api: str = ""
+    engine: str = ""
+    numa: str = ""
 
     def sample(self, **values: Any) -> Sample:
         return Sample(**{**asdict(self), **values})
