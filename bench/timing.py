@@ -3,15 +3,18 @@
 A trial enqueues N back-to-back operations between two clock readings: CUDA events on the
 current stream for asynchronous GPU work, or the host's perf_counter with a synchronize on
 both sides where the host itself blocks (pageable copies, CPU and gloo work). N doubles (or
-jumps by the measured rate) until one trial lasts `min_trial_s`, so timer resolution and the
-interpreter's launch cost are dwarfed. In graph mode the N operations are captured once in a
-CUDA graph and each trial replays it: the trial then measures the wire, not Python.
+jumps by the measured rate) until trials at N last `min_trial_s` by the median of three readings,
+so timer resolution and the interpreter's launch cost are dwarfed and no single outlier reading
+sets N. A trial shorter than half of `min_trial_s` is measured once more, and flagged `short` if
+it still is. In graph mode the N operations are captured once in a CUDA graph and each trial
+replays it: the trial then measures the wire, not Python.
 """
 from __future__ import annotations
 
 import math
+import statistics
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Protocol
 
 import torch
@@ -55,6 +58,7 @@ class Trial:
     iters: int
     time_s: float
     parts: Mapping[str, float] = field(default_factory=dict)
+    short: bool = False   # shorter than half of min_trial_s, twice: timer resolution may show in it
 
     @property
     def per_op_s(self) -> float:
@@ -116,20 +120,48 @@ def _same(x: float) -> float:
     return x
 
 
+def _grow(n: int, t: float, cfg: TimingConfig) -> int:
+    """The next N to try after trials of n operations took t seconds: double it, or jump by the rate."""
+    guess = math.ceil(n * 1.2 * cfg.min_trial_s / max(t, 1e-9))
+    return min(cfg.max_iters, max(2 * n, guess))
+
+
 def calibrate(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Callable[[float], float] = _same) -> int:
     """Iterations per trial so that one trial lasts at least cfg.min_trial_s (within the bounds).
 
-    `agree` returns the largest of a value over all ranks of a collective, so every rank takes
-    the same decisions and runs the same number of operations.
+    N grows until a trial reaches min_trial_s (or N reaches max_iters); two more readings at
+    that N follow, and their median with the first decides, so neither a slow hiccup (N stays too small) nor a fast
+    glitch (N jumps far too high) sets N alone. `agree` returns the largest of a value over all
+    ranks of a collective: every decision is taken on agreed values, so every rank takes the
+    same branches, calls `agree` as often, and runs the same number of operations.
     """
     n = 1
     while True:
         t = agree(_run_trial(enqueue, clock, n).time_s)
         if t >= cfg.min_trial_s or n >= cfg.max_iters:
-            break
-        guess = math.ceil(n * 1.2 * cfg.min_trial_s / max(t, 1e-9))
-        n = min(cfg.max_iters, max(2 * n, guess))
+            t = statistics.median([t] + [agree(_run_trial(enqueue, clock, n).time_s) for _ in range(2)])
+            if t >= cfg.min_trial_s or n >= cfg.max_iters:
+                break
+        n = _grow(n, t, cfg)
+    if t > 1.2 * cfg.min_trial_s:
+        # Fewer operations take no less than their share of the time (a fixed cost only adds to
+        # it), so scaling down by the median rate still gives trials of at least min_trial_s.
+        n = math.ceil(n * 1.2 * cfg.min_trial_s / t)
     return int(agree(min(cfg.max_iters, max(n, cfg.min_iters))))
+
+
+def _checked_trial(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig,
+                   agree: Callable[[float], float]) -> Trial:
+    """One trial; one far shorter than calibration promised is run again, then kept but flagged."""
+    for _ in range(2):
+        trial = _run_trial(enqueue, clock, n)
+        if agree(trial.time_s) >= cfg.min_trial_s / 2:  # the slowest rank's time: every rank agrees
+            return trial
+    return replace(trial, short=True)
+
+
+def _trials(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig, agree: Callable[[float], float]) -> list[Trial]:
+    return [_checked_trial(enqueue, clock, n, cfg, agree) for _ in range(cfg.trials)]
 
 
 def measure(
@@ -142,7 +174,7 @@ def measure(
     if cfg.warmup:
         _run_trial(enqueue, clock, cfg.warmup)
     n = calibrate(enqueue, clock, cfg, agree)
-    return [_run_trial(enqueue, clock, n) for _ in range(cfg.trials)]
+    return _trials(enqueue, clock, n, cfg, agree)
 
 
 def measure_graph(
@@ -174,5 +206,5 @@ def measure_graph(
 
     replay(1)
     replays = calibrate(replay, clock, TimingConfig(0, 1, cfg.min_trial_s, 1, max(1, cfg.max_iters // ops_per_graph)), agree)
-    trials = [_run_trial(replay, clock, replays) for _ in range(cfg.trials)]
-    return [Trial(t.iters * ops_per_graph, t.time_s) for t in trials]
+    trials = _trials(replay, clock, replays, cfg, agree)
+    return [replace(t, iters=t.iters * ops_per_graph) for t in trials]

@@ -1,9 +1,102 @@
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import torch
 
 from bench import ConfigError
 from bench.timing import HostClock, TimingConfig, calibrate, measure
+
+
+class ScriptedWork:
+    """Fake work and clock: a trial of n operations reads n * per_op, except scripted readings.
+
+    `glitches` maps a reading's index (0 for the first stop()) to the time it returns instead.
+    """
+
+    def __init__(self, per_op: float, glitches: dict[int, float] | None = None) -> None:
+        self.per_op, self.glitches = per_op, glitches or {}
+        self.n, self.readings = 0, []
+
+    def enqueue(self, n: int) -> None:
+        self.n = n
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, part_events=None) -> tuple[float, dict]:
+        t = self.glitches.get(len(self.readings), self.n * self.per_op)
+        self.readings.append((self.n, t))
+        return t, {}
+
+
+CFG = TimingConfig(warmup=0, trials=3, min_trial_s=0.01, min_iters=1, max_iters=10000)
+
+
+def _calibrate(work: ScriptedWork) -> int:
+    return calibrate(work.enqueue, work, CFG)
+
+
+def test_one_slow_reading_no_longer_sets_n():
+    work = ScriptedWork(1e-4, {0: 0.05})  # a hiccup: 1 op of 0.1 ms read as 50 ms
+    n = _calibrate(work)
+    assert n == 120  # 1.2 x min_trial_s at the true rate; the hiccup alone gave n=1
+    assert work.readings[:3] == [(1, 0.05), (1, 1e-4), (1, 1e-4)]  # the median of three overruled it
+
+
+def test_one_fast_reading_no_longer_sets_n():
+    work = ScriptedWork(1e-3, {0: 1e-9})  # a glitch: 1 op of 1 ms read as 1 ns, so N jumps to the cap
+    n = _calibrate(work)
+    assert work.readings[1][0] == CFG.max_iters  # it did jump ...
+    assert n == 12  # ... but N comes from the median rate there, not from trials of 10 s
+
+
+def test_calibration_reaches_min_trial_by_the_median():
+    work = ScriptedWork(1e-3, {2: 1e-6})  # one of the three confirming readings at n=12 is a glitch
+    assert _calibrate(work) == 12
+    assert [n for n, _ in work.readings] == [1, 12, 12, 12]
+
+
+def test_short_trial_is_measured_again_once_then_flagged():
+    # Calibration takes readings 0-3 (n=12, 12 ms each); trial 1 is short once, trial 2 twice.
+    work = ScriptedWork(1e-3, {5: 0.001, 7: 0.002, 8: 0.003})
+    trials = measure(work.enqueue, work, CFG)
+    assert [(t.iters, t.time_s, t.short) for t in trials] == [(12, 0.012, False), (12, 0.012, False),
+                                                              (12, 0.003, True)]
+    assert len(work.readings) == 4 + 3 + 2  # one retry each for the two short readings, no more
+
+
+class Ranks:
+    """agree() over threads standing in for the ranks of a collective: the max of every rank's value."""
+
+    def __init__(self, size: int) -> None:
+        self.barrier = threading.Barrier(size, timeout=10)  # a rank out of step breaks it: no hang
+        self.values = [0.0] * size
+        self.calls = [0] * size
+
+    def agree(self, rank: int):
+        def agree(x: float) -> float:
+            self.calls[rank] += 1
+            self.values[rank] = x
+            self.barrier.wait()
+            agreed = max(self.values)
+            self.barrier.wait()  # every rank has read before any writes its next value
+            return agreed
+
+        return agree
+
+
+def test_ranks_stay_in_lockstep_whatever_their_local_timings():
+    works = [ScriptedWork(1e-3, {0: 0.05}),                  # rank 0: a slow first calibration reading
+             ScriptedWork(2e-4, {6: 1e-5, 7: 1e-5, 9: 1e-6})]  # rank 1: faster, with short trials of its own
+    ranks = Ranks(len(works))
+    with ThreadPoolExecutor(len(works)) as pool:
+        futures = [pool.submit(measure, w.enqueue, w, CFG, ranks.agree(r)) for r, w in enumerate(works)]
+        results = [f.result() for f in futures]
+    assert ranks.calls[0] == ranks.calls[1]
+    assert [len(w.readings) for w in works] == [len(works[0].readings)] * 2
+    assert [[(t.iters, t.short) for t in trials] for trials in results] == [[(12, False)] * 3] * 2
 
 
 def test_sleep_is_timed_per_operation():
@@ -19,6 +112,26 @@ def test_sleep_is_timed_per_operation():
         assert t.iters >= 5  # 20 ms of 2 ms naps: calibration asked for several per trial
         assert t.time_s >= 0.02 * 0.9
         assert nap <= t.per_op_s < nap * 3
+
+
+def test_real_cpu_copies_through_measure():
+    """The issue's case: 64 KiB host copies, each far below min_trial_s, on the real clock."""
+    src, dst = torch.ones(64 * 1024, dtype=torch.uint8), torch.zeros(64 * 1024, dtype=torch.uint8)
+
+    def copies(n: int) -> None:
+        for _ in range(n):
+            dst.copy_(src)
+
+    cfg = TimingConfig(warmup=3, trials=5, min_trial_s=0.02, min_iters=1, max_iters=100000)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # on a busy machine a thread pool's stalls can outlast min_trial_s
+    try:
+        trials = measure(copies, HostClock(), cfg)
+    finally:
+        torch.set_num_threads(threads)
+    assert len(trials) == 5 and torch.equal(dst, src)
+    assert len({t.iters for t in trials}) == 1 and trials[0].iters > 1  # one N for every trial, grown from 1
+    assert all(t.time_s >= cfg.min_trial_s / 2 or t.short for t in trials)  # long enough, or flagged
 
 
 def test_calibration_respects_bounds_and_agreement():

@@ -94,18 +94,23 @@ class Point:
 
 def trial_rows(point: Point, trials: list[Trial], bytes_per_op: float, bus_factor: float,
                verified: bool, note: str = "") -> list[Sample]:
-    """One row per trial (and per part of a bidirectional op); a failed check gives no bandwidth."""
+    """One row per trial (and per part of a bidirectional op); a failed check gives no bandwidth.
+
+    A trial timing flagged short keeps its rows (status unchanged) with the caveat in `note`.
+    """
+    point_note = note if verified else (note or "data check failed: destination differs from source")
     rows = []
     for i, t in enumerate(trials):
         parts = {"total": (t.time_s, bytes_per_op)}
         for name, seconds in t.parts.items():  # each direction moves half of the total
             parts[name] = (seconds, bytes_per_op / max(1, len(t.parts)))
+        short = f"short trial: {t.time_s * 1e3:.2g} ms < half of min_trial_s" if t.short else ""
         for part, (seconds, nbytes) in parts.items():
             algbw = nbytes * t.iters / seconds / 1e9 if verified and seconds > 0 else float("nan")
             rows.append(point.sample(
                 trial=i, iters=t.iters, part=part, time_s=seconds / t.iters,
                 algbw_gbps=algbw, busbw_gbps=algbw * bus_factor, verified=verified,
                 status="ok" if verified else "failed",
-                note=note if verified else (note or "data check failed: destination differs from source"),
+                note="; ".join(n for n in (point_note, short) if n),
             ))
     return rows
