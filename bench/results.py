@@ -3,17 +3,20 @@
 A run is a folder: samples.parquet + samples.csv (one row per measured trial, plus one row
 per skipped or failed point) and meta.json (the machine, versions, the resolved config).
 Both sample files are rewritten atomically after every finished point, so a crash or Ctrl-C
-keeps every point measured before it. Loading reads Parquet/CSV/JSON only: no pickle.
+keeps every point measured before it. Loading reads Parquet/CSV/JSON only: no pickle, and
+skips (with a warning) a run folder it cannot read rather than losing every other run with it.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
-import tempfile
+import socket
+import sys
+import uuid
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 import pandas as pd
 
@@ -93,8 +96,10 @@ def _frame(samples: Iterable[Sample]) -> pd.DataFrame:
 
 
 def _atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = str(path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp")
+    # Created as open() would (mode 0o666 less the umask; mkstemp's 0o600 would make results
+    # unreadable to the group), and exclusively, so no other writer's file is taken over.
+    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -123,8 +128,8 @@ class RunWriter:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.run_id = run_id
-        existing = self.run_dir / "samples.parquet"
-        self._frame = read_samples(existing) if existing.exists() else _frame([])
+        existing = samples_file(self.run_dir)  # a CSV-only run's rows too: a flush must not drop them
+        self._frame = read_samples(existing) if existing else _frame([])
         self.done = {point_key(r) for r in self._frame.to_dict("records")}
 
     @property
@@ -157,6 +162,15 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
         else:
             frame[col] = frame[col].astype(str)
     return frame
+
+
+def samples_file(run_dir: str | Path) -> Path | None:
+    """The run's samples file: Parquet where there is one, else CSV, else None."""
+    for name in ("samples.parquet", "samples.csv"):
+        path = Path(run_dir) / name
+        if path.exists():
+            return path
+    return None
 
 
 def read_samples(path: str | Path) -> pd.DataFrame:
@@ -211,6 +225,32 @@ def find_runs(paths: Iterable[str | Path]) -> list[Path]:
     return runs
 
 
+def _pid_alive(pid: int) -> bool:
+    if os.name != "posix":  # Windows' os.kill terminates the process whatever the signal
+        return True
+    try:
+        os.kill(pid, 0)  # signal 0: only checks that the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's process
+        pass
+    return True
+
+
+def run_status(meta: dict) -> str:
+    """The run's status, with a 'running' run whose process is gone read as 'interrupted'.
+
+    A killed run (SIGKILL, out of memory, a lost machine) never gets to write its final status.
+    Only a run of this machine can be checked; a live pid is trusted even if it was reused.
+    """
+    status = str(meta.get("status", ""))
+    pid = meta.get("pid")
+    same_host = meta.get("system", {}).get("hostname") == socket.gethostname()
+    if status == "running" and same_host and isinstance(pid, int) and pid > 0 and not _pid_alive(pid):
+        return "interrupted"
+    return status
+
+
 def meta_columns(meta: dict) -> dict:
     """The flat machine description joined onto every row of a run."""
     system = meta.get("system", {})
@@ -235,22 +275,51 @@ def meta_columns(meta: dict) -> dict:
         "start_time": meta.get("start_time", ""),
         "tool_version": meta.get("tool", {}).get("version", ""),
         "git_commit": meta.get("tool", {}).get("git_commit", ""),
+        "run_status": run_status(meta),
     }
 
 
-def load(paths: str | Path | Iterable[str | Path]) -> pd.DataFrame:
-    """Every run at or below `paths`, rows joined with their run's meta columns (hue='instance')."""
+def _warn_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _read_run(run: Path) -> pd.DataFrame:
+    """One run's rows joined with its meta columns; ResultsError says why it cannot be read."""
+    meta = read_meta(run)
+    samples = samples_file(run)
+    if samples is None:
+        raise ResultsError(f"{run}: no samples file")
+    frame = read_samples(samples)
+    for col, value in meta_columns(meta).items():
+        frame[col] = value
+    frame["run_dir"] = str(run)
+    return frame
+
+
+def load(paths: str | Path | Iterable[str | Path],
+         warn: Callable[[str], None] = _warn_stderr) -> pd.DataFrame:
+    """Every run at or below `paths`, rows joined with their run's meta columns (hue='instance').
+
+    A run folder that cannot be read (no or corrupt samples, corrupt meta.json, an unknown
+    schema) is skipped with one `warn` line naming it and why; ResultsError only when no run
+    is left, or when a path does not exist or holds no run.
+    """
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    frames = []
+    paths = list(paths)
+    frames, reasons = [], []
     for run in find_runs(paths):
-        meta = read_meta(run)
-        parquet, csv = run / "samples.parquet", run / "samples.csv"
-        if not parquet.exists() and not csv.exists():
-            raise ResultsError(f"{run}: run has meta.json but no samples file")
-        frame = read_samples(parquet if parquet.exists() else csv)
-        for col, value in meta_columns(meta).items():
-            frame[col] = value
-        frame["run_dir"] = str(run)
-        frames.append(frame)
+        try:
+            frames.append(_read_run(run))
+        except ResultsError as exc:
+            reason = _one_line(str(exc)).removeprefix(f"{run}{os.sep}").removeprefix(f"{run}: ")
+            reasons.append(reason)
+            warn(f"xferbench: skipping {run}: {reason}")
+    if not frames:
+        why = reasons[0] if len(reasons) == 1 else f"all {len(reasons)} run folders were skipped"
+        raise ResultsError(f"{', '.join(map(str, paths))}: no usable run ({why})")
     return pd.concat(frames, ignore_index=True)

@@ -1,9 +1,15 @@
 import math
+import os
+import socket
+import stat
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
 
-from bench.results import COLUMNS, SCHEMA_VERSION, ResultsError, RunWriter, Sample, load, read_samples, write_json
+from bench.results import (COLUMNS, SCHEMA_VERSION, ResultsError, RunWriter, Sample, load, read_samples, run_status,
+                           write_json)
 from bench.suites import Point, trial_rows
 from bench.timing import Trial
 
@@ -40,6 +46,16 @@ def test_reopened_writer_keeps_rows_and_knows_finished_points(tmp_path):
     assert len(read_samples(tmp_path / "samples.parquet")) == 2
 
 
+def test_resume_of_a_csv_only_run_keeps_its_rows(tmp_path):
+    RunWriter(tmp_path, "r").add_point([Sample("copy", "d2d", 8, trial=0)])
+    (tmp_path / "samples.parquet").unlink()  # e.g. a run copied without it, or written by a CSV tool
+    w = RunWriter(tmp_path, "r")
+    assert len(w.done) == 1
+    w.add_point([Sample("copy", "d2d", 16, trial=0)])
+    assert sorted(read_samples(tmp_path / "samples.parquet").size_bytes) == [8, 16]
+    assert sorted(read_samples(tmp_path / "samples.csv").size_bytes) == [8, 16]
+
+
 def test_failed_check_gives_no_bandwidth():
     p = Point("copy", "h2d", 1000)
     rows = trial_rows(p, [Trial(10, 1e-3)], 1000, 1.0, verified=False)
@@ -50,23 +66,40 @@ def test_failed_check_gives_no_bandwidth():
     assert ok.time_s == pytest.approx(1e-4)
 
 
+def test_short_trial_keeps_its_rows_with_a_note():
+    p = Point("copy", "bidir", 100)
+    rows = trial_rows(p, [Trial(1, 0.0031, {"h2d": 0.003, "d2h": 0.0031}, short=True), Trial(1, 0.02)], 200, 1.0,
+                      True, note="staged")
+    assert [r.note for r in rows] == ["staged; short trial: 3.1 ms < half of min_trial_s"] * 3 + ["staged"]
+    assert all(r.status == "ok" and r.algbw_gbps > 0 for r in rows)
+
+
 def test_bidirectional_parts_each_carry_half():
     rows = trial_rows(Point("copy", "bidir", 100), [Trial(1, 2.0, {"h2d": 1.0, "d2h": 2.0})], 200, 1.0, True)
     by_part = {r.part: r.algbw_gbps for r in rows}
     assert by_part == pytest.approx({"total": 100e-9, "h2d": 100e-9, "d2h": 50e-9})
 
 
+def _run(path, size=8, **meta):
+    RunWriter(path, "r").add_point([Sample("copy", "h2d", size, trial=0, verified=True)])
+    _meta(path, **meta)
+    return path
+
+
+def _load(paths):
+    warnings = []
+    return load(paths, warn=warnings.append), warnings
+
+
 def test_corrupt_or_foreign_files_are_named(tmp_path):
-    run = tmp_path / "run"
-    RunWriter(run, "r").add_point([Sample("copy", "h2d", 8)])
-    _meta(run)
+    run = _run(tmp_path / "run")
     (run / "samples.parquet").write_bytes(b"garbage, not parquet")
-    with pytest.raises(ResultsError, match="samples.parquet: unreadable"):
-        load(run)
+    with pytest.raises(ResultsError, match="no usable run .*samples.parquet: unreadable"):
+        _load(run)
     (run / "samples.parquet").unlink()
     (run / "samples.csv").write_text("a,b\n1,2\n")
     with pytest.raises(ResultsError, match="missing columns"):
-        load(run)
+        _load(run)
 
 
 def test_meta_is_checked(tmp_path):
@@ -75,18 +108,88 @@ def test_meta_is_checked(tmp_path):
         load(tmp_path)
     (tmp_path / "meta.json").write_text("{truncated")
     with pytest.raises(ResultsError, match="meta.json: corrupt JSON"):
-        load(tmp_path)
+        _load(tmp_path)
     _meta(tmp_path, schema_version=99)
     with pytest.raises(ResultsError, match="schema_version 99"):
-        load(tmp_path)
+        _load(tmp_path)
     with pytest.raises(ResultsError, match="no such file"):
         load(tmp_path / "nope")
+
+
+def test_one_bad_run_folder_is_skipped_with_one_warning_each(tmp_path):
+    good = _run(tmp_path / "box" / "good", size=4096)
+    (tmp_path / "box" / "only-meta").mkdir()
+    _meta(tmp_path / "box" / "only-meta")  # a run that measured nothing: no samples file
+    bad_json = _run(tmp_path / "box" / "bad-json")
+    (bad_json / "meta.json").write_text("{truncated")
+    bad_parquet = _run(tmp_path / "box" / "bad-parquet")
+    (bad_parquet / "samples.parquet").write_bytes(b"PAR1 then\nnothing")
+    _run(tmp_path / "box" / "future", schema_version=99)
+    frame, warnings = _load(tmp_path)
+    assert set(frame.run_dir) == {str(good)} and list(frame.size_bytes) == [4096]
+    assert len(warnings) == 4 and all("\n" not in w and w.startswith("xferbench: skipping ") for w in warnings)
+    by_run = {w.split()[2].rstrip(":"): w for w in warnings}
+    assert by_run[str(tmp_path / "box" / "only-meta")].endswith(": no samples file")
+    assert "meta.json: corrupt JSON" in by_run[str(bad_json)]
+    assert "samples.parquet: unreadable" in by_run[str(bad_parquet)]
+    assert "schema_version 99" in by_run[str(tmp_path / "box" / "future")]
+
+
+def test_skipped_runs_warn_on_stderr_by_default(tmp_path, capsys):
+    _run(tmp_path / "good")
+    (tmp_path / "empty").mkdir()
+    _meta(tmp_path / "empty")
+    assert len(load(tmp_path)) == 1
+    assert capsys.readouterr().err == f"xferbench: skipping {tmp_path / 'empty'}: no samples file\n"
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()  # reaped: the pid names no process now
+    return proc.pid
+
+
+@pytest.mark.parametrize("status, pid, host, expected", [
+    ("running", "dead", "here", "interrupted"),     # killed before it could write its status
+    ("running", "self", "here", "running"),         # still measuring
+    ("running", "dead", "elsewhere", "running"),    # another machine's pid says nothing here
+    ("running", None, "here", "running"),           # no pid recorded: cannot tell
+    ("complete", "dead", "here", "complete"),
+    ("failed", "dead", "here", "failed"),
+])
+def test_run_status_reads_a_dead_running_run_as_interrupted(status, pid, host, expected):
+    pids = {"dead": _dead_pid(), "self": os.getpid(), None: None}
+    hostname = socket.gethostname() if host == "here" else "some-other-host.invalid"
+    meta = {"status": status, "pid": pids[pid], "system": {"hostname": hostname}}
+    assert run_status(meta) == expected
+
+
+def test_load_adds_run_status(tmp_path):
+    _run(tmp_path / "killed", status="running", pid=_dead_pid(),
+         system={"hostname": socket.gethostname(), "gpus": []})
+    _run(tmp_path / "done", status="complete")
+    frame, _ = _load(tmp_path)
+    assert dict(zip(frame.run_dir.map(lambda d: os.path.basename(d)), frame.run_status)) == {
+        "killed": "interrupted", "done": "complete"}
 
 
 def test_writes_are_atomic(tmp_path):
     w = RunWriter(tmp_path, "r")
     w.add_point([Sample("copy", "h2d", 8)])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["samples.csv", "samples.parquet"]  # no temp files left
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_files_get_the_users_umask(tmp_path, umask):
+    old = os.umask(umask)
+    try:
+        RunWriter(tmp_path, "r").add_point([Sample("copy", "h2d", 8)])
+        write_json(tmp_path / "meta.json", {"a": 1})
+        (tmp_path / "plain").write_text("")  # what a normal open() gives
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    assert modes == dict.fromkeys(["samples.csv", "samples.parquet", "meta.json", "plain"], 0o666 & ~umask)
 
 
 def test_schema_1_runs_still_load_with_their_implicit_values(tmp_path):
