@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Import nvbandwidth JSON output (nvbandwidth -j) as an xferbench run.
 
-Host<->device copies become the copy suite, GPU<->GPU copies the p2p suite (mode ce-read,
-ce-write, sm-read, ...). The JSON does not record the buffer size: pass the -b you ran with.
-Contention (all_to_host, one_to_all, ...) and latency tests have no equivalent and are listed
-as not imported.
+Host<->device copies and latency become the copy suite, GPU<->GPU ones the p2p suite (engine
+ce or sm, mode read or write); whole-machine tests (host_to_all, all_to_one, ...) become rows per
+GPU plus their total. The JSON does not record the buffer size: pass the -b you ran with. Tests
+that failed, and the multi-node build's, are listed as not imported.
 """
 from __future__ import annotations
 
@@ -29,11 +29,14 @@ def main(argv: list[str] | None = None) -> int:
                              "default since v0.5; 64MiB before)")
     parser.add_argument("--instance", help="instance name; a conf/instance/<name>.yaml entry adds its link specs "
                                            "and price (default: the host name in the JSON)")
+    parser.add_argument("--numa", choices=("local", "none"), default="local",
+                        help="where the host buffers were: local (nvbandwidth binds them to each GPU's NUMA "
+                             "node) or none if it ran with -d/--disableAffinity (default: local)")
     parser.add_argument("--run-id", help="run id (default: the folder's name)")
     args = parser.parse_args(argv)
     try:
         buffer_bytes = parse_size(args.buffer_size, "--buffer-size")
-        run = import_nvbandwidth(args.files, args.out, buffer_bytes, args.instance, args.run_id)
+        run = import_nvbandwidth(args.files, args.out, buffer_bytes, args.instance, args.run_id, args.numa)
     except (ResultsError, ConfigError) as exc:
         print(f"import_nvbandwidth: {exc}", file=sys.stderr)
         return 2

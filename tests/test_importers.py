@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.importers import import_nccl_tests, parse_nccl_tests, parse_nvbandwidth
+from bench.importers import import_nccl_tests, number_trials, parse_nccl_tests, parse_nvbandwidth
 from bench.results import ResultsError, load, read_meta
 
 DATA = Path(__file__).resolve().parent / "data"
 REPO = DATA.parent.parent
 NCCL_LOG = DATA / "nccl_tests_h200x8.log"            # all_reduce_perf then sendrecv_perf, 8 ranks
 NCCL_OLD = DATA / "nccl_tests_all_gather_old.txt"    # older table: no root column, no rank lines, -c 0
-NVB_JSON = DATA / "nvbandwidth_h200x4.json"          # nvbandwidth -j on 4 GPUs
+NVB_JSON = DATA / "nvbandwidth_h200x4.json"          # nvbandwidth -j on 4 GPUs (SM bidirectional as before v0.6)
+NVB_V08 = DATA / "nvbandwidth_v08_h100pcie_x4.json"  # every single-node testcase of v0.8, 4 GPUs
 MiB = 1 << 20
 
 
@@ -108,54 +109,186 @@ def test_repeated_tests_become_further_trials(tmp_path):
 def test_nvbandwidth_copies_and_peer_matrices():
     got = parse_nvbandwidth(NVB_JSON.read_text(), 512 * MiB)
     h2d = _row(got.samples, suite="copy", op="h2d", dst="cuda:1")
-    assert (h2d.src, h2d.memory, h2d.mode, h2d.algbw_gbps) == ("host", "pinned", "ce", 55.7011)
+    assert (h2d.src, h2d.memory, h2d.mode, h2d.engine, h2d.numa, h2d.algbw_gbps) == (
+        "host", "pinned", "", "ce", "local", 55.7011)
     assert h2d.time_s == pytest.approx(512 * MiB / 55.7011e9)
     d2h = _row(got.samples, suite="copy", op="d2h", src="cuda:3")
     assert (d2h.dst, d2h.algbw_gbps) == ("host", 55.2706)
     local = _row(got.samples, suite="copy", op="d2d", dst="cuda:2")
-    assert (local.src, local.memory, local.algbw_gbps) == ("cuda:2", "device", 2049.83)
+    assert (local.src, local.memory, local.engine, local.numa, local.algbw_gbps) == (
+        "cuda:2", "device", "ce", "", 2049.83)
     # write: row copies to column; the slow 1 -> 3 cell stays where the matrix put it
-    slow = _row(got.samples, suite="p2p", op="uni", mode="ce-write", src="cuda:1", dst="cuda:3")
-    assert slow.algbw_gbps == 245.117
+    slow = _row(got.samples, suite="p2p", op="uni", mode="write", engine="ce", src="cuda:1", dst="cuda:3")
+    assert slow.algbw_gbps == 245.117 and slow.numa == ""
     # read: the row GPU reads from the column GPU, so data flows column -> row
     matrix = json.loads(NVB_JSON.read_text())["nvbandwidth"]["testcases"][4]["bandwidth_matrix"]
-    read = _row(got.samples, suite="p2p", op="uni", mode="ce-read", src="cuda:1", dst="cuda:0")
+    read = _row(got.samples, suite="p2p", op="uni", mode="read", engine="ce", src="cuda:1", dst="cuda:0")
     assert read.algbw_gbps == float(matrix[0][1])
     assert not any(s.src == s.dst for s in got.samples if s.suite == "p2p")
+    assert {(s.verified, s.note.split(";")[0]) for s in got.samples} == {(False, "not checked (imported)")}
 
 
 def test_nvbandwidth_bidirectional_parts_and_totals():
     got = parse_nvbandwidth(NVB_JSON.read_text(), 512 * MiB)
-    pair = {s.part: s for s in got.samples if s.suite == "p2p" and s.op == "bidir" and s.mode == "ce-read"
-            and s.src == "cuda:2" and s.dst == "cuda:0"}
+    pair = {s.part: s for s in got.samples if s.suite == "p2p" and s.op == "bidir" and s.mode == "read"
+            and s.engine == "ce" and s.src == "cuda:2" and s.dst == "cuda:0"}
     assert set(pair) == {"fwd", "rev", "total"}
     assert pair["total"].algbw_gbps == pytest.approx(pair["fwd"].algbw_gbps + pair["rev"].algbw_gbps, rel=1e-5)
     assert pair["total"].time_s == pytest.approx(2 * 512 * MiB / (pair["total"].algbw_gbps * 1e9))
-    sm = [s for s in got.samples if s.mode == "sm-read"]
+    sm = [s for s in got.samples if s.mode == "read" and s.engine == "sm"]   # before v0.6: the sum only
     assert len(sm) == 12 and {s.part for s in sm} == {"total"}
     host = {s.part: s.algbw_gbps for s in got.samples if s.suite == "copy" and s.op == "bidir" and s.dst == "cuda:0"}
     assert host == pytest.approx({"h2d": 47.1935, "d2h": 46.8120, "total": 47.1935 + 46.8120})
 
 
+def test_nvbandwidth_whole_machine_and_latency_tests_of_the_older_file():
+    got = parse_nvbandwidth(NVB_JSON.read_text(), 512 * MiB)
+    d2h = {s.part: s for s in got.samples if s.op == "d2h" and s.src == "all"}
+    assert set(d2h) == {"cuda:0", "cuda:1", "cuda:2", "cuda:3", "total"}
+    assert d2h["total"].algbw_gbps == pytest.approx(109.7148) and d2h["total"].world_size == 4
+    latency = _row(got.samples, op="latency", dst="cuda:2")
+    assert (latency.suite, latency.src, latency.time_s) == ("copy", "host", pytest.approx(815.002e-9))
+
+
 def test_nvbandwidth_reports_what_it_did_not_import():
     got = parse_nvbandwidth(NVB_JSON.read_text(), 512 * MiB)
-    skipped = {line.split(":")[0] for line in got.not_imported}
-    assert skipped == {"all_to_host_memcpy_ce", "host_device_latency_sm", "device_to_device_memcpy_write_sm"}
-    assert any("unspecified launch failure" in line for line in got.not_imported)
+    assert got.not_imported == [
+        "device_to_device_memcpy_write_sm: status Error: cudaErrorLaunchFailure: unspecified launch failure"]
     assert got.tool_version == "v0.8"
     assert got.system["cuda"] == "12.8" and got.system["driver"] == "570.133.20"
     assert got.system["hostname"] == "gpu-node-17" and len(got.system["gpus"]) == 4
+
+
+def _nvb_v08(drop: tuple[str, ...] = (), extra: tuple[dict, ...] = ()) -> dict:
+    data = json.loads(NVB_V08.read_text())
+    tests = data["nvbandwidth"]["testcases"]
+    data["nvbandwidth"]["testcases"] = [t for t in tests if t["name"] not in drop] + list(extra)
+    return data
+
+
+def _v08_matrix(name: str) -> list[list[float | None]]:
+    test = next(t for t in json.loads(NVB_V08.read_text())["nvbandwidth"]["testcases"] if t["name"] == name)
+    return [[None if v == "N/A" else float(v) for v in row] for row in test["bandwidth_matrix"]]
+
+
+def test_nvbandwidth_v08_every_testcase_is_imported():
+    got = parse_nvbandwidth(_nvb_v08(), 512 * MiB)
+    assert got.not_imported == []
+    assert {s.note.split("; ")[1].removeprefix("nvbandwidth ") for s in got.samples} >= {
+        t["name"] for t in _nvb_v08()["nvbandwidth"]["testcases"]}
+    assert {(s.suite, s.op, s.mode, s.engine) for s in got.samples} == {
+        *(("copy", op, "", e) for op in ("h2d", "d2h", "bidir") for e in ("ce", "sm")),
+        ("copy", "d2d", "", "ce"), ("copy", "latency", "", "sm"), ("p2p", "latency", "read", "sm"),
+        *(("p2p", op, m, e) for op in ("uni", "bidir", "all_to_one", "one_to_all")
+          for m in ("read", "write") for e in ("ce", "sm"))}
+    assert all(not s.verified and s.note.startswith("not checked (imported); nvbandwidth ") for s in got.samples)
+    assert {s.numa for s in got.samples if s.suite == "copy" and s.memory == "pinned"} == {"local"}
+    assert {s.numa for s in got.samples if s.memory == "device"} == {""}
+    assert max(s.trial for s in number_trials(got.samples)) == 0      # no two testcases share a point
+
+
+def test_nvbandwidth_v08_sm_bidirectional_reports_both_directions():
+    got = parse_nvbandwidth(_nvb_v08(), 512 * MiB)
+    pair = {s.part: s.algbw_gbps for s in got.samples
+            if s.op == "bidir" and s.mode == "write" and s.engine == "sm" and (s.src, s.dst) == ("cuda:0", "cuda:1")}
+    matrix = _v08_matrix("device_to_device_bidirectional_memcpy_write_sm")     # 3 blocks of 4 rows
+    assert pair == {"rev": matrix[0][1], "fwd": matrix[4][1], "total": matrix[8][1]}
+
+
+def test_nvbandwidth_v08_latency():
+    got = parse_nvbandwidth(_nvb_v08(), 512 * MiB)
+    lat = [s for s in got.samples if s.op == "latency"]
+    assert len(lat) == 4 + 12 and all(s.size_bytes == 2 * MiB for s in lat)     # fixed buffer, -b ignored
+    assert all(math.isnan(s.algbw_gbps) and math.isnan(s.busbw_gbps) for s in lat)
+    host = _row(lat, suite="copy", dst="cuda:3")
+    assert (host.src, host.memory, host.engine, host.numa) == ("host", "pinned", "sm", "local")
+    assert host.time_s == pytest.approx(_v08_matrix("host_device_latency_sm")[0][3] * 1e-9)
+    # row GPU 1 reads the memory of column GPU 2: data cuda:2 -> cuda:1
+    peer = _row(lat, suite="p2p", src="cuda:2", dst="cuda:1")
+    assert peer.time_s == pytest.approx(_v08_matrix("device_to_device_latency_sm")[1][2] * 1e-9)
+    assert "pointer chase" in peer.note
+
+
+def test_nvbandwidth_v08_host_to_all_is_one_point_per_gpu_and_total():
+    got = parse_nvbandwidth(_nvb_v08(), 512 * MiB)
+    row = _v08_matrix("host_to_all_memcpy_ce")[0]
+    parts = {s.part: s for s in got.samples if s.op == "h2d" and s.dst == "all" and s.engine == "ce"}
+    assert {p: s.algbw_gbps for p, s in parts.items()} == pytest.approx(
+        {**{f"cuda:{j}": bw for j, bw in enumerate(row)}, "total": sum(row)})
+    assert {(s.suite, s.src, s.memory, s.world_size) for s in parts.values()} == {("copy", "host", "pinned", 4)}
+    assert parts["total"].time_s == pytest.approx(4 * 512 * MiB / (sum(row) * 1e9))
+    up = {s.part: s.algbw_gbps for s in got.samples if s.op == "d2h" and s.src == "all" and s.engine == "sm"}
+    assert up["total"] == pytest.approx(sum(_v08_matrix("all_to_host_memcpy_sm")[0]))
+
+
+def test_nvbandwidth_v08_host_to_all_bidirectional_pairs_into_one_point():
+    got = parse_nvbandwidth(_nvb_v08(), 512 * MiB)
+    h2d = _v08_matrix("host_to_all_bidirectional_memcpy_ce")[0]
+    d2h = _v08_matrix("all_to_host_bidirectional_memcpy_ce")[0]
+    parts = {s.part: s.algbw_gbps for s in got.samples if s.op == "bidir" and s.dst == "all" and s.engine == "ce"}
+    assert parts == pytest.approx({"h2d": sum(h2d), "d2h": sum(d2h), "total": sum(h2d) + sum(d2h),
+                                   **{f"cuda:{j}": a + b for j, (a, b) in enumerate(zip(h2d, d2h))}})
+    alone = parse_nvbandwidth(_nvb_v08(drop=("all_to_host_bidirectional_memcpy_ce",)), 512 * MiB)
+    assert {s.part for s in alone.samples if s.op == "bidir" and s.dst == "all" and s.engine == "ce"} == {"h2d"}
+
+
+@pytest.mark.parametrize("name, op, mode", [
+    ("all_to_one_write_ce", "all_to_one", "write"),   # peers write into the one GPU
+    ("one_to_all_read_ce", "all_to_one", "read"),     # the one GPU reads from every peer
+    ("one_to_all_write_sm", "one_to_all", "write"),
+    ("all_to_one_read_sm", "one_to_all", "read"),     # every peer reads from the one GPU
+])
+def test_nvbandwidth_v08_all_to_one_is_named_by_where_data_goes(name, op, mode):
+    got = parse_nvbandwidth(_nvb_v08(), 512 * MiB)
+    row = _v08_matrix(name)[0]
+    parts = {s.part: s for s in got.samples if s.op == op and s.mode == mode and s.engine == name[-2:]}
+    assert {p: s.algbw_gbps for p, s in parts.items()} == pytest.approx(
+        {**{f"cuda:{j}": bw for j, bw in enumerate(row)}, "total": sum(row)})
+    assert all(name in s.note for s in parts.values())
+    assert {(s.suite, s.src, s.dst, s.memory, s.world_size) for s in parts.values()} == {
+        ("p2p", "all", "all", "device", 4)}
+    assert parts["cuda:0"].time_s == pytest.approx(3 * 512 * MiB / (row[0] * 1e9))   # 3 peers' buffers
+
+
+def test_nvbandwidth_not_imported_reasons():
+    extra = ({"name": "multinode_device_to_device_memcpy_read_ce", "status": "Passed",
+              "bandwidth_matrix": [["N/A", "1"], ["1", "N/A"]], "sum": 2},
+             {"name": "device_to_device_memcpy_read_ce", "status": "Waived"},
+             {"name": "host_to_device_memcpy_ce", "status": "Passed"},
+             {"name": "host_to_device_memcpy_ce", "status": "Passed", "bandwidth_matrix": [["fast"]]},
+             {"name": "device_to_device_bidirectional_memcpy_read_ce", "status": "Passed",
+              "bandwidth_matrix": [["N/A", "1"], ["1", "N/A"], ["N/A", "1"], ["1", "N/A"]]},
+             {"name": "future_test_ce", "status": "Passed", "bandwidth_matrix": [["1"]]})
+    got = parse_nvbandwidth(_nvb_v08(extra=extra), 512 * MiB)
+    assert got.not_imported == [
+        "multinode_device_to_device_memcpy_read_ce: multi-node test (nvbandwidth's MPI build): its GPUs are ranks "
+        "on hosts the JSON does not name",
+        "device_to_device_memcpy_read_ce: status Waived",
+        "host_to_device_memcpy_ce: no bandwidth_matrix",
+        "host_to_device_memcpy_ce: unreadable bandwidth_matrix",
+        "device_to_device_bidirectional_memcpy_read_ce: 2 matrices where 3 (directions and total) were expected",
+        "future_test_ce: not a testcase of nvbandwidth v0.8"]
 
 
 def test_nvbandwidth_import_script(tmp_path, capsys):
     out = tmp_path / "nvb"
     assert _script("import_nvbandwidth").main([str(NVB_JSON), "--out", str(out), "--buffer-size", "64MiB"]) == 0
     frame = load(out)
-    assert set(frame["size_bytes"]) == {64 * MiB}
+    assert set(frame[frame["op"] != "latency"]["size_bytes"]) == {64 * MiB}
+    assert set(frame[frame["op"] == "latency"]["size_bytes"]) == {2 * MiB}
     assert set(frame["suite"]) == {"copy", "p2p"} and set(frame["status"]) == {"ok"}
     assert set(frame["instance"]) == {"gpu-node-17"}            # no --instance: the host's name
     assert read_meta(out)["tool"]["name"] == "nvbandwidth"
     assert "not imported" in capsys.readouterr().err
+
+
+def test_nvbandwidth_import_script_without_numa_binding(tmp_path, capsys):
+    out = tmp_path / "nvb"
+    assert _script("import_nvbandwidth").main([str(NVB_V08), "--out", str(out), "--numa", "none"]) == 0
+    frame = load(out)
+    assert set(frame[frame["memory"] == "pinned"]["numa"]) == {"none"}
+    assert set(frame[frame["memory"] == "device"]["numa"]) == {""}
+    assert read_meta(out)["not_imported"] == [] and "not imported" not in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("text, message", [("{not json", "not JSON"), ('{"other": 1}', "not nvbandwidth")])
