@@ -93,8 +93,11 @@ _peers_enabled: set[tuple[int, int]] = set()
 
 def _reach(worker: int, t: torch.Tensor) -> None:
     """Make `t` addressable by kernels on GPU `worker`, or say why it cannot be."""
+    capturing = torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
     if t.device.type == "cpu":
-        if not t.is_pinned():
+        # Checked eagerly only: in a capture (after an eager call) Triton's launcher still refuses
+        # memory CUDA does not know, and no query beyond the launcher's own runs mid-capture.
+        if not capturing and not t.is_pinned():
             raise ValueError("host tensors must be pinned (pin_memory=True): kernels reach them through UVA")
         return
     peer = t.device.index
@@ -102,7 +105,7 @@ def _reach(worker: int, t: torch.Tensor) -> None:
         return
     if not torch.cuda.can_device_access_peer(worker, peer):
         raise RuntimeError(f"cuda:{worker} has no peer access to cuda:{peer}")
-    if torch.cuda.is_current_stream_capturing():
+    if capturing:
         raise RuntimeError(f"peer access cuda:{worker} -> cuda:{peer} is enabled by an eager call, not in a capture")
     # torch enables peer access from a copy's source GPU to its destination GPU the first time it
     # copies between them (the way its own kernels need it, whatever the allocator); torch has no
