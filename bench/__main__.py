@@ -1,18 +1,26 @@
-"""The xferbench command: `xferbench [key=value ...]` or `python -m bench ...` (torchrun too)."""
+"""The xferbench command: `xferbench [key=value ...]` or `python -m bench ...` (torchrun too).
+
+Every override is checked before Hydra runs the job: the config is composed once through
+Hydra's compose API and built into the typed schema, so a bad key, type or value is one line
+and exit 2, with no folder made. `resume=FOLDER` continues a run with its own stored config
+and bypasses composition.
+"""
 from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 import bench
-from bench import ConfigError, config
+from bench import ConfigError, config, schema
 
-config.register_resolvers()
+# Flags after which Hydra does something other than run the job (help, print the config).
+_NO_JOB_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc",
+                 "--resolve"}
 _started = False
 
 
@@ -27,22 +35,73 @@ def _task(cfg: DictConfig) -> None:
     _started = True
     from bench import app
 
+    hydra_cfg = HydraConfig.get()
+    job = hydra_cfg.job.num if hydra_cfg.mode == RunMode.MULTIRUN else None
     try:
-        code = app.run(cfg, Path(HydraConfig.get().runtime.output_dir))
+        code = app.run(schema.to_config(cfg), job=job)
     except ConfigError as exc:
         _fail(str(exc))
     if code:
         sys.exit(code)
 
 
+def _compose(overrides: list[str]) -> None:
+    from hydra import compose, initialize_config_dir
+
+    try:
+        with initialize_config_dir(config_dir=str(config.CONF_DIR), version_base="1.3"):
+            schema.to_config(compose(config_name="config", overrides=overrides))
+    except ConfigError:
+        raise
+    except Exception as exc:  # Hydra's override and composition errors wrap OmegaConf's
+        raise ConfigError(schema.one_line(exc)) from None
+
+
+def precheck(overrides: list[str], multirun: bool) -> None:
+    """Compose and type-check the config; in a multirun, each swept value once."""
+    if not multirun:
+        _compose(overrides)
+        return
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception as exc:
+        raise ConfigError(schema.one_line(exc)) from None
+    sweeps = {o.input_line: list(o.sweep_string_iterator()) for o in parsed if o.is_sweep_override()}
+    first = {line: f"{line.partition('=')[0]}={values[0]}" for line, values in sweeps.items()}
+    base = [first.get(o, o) for o in overrides]
+    _compose(base)
+    for line, values in sweeps.items():
+        key = line.partition("=")[0]
+        for value in values[1:]:
+            _compose([f"{key}={value}" if o == first[line] else o for o in base])
+
+
 def main() -> None:
     # Set before anything starts: every rank and library process inherits the safe defaults.
     for key, value in bench.SAFE_ENV.items():
         os.environ.setdefault(key, value)
+    args = sys.argv[1:]
+    flags = {a for a in args if a.startswith("-")}
+    multirun = bool(flags & {"-m", "--multirun"})
+    overrides = [a for a in args if "=" in a and not a.startswith("-")]
     try:
-        config.precheck_argv(sys.argv[1:])
+        resume = [a.partition("=")[2] for a in overrides if a.partition("=")[0] == "resume"]
+        if resume and resume[-1] not in ("", "null") and not flags:
+            from bench import app
+
+            others = [a for a in overrides if a.partition("=")[0] != "resume"]
+            cfg, meta = config.resume_config(resume[-1], others)
+            sys.exit(app.run(cfg, resumed=(resume[-1], meta)))
+        config.precheck_groups(overrides)
+        normalized = dict(zip(overrides, schema.normalize_overrides(overrides, multirun)))
+        args = [normalized.get(a, a) for a in args]
+        if not flags & _NO_JOB_FLAGS:
+            precheck([normalized[a] for a in overrides], multirun)
     except ConfigError as exc:
         _fail(str(exc))
+    sys.argv = [sys.argv[0], *args]
     try:
         _task()
     except SystemExit as exc:

@@ -1,19 +1,34 @@
-"""One xferbench run: check the config, describe the machine, run the suites, write, summarize."""
+"""One xferbench run: check the config, make the run folder, describe the machine, run the
+suites, write, summarize. SIGINT, SIGTERM and SIGHUP end a run the same way: finished points
+stay on disk, meta.json says interrupted, exit 128 + the signal's number."""
 from __future__ import annotations
 
 import datetime as dt
+import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-
 import bench
 from bench import ConfigError, config, suites
-from bench.results import SCHEMA_VERSION, RunWriter, read_meta, write_json
+from bench.results import SCHEMA_VERSION, RunWriter, write_json
 from bench.runner import run_suite
+from bench.schema import Config
 from bench.summary import format_summary
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal that ends the run as Ctrl-C does; `signum` sets the exit code."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupted(signum: int, _frame) -> None:
+    raise Interrupted(signum)
 
 
 def _git_commit() -> str:
@@ -29,25 +44,25 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def plan(cfg: DictConfig) -> tuple[str, list[tuple], list[str]]:
+def plan(cfg: Config) -> tuple[str, list[tuple], list[str]]:
     """Every check that needs no GPU work: (device, [(suite module, context)], skip lines)."""
-    device = config.detect_device(cfg)
+    device = config.detect_device(cfg.device)
     timing = config.timing_config(cfg)
-    graph_max = config.parse_size(cfg.timing.graph_max_size, "timing.graph_max_size")
+    from bench.sizes import parse_size
+
+    graph_max = parse_size(cfg.timing.graph_max_size, "timing.graph_max_size")
     import torch
 
     gpus = torch.cuda.device_count() if device == "cuda" else 0
-    launches = tuple(cfg.timing.launch) if device == "cuda" else ("eager",)
+    launches = tuple(str(x) for x in cfg.timing.launch) if device == "cuda" else ("eager",)
     external = config.external_rank() is not None
     planned, skipped = [], []
-    if not cfg.suites:
-        raise ConfigError("suites is empty; choose suite=all or one of: " + ", ".join(suites.SUITES))
     for name in cfg.suites:
-        module = suites.get(name)
+        module = suites.get(str(name))
         if external and not module.DISTRIBUTED:
             skipped.append(f"{name}: skipped under torchrun/Slurm (run it without a launcher, once per node)")
             continue
-        ctx = suites.Context(device=device, timing=timing, sizes=config.suite_sizes(cfg, name, device),
+        ctx = suites.Context(device=device, timing=timing, sizes=config.suite_sizes(cfg, str(name), device),
                              gpu_count=gpus, launches=launches, graph_max_bytes=graph_max)
         reason = module.check(cfg, ctx)
         if reason:
@@ -59,10 +74,12 @@ def plan(cfg: DictConfig) -> tuple[str, list[tuple], list[str]]:
     return device, planned, skipped
 
 
-def _meta(cfg: DictConfig, device: str) -> dict:
+def _meta(cfg: Config, device: str, run_dir: Path) -> dict:
+    from omegaconf import OmegaConf
+
     from bench.system import describe
 
-    instance = OmegaConf.to_container(cfg.instance, resolve=True)
+    instance = config.config_dict(cfg)["instance"]
     label = config.instance_label(cfg.instance.name)
     catalogued = config.CONF_DIR / "instance" / f"{label}.yaml"
     if cfg.instance.name == "local" and catalogued.exists():  # detected as a catalogued kind: its specs
@@ -70,39 +87,52 @@ def _meta(cfg: DictConfig, device: str) -> dict:
     instance["label"] = label
     return {
         "schema_version": SCHEMA_VERSION,
-        "run_id": cfg.run_id,
+        "run_id": run_dir.name,
         "start_time": _now(),
         "end_time": None,
         "status": "running",
+        "pid": os.getpid(),
         "device": device,
         "instance": instance,
         "system": describe(),
         "tool": {"name": "xferbench", "version": bench.__version__, "git_commit": _git_commit()},
         "argv": sys.argv[1:],
-        "config": OmegaConf.to_container(cfg, resolve=True),
+        "config": {**config.config_dict(cfg), "run_id": run_dir.name},
     }
 
 
-def run(cfg: DictConfig, run_dir: Path) -> int:
+def _open_run(cfg: Config, device: str, resumed: tuple[str, dict] | None, job: int | None) -> tuple[Path, dict]:
+    if resumed:
+        folder, meta = resumed
+        meta.update(status="running", pid=os.getpid(), end_time=None)
+        meta["resumed"] = meta.get("resumed", []) + [_now()]
+        return Path(folder), meta
+    run_dir = config.make_run_dir(cfg.out_dir, config.instance_label(cfg.instance.name), cfg.run_id, job)
+    return run_dir, _meta(cfg, device, run_dir)
+
+
+def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = None) -> int:
     """The whole run; returns the process exit code."""
     device, planned, skipped = plan(cfg)
-    lead = config.external_rank() in (None, 0)  # under torchrun/Slurm only rank 0 reports
-    for line in skipped if lead else []:
-        print(f"xferbench: {line}", file=sys.stderr)
-    if cfg.resume:
-        meta = read_meta(run_dir)
-        meta["resumed"] = meta.get("resumed", []) + [_now()]
-    else:
-        meta = _meta(cfg, device)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_json(run_dir / "meta.json", meta)
-    if lead:
-        print(f"xferbench: {device}, writing {run_dir}", file=sys.stderr)
+    # Under torchrun/Slurm only rank 0 makes the folder, writes and reports; the others measure.
+    lead = config.external_rank() in (None, 0)
+    if not lead:
+        for module, ctx in planned:
+            from bench import dist
 
-    writer = RunWriter(run_dir, meta["run_id"])
+            dist.run_distributed(module, cfg, ctx, None, "")
+        return 0
+
+    run_dir, meta = _open_run(cfg, device, resumed, job)
+    for line in skipped:
+        print(f"xferbench: {line}", file=sys.stderr)
+    write_json(run_dir / "meta.json", meta)
+    print(f"xferbench: {device}, writing {run_dir}", file=sys.stderr)
+    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGHUP)}
     status, code = "complete", 0
     wall = meta.setdefault("suite_wall_s", {})
     try:
+        writer = RunWriter(run_dir, meta["run_id"])
         for module, ctx in planned:
             started = time.perf_counter()
             if module.DISTRIBUTED:
@@ -113,16 +143,19 @@ def run(cfg: DictConfig, run_dir: Path) -> int:
             else:
                 run_suite(module, cfg, ctx, writer, progress=cfg.progress)
             wall[module.NAME] = round(wall.get(module.NAME, 0) + time.perf_counter() - started, 1)
-    except KeyboardInterrupt:
-        status, code = "interrupted", 130
-        print(f"\nxferbench: interrupted; finished points are in {run_dir} (resume={run_dir})", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        status, code = "interrupted", 128 + signum
+        print(f"\nxferbench: interrupted ({signal.Signals(signum).name}); finished points are in {run_dir} "
+              f"(resume={run_dir})", file=sys.stderr)
     except Exception as exc:
         status, code = "failed", 1
         print(f"xferbench: error: {exc}\nxferbench: finished points are in {run_dir} (resume={run_dir})",
               file=sys.stderr)
     finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         meta.update(end_time=_now(), status=status, skipped_suites=skipped)
         write_json(run_dir / "meta.json", meta)
-    if lead:
-        print(format_summary(RunWriter(run_dir, meta["run_id"]).frame))
+    print(format_summary(RunWriter(run_dir, meta["run_id"]).frame))
     return code

@@ -1,32 +1,51 @@
-"""Turning the composed Hydra config into checked settings, before any GPU work."""
+"""From the command line to checked settings and a run folder, before any GPU work.
+
+Hydra composes conf/ (shipped inside the package as bench/conf in a wheel) against the schema
+in bench/schema.py; this module finds that folder, refuses unknown config choices in one line,
+derives each suite's sweep, and makes the run folder: exclusively, so two runs never share one.
+"""
 from __future__ import annotations
 
+import datetime as dt
 import os
-import tempfile
+import socket
+from dataclasses import asdict
 from pathlib import Path
-
-from omegaconf import DictConfig, OmegaConf
 
 from bench import ConfigError
 from bench.sizes import parse_size, sweep
 from bench.timing import TimingConfig
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+
+def _conf_dir() -> Path:
+    """The packaged config (a wheel installs conf/ as bench/conf), else the repository's conf/."""
+    packaged = Path(__file__).resolve().parent / "conf"
+    if (packaged / "config.yaml").exists():
+        return packaged
+    try:  # an editable install maps the package bench.conf onto the repository's conf/
+        from importlib.resources import files
+
+        mapped = Path(str(files("bench.conf")))
+        if (mapped / "config.yaml").exists():
+            return mapped
+    except (ImportError, TypeError, ValueError):
+        pass
+    return Path(__file__).resolve().parent.parent / "conf"
+
+
+CONF_DIR = _conf_dir()
 GROUPS = ("suite", "sizes", "instance", "launch")
-LAUNCHES = ("eager", "graph")
 
 
 def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
 
 
-def precheck_argv(argv: list[str]) -> None:
-    """`suite=foo`, a bad resume folder: one clear line instead of Hydra's multi-line error."""
+def precheck_groups(argv: list[str]) -> None:
+    """`suite=foo`: one clear line instead of Hydra's multi-line error."""
     for arg in argv:
         key, sep, value = arg.partition("=")
         key = key.lstrip("+~")
-        if sep and key == "resume" and value not in ("", "null"):
-            run_dir(value, "", "", "")
         if not sep or key not in GROUPS:
             continue
         options = group_options(key)
@@ -51,56 +70,124 @@ def instance_label(name: str) -> str:
     return detect()
 
 
-def run_dir(resume: str | None, out_dir: str, instance: str, run_id: str) -> str:
-    if resume:
-        if not (Path(resume) / "meta.json").exists():
-            raise ConfigError(f"resume={resume}: not an xferbench run folder (no meta.json)")
-        return str(resume)
-    if external_rank() not in (None, 0):  # only rank 0 writes; keep other ranks out of results/
-        return tempfile.mkdtemp(prefix="xferbench-rank-")
-    return str(Path(out_dir) / instance_label(instance) / run_id)
+def make_run_dir(out_dir: str, label: str, run_id: str | None, job: int | None = None) -> Path:
+    """Create this run's folder exclusively and return it.
 
-
-def register_resolvers() -> None:
-    for name, fn in (("xb_run_dir", run_dir), ("xb_label", instance_label)):
-        if not OmegaConf.has_resolver(name):
-            OmegaConf.register_new_resolver(name, fn)
-
-
-def timing_config(cfg: DictConfig) -> TimingConfig:
-    t = cfg.timing
-    for launch in t.launch:
-        if launch not in LAUNCHES:
-            raise ConfigError(f"timing.launch: {launch!r} is unknown; choose from: {', '.join(LAUNCHES)}")
+    A default id (the start time) that is taken gets a suffix (-2, -3, ...), so runs started in
+    the same second never share a folder; an id the user chose is refused if it exists.
+    """
+    parent = Path(out_dir) / label
     try:
-        return TimingConfig(int(t.warmup), int(t.trials), float(t.min_trial_s), int(t.min_iters), int(t.max_iters))
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, ConfigError):
-            raise
-        raise ConfigError(f"timing: {exc}") from None
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"out_dir={out_dir}: cannot create {parent} ({exc.strerror})") from None
+    if run_id is not None:
+        name = run_id if job is None else f"{run_id}-{job}"
+        try:
+            (parent / name).mkdir()
+        except FileExistsError:
+            raise ConfigError(f"run_id={name}: {parent / name} already exists; choose another run_id, "
+                              f"or resume={parent / name} to finish it") from None
+        except OSError as exc:
+            raise ConfigError(f"out_dir={out_dir}: cannot create {parent / name} ({exc.strerror})") from None
+        return parent / name
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    for n in range(1, 1000):
+        candidate = parent / (stamp if n == 1 else f"{stamp}-{n}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise ConfigError(f"out_dir={out_dir}: cannot create {candidate} ({exc.strerror})") from None
+    raise ConfigError(f"out_dir={out_dir}: could not find a free run folder under {parent}")
 
 
-def suite_sizes(cfg: DictConfig, suite: str, device: str) -> list[int]:
+def timing_config(cfg) -> TimingConfig:
+    t = cfg.timing
+    return TimingConfig(t.warmup, t.trials, t.min_trial_s, t.min_iters, t.max_iters)
+
+
+def suite_sizes(cfg, suite: str, device: str) -> list[int]:
     """The suite's sweep: its own range unless sizes.min/max are set; capped without a GPU."""
     s = cfg.sizes
-    own = s.get(suite, {})
-    lo = s.min if s.min is not None else own.get("min", "4KiB")
-    hi = s.max if s.max is not None else own.get("max", "1GiB")
-    sizes = sweep(lo, hi, int(s.factor) if str(s.factor).isdigit() else s.factor)
+    own = getattr(s, suite, None)
+    lo = s.min if s.min is not None else (own.min if own else "4KiB")
+    hi = s.max if s.max is not None else (own.max if own else "1GiB")
+    sizes = sweep(lo, hi, s.factor)
     if device == "cpu" and s.cpu_max is not None and s.max is None:
         cap = parse_size(s.cpu_max, "sizes.cpu_max")
         sizes = [x for x in sizes if x <= cap] or [min(sizes)]
     return sizes
 
 
-def detect_device(cfg: DictConfig) -> str:
+def detect_device(choice: str) -> str:
     import torch
 
-    choice = cfg.device
-    if choice not in ("auto", "cuda", "cpu"):
-        raise ConfigError(f"device={choice!r} is unknown; choose from: auto, cuda, cpu")
     if choice == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device=cuda but no CUDA GPU is visible (torch.cuda.is_available() is False)")
     if choice == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    return choice
+    return str(choice)
+
+
+def machine_identity() -> dict:
+    """What a resumed run must share with the run it continues: host, GPU model and count."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return {"hostname": socket.gethostname(), "gpu_count": count,
+            "gpu_name": torch.cuda.get_device_name(0) if count else "cpu"}
+
+
+def _stored_identity(meta: dict) -> dict:
+    system = meta.get("system", {})
+    gpus = system.get("gpus") or []
+    return {"hostname": system.get("hostname", ""), "gpu_count": len(gpus),
+            "gpu_name": gpus[0].get("name", "") if gpus else "cpu"}
+
+
+def resume_config(folder: str, extra_overrides: list[str]):
+    """The typed config of an unfinished run to continue, after every check that it may be.
+
+    Only a run whose meta says it did not finish, made on this machine, resumes; it takes its own
+    config, so any other override is refused rather than measuring a different sweep into it.
+    """
+    from bench.results import ResultsError, read_meta, run_status
+    from bench.schema import to_config
+
+    if not (Path(folder) / "meta.json").exists():
+        raise ConfigError(f"resume={folder}: not an xferbench run folder (no meta.json)")
+    # How the run is shown, and where new runs would go: neither changes what this one measures.
+    harmless = {"progress", "out_dir"}
+    extra = [a for a in extra_overrides if a.partition("=")[0].lstrip("+~") not in harmless]
+    if extra:
+        raise ConfigError(f"resume={folder} continues that run with its own settings; drop: {' '.join(extra)}")
+    try:
+        meta = read_meta(folder)
+    except ResultsError as exc:
+        raise ConfigError(f"resume={folder}: {exc}") from None
+    status = run_status(meta)
+    if status == "complete":
+        raise ConfigError(f"resume={folder}: that run is complete; nothing to resume")
+    if status == "running":
+        raise ConfigError(f"resume={folder}: that run is still running (pid {meta.get('pid')})")
+    here, there = machine_identity(), _stored_identity(meta)
+    differs = [f"{k} {there[k]!r} there, {here[k]!r} here" for k in here if here[k] != there[k]]
+    if differs:
+        raise ConfigError(f"resume={folder}: made on another machine ({'; '.join(differs)})")
+    stored = meta.get("config")
+    if not isinstance(stored, dict) or meta.get("schema_version") != 2:
+        raise ConfigError(f"resume={folder}: made by an older xferbench (schema {meta.get('schema_version')}); "
+                          "start a new run instead")
+    for arg in extra_overrides:
+        key, _, value = arg.partition("=")
+        if key.lstrip("+~") == "progress":
+            stored["progress"] = value.lower() in ("true", "1", "yes")
+    return to_config(stored), meta
+
+
+def config_dict(cfg) -> dict:
+    """The typed config as plain JSON-ready data (enums as their strings)."""
+    return asdict(cfg)

@@ -3,11 +3,14 @@
 Spawned ranks are watched by the parent: when one exits with an error (or is killed) every
 other rank is killed too, and the error names the rank, so no orphan is left behind. A rank
 that hangs is caught by the collective timeout in its peers, which then exit with an error.
+Ranks also die with the parent itself (a parent-death signal), even when it is SIGKILLed.
 """
 from __future__ import annotations
 
+import ctypes
 import datetime as dt
 import multiprocessing as mp
+import threading
 import os
 import signal
 import socket
@@ -52,20 +55,40 @@ def init_group(ctx: Context, backend: str, timeout_s: float) -> None:
                              timeout=dt.timedelta(seconds=timeout_s), **kwargs)
 
 
-def _rank_main(rank: int, world_size: int, env: dict, suite_name: str, cfg_container: dict,
-               ctx: Context, run_dir: str, run_id: str) -> None:
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this process when its parent exits: prctl on Linux, else a watchdog thread."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+            if os.getppid() != parent_pid:  # the parent died before prctl took effect
+                os._exit(1)
+            return
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="xferbench-parent-watchdog").start()
+
+
+def _rank_main(rank: int, world_size: int, env: dict, parent_pid: int, suite_name: str, cfg,
+               ctx: Context, run_dir: str | None, run_id: str) -> None:
+    die_with_parent(parent_pid)
     os.environ.update(env)
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size))
-    from omegaconf import OmegaConf
-
     from bench import suites
 
-    cfg = OmegaConf.create(cfg_container)
     ctx.rank, ctx.local_rank, ctx.world_size = rank, rank, world_size
-    _run_rank(suites.get(suite_name), cfg, ctx, Path(run_dir), run_id)
+    _run_rank(suites.get(suite_name), cfg, ctx, Path(run_dir) if run_dir else None, run_id)
 
 
-def _run_rank(suite: ModuleType, cfg, ctx: Context, run_dir: Path, run_id: str) -> None:
+def _run_rank(suite: ModuleType, cfg, ctx: Context, run_dir: Path | None, run_id: str) -> None:
     backend = suite.backend(ctx)
     init_group(ctx, backend, float(cfg.collectives.timeout_s))
     try:
@@ -101,7 +124,7 @@ def _exit_text(code: int) -> str:
 def spawn(nproc: int, env: dict, args: tuple, timeout_s: float) -> None:
     """Start nproc ranks and wait; on the first rank to fail, kill the rest and raise RankFailed."""
     context = mp.get_context("spawn")
-    procs = [context.Process(target=_rank_main, args=(rank, nproc, env, *args), daemon=False)
+    procs = [context.Process(target=_rank_main, args=(rank, nproc, env, os.getpid(), *args), daemon=False)
              for rank in range(nproc)]
     for p in procs:
         p.start()
@@ -123,10 +146,9 @@ def spawn(nproc: int, env: dict, args: tuple, timeout_s: float) -> None:
         raise
 
 
-def run_distributed(suite: ModuleType, cfg, ctx: Context, run_dir: Path, run_id: str) -> None:
-    """Run a distributed suite: join an external launcher's ranks, or spawn local ones."""
-    from omegaconf import OmegaConf
-
+def run_distributed(suite: ModuleType, cfg, ctx: Context, run_dir: Path | None, run_id: str) -> None:
+    """Run a distributed suite: join an external launcher's ranks, or spawn local ones (one world
+    of ranks after another when several world sizes are asked for)."""
     if config.external_rank() is not None:
         env = os.environ
         ctx.rank = int(env.get("RANK", env.get("SLURM_PROCID", 0)))
@@ -139,14 +161,12 @@ def run_distributed(suite: ModuleType, cfg, ctx: Context, run_dir: Path, run_id:
         os.environ.update(_transport_env(cfg.collectives.transport))
         _run_rank(suite, cfg, ctx, run_dir, run_id)
         return
-    nproc = ctx.world_size  # set by the suite's check()
     env = {**{k: os.environ.get(k, v) for k, v in bench.SAFE_ENV.items()},
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
            # As torchrun does: ranks sharing a host's cores each with a full thread pool slow
            # gloo's small messages tenfold on a small machine.
            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
            **_transport_env(cfg.collectives.transport)}
-    cfg_container = OmegaConf.to_container(cfg, resolve=True)
-    sys.stdout.flush()
-    spawn(nproc, env, (suite.NAME, cfg_container, ctx, str(run_dir), run_id),
-          float(cfg.collectives.timeout_s))
+    for nproc in suite.world_sizes(cfg, ctx):
+        sys.stdout.flush()
+        spawn(nproc, env, (suite.NAME, cfg, ctx, str(run_dir) if run_dir else None, run_id), float(cfg.collectives.timeout_s))

@@ -111,7 +111,7 @@ def test_ctrl_c_keeps_points_and_resume_finishes_the_run(tmp_path):
     sizes = sorted(before.size_bytes.unique())
     assert 2 <= len(sizes) < 13 and before.verified.all()
 
-    proc = _start(tmp_path, *args, f"resume={run}")
+    proc = _start(tmp_path, f"resume={run}")  # the run's own settings: nothing else is given
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     after = load(run)

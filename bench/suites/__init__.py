@@ -19,13 +19,6 @@ from bench.timing import Trial, TimingConfig
 SUITES = ("copy", "p2p", "collectives")
 
 
-def check_choices(key: str, values, allowed) -> None:
-    """ConfigError naming the key and the allowed values for the first value not allowed."""
-    for value in values:
-        if value not in allowed:
-            raise ConfigError(f"{key}: {value!r} is unknown; choose from: {', '.join(allowed)}")
-
-
 def check_fits(what: str, need: int, devices) -> None:
     """ConfigError unless `need` bytes are free on every listed GPU (before anything is allocated)."""
     import torch
@@ -33,8 +26,45 @@ def check_fits(what: str, need: int, devices) -> None:
     for dev in devices:
         free = torch.cuda.mem_get_info(dev)[0]
         if need > free:
-            raise ConfigError(f"sizes.max: {what} needs {need} bytes on cuda:{dev} but only {free} bytes "
-                              f"are free; lower sizes.max")
+            raise ConfigError(f"sizes.max: {what} needs {format_bytes(need)} on cuda:{dev} but only "
+                              f"{format_bytes(free)} is free; lower sizes.max")
+
+
+def host_available_bytes() -> int | None:
+    """Memory this process can still take: MemAvailable, or the cgroup's limit if lower."""
+    available = None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    try:
+        with open("/sys/fs/cgroup/memory.max") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current") as f:
+            used = int(f.read().strip())
+        if limit != "max" and available is not None:
+            available = min(available, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return available
+
+
+def check_host_fits(what: str, need: int) -> None:
+    """ConfigError unless `need` bytes of host memory are available (before anything is allocated)."""
+    available = host_available_bytes()
+    if available is not None and need > available:
+        raise ConfigError(f"sizes.max: {what} needs {format_bytes(need)} of host memory but only "
+                          f"{format_bytes(available)} is available; lower sizes.max")
+
+
+def format_bytes(n: int) -> str:
+    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
 
 
 def get(name: str) -> ModuleType:

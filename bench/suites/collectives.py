@@ -8,21 +8,60 @@ then reuse the same buffers (in-place ops change their data, so the check preced
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
+from typing import List
+
 import torch
 import torch.distributed as tdist
 
 from bench import ConfigError
 from bench.results import Sample
-from bench.suites import Context, Point, check_choices, check_fits, trial_rows
+from bench.settings import Choice, nonempty, require
+from bench.suites import Context, Point, check_fits, trial_rows
 from bench import timing
-from bench.timing import EventClock, HostClock, Trial
+from bench.timing import EventClock, HostClock
 
 NAME = "collectives"
 DISTRIBUTED = True
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "sendrecv")
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
           "float64": torch.float64, "int32": torch.int32, "int64": torch.int64, "int8": torch.int8,
           "uint8": torch.uint8}
+
+
+class CollectiveOp(Choice):
+    all_reduce = "all_reduce"
+    all_gather = "all_gather"
+    reduce_scatter = "reduce_scatter"
+    broadcast = "broadcast"
+    reduce = "reduce"
+    all_to_all = "all_to_all"
+    sendrecv = "sendrecv"
+
+
+DType = Choice("DType", [(name, name) for name in DTYPES])
+
+
+class Transport(Choice):
+    default = "default"
+    socket = "socket"   # NCCL over sockets: the inter-node path on one box
+
+
+@dataclass
+class Settings:
+    ops: List[CollectiveOp] = field(default_factory=lambda: list(CollectiveOp))
+    dtypes: List[DType] = field(default_factory=lambda: [DType.float32])
+    nproc: List[int] = field(default_factory=list)   # ranks on this node; [] = one per GPU (2 on a CPU)
+    transport: Transport = Transport.default
+    timeout_s: float = 300.0                         # a dead or hung rank ends the run after this long
+
+    def __post_init__(self) -> None:
+        nonempty("collectives.ops", self.ops)
+        nonempty("collectives.dtypes", self.dtypes)
+        for n in self.nproc:
+            require(n >= 1, "collectives.nproc", n, "must be >= 1")
+        require(self.timeout_s > 0, "collectives.timeout_s", self.timeout_s, "must be a positive number of seconds")
+
+
 _REDUCING = {"all_reduce", "reduce_scatter", "reduce"}
 _SPLIT = {"all_gather", "reduce_scatter", "all_to_all"}  # S is divided among the ranks
 # torch 2.13 renamed the tensor forms of these two; older releases have only the old names.
@@ -42,43 +81,37 @@ def backend(ctx: Context) -> str:
     return "nccl" if ctx.device == "cuda" else "gloo"
 
 
+def world_sizes(cfg, ctx: Context) -> list[int]:
+    """The ranks of each world measured: collectives.nproc, or one per GPU (2 on a CPU)."""
+    if cfg.collectives.nproc:
+        return list(dict.fromkeys(cfg.collectives.nproc))
+    return [ctx.gpu_count if ctx.device == "cuda" else 2]
+
+
 def check(cfg, ctx: Context) -> str | None:
     c = cfg.collectives
-    check_choices("collectives.ops", c.ops, OPS)
-    check_choices("collectives.dtypes", c.dtypes, DTYPES)
-    if c.transport not in ("default", "socket"):
-        raise ConfigError(f"collectives.transport={c.transport!r} is unknown; choose from: default, socket")
     if c.transport == "socket" and ctx.device != "cuda":
         raise ConfigError("collectives.transport=socket forces NCCL's socket path and needs GPUs; "
                           "without them the run already uses gloo over local sockets")
-    try:
-        if not float(c.timeout_s) > 0:
-            raise ValueError
-    except ValueError:
-        raise ConfigError(f"collectives.timeout_s={c.timeout_s!r}: must be a positive number of seconds") from None
     from bench.config import external_rank
 
     if external_rank() is not None:
         return None
-    if c.nproc == "auto":
-        if ctx.device == "cuda" and ctx.gpu_count < 2:
-            return f"needs 2 or more GPUs, found {ctx.gpu_count} (collectives.nproc=1 forces a 1-rank run)"
-        nproc = ctx.gpu_count if ctx.device == "cuda" else 2
-    else:
-        try:
-            nproc = int(c.nproc)
-        except ValueError:
-            raise ConfigError(f"collectives.nproc={c.nproc!r}: a number of ranks, or auto") from None
-        if nproc < 1:
-            raise ConfigError(f"collectives.nproc={nproc}: must be >= 1")
-        if ctx.device == "cuda" and nproc > ctx.gpu_count:
-            raise ConfigError(f"collectives.nproc={nproc} but only {ctx.gpu_count} GPU(s) are visible "
-                              f"(one rank per GPU)")
-    if nproc < 2 and "sendrecv" in c.ops and len(c.ops) == 1:
+    if not c.nproc and ctx.device == "cuda" and ctx.gpu_count < 2:
+        return f"needs 2 or more GPUs, found {ctx.gpu_count} (collectives.nproc=1 forces a 1-rank run)"
+    sizes = world_sizes(cfg, ctx)
+    if ctx.device == "cuda" and max(sizes) > ctx.gpu_count:
+        raise ConfigError(f"collectives.nproc={max(sizes)} but only {ctx.gpu_count} GPU(s) are visible "
+                          f"(one rank per GPU)")
+    if max(sizes) < 2 and all(op == "sendrecv" for op in c.ops):
         raise ConfigError("collectives.ops=[sendrecv] needs 2 or more ranks")
-    ctx.world_size = nproc
+    ctx.world_size = max(sizes)
     if ctx.device == "cuda":
-        check_fits("collectives (about 2 x sizes.max per GPU)", 2 * max(ctx.sizes), range(nproc))
+        check_fits("collectives (about 2 x sizes.max per GPU)", 2 * max(ctx.sizes), range(max(sizes)))
+    else:
+        from bench.suites import check_host_fits
+
+        check_host_fits(f"collectives ({max(sizes)} ranks x about 3 x sizes.max)", 3 * max(sizes) * max(ctx.sizes))
     return None
 
 
@@ -271,5 +304,5 @@ def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
     tdist.all_reduce(times, op=tdist.ReduceOp.MAX)
     if ctx.rank != 0:
         return []
-    trials = [Trial(t.iters, float(s)) for t, s in zip(trials, times.tolist())]
+    trials = [replace(t, time_s=float(s)) for t, s in zip(trials, times.tolist())]
     return trial_rows(point, trials, point.size_bytes, bus_factor(point.op, ctx.world_size), verified)

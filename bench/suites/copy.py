@@ -7,26 +7,52 @@ suite measures host-to-host copies (op 'h2h') so the whole pipeline still runs.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from functools import partial
+from typing import List
 
 import torch
 
-from bench.results import Sample
-from bench.suites import Context, Point, check_choices, check_fits, trial_rows
 from bench import timing
+from bench.results import Sample
+from bench.settings import Choice, nonempty
+from bench.suites import Context, Point, check_fits, check_host_fits, trial_rows
 from bench.timing import EventClock, HostClock
 
 NAME = "copy"
 DISTRIBUTED = False
-CUDA_OPS = ("h2d", "d2h", "bidir", "d2d")
-MEMORIES = ("pinned", "pageable")
+
+
+class CopyOp(Choice):
+    h2d = "h2d"
+    d2h = "d2h"
+    bidir = "bidir"
+    d2d = "d2d"
+
+
+class HostMemory(Choice):
+    pinned = "pinned"
+    pageable = "pageable"
+
+
+@dataclass
+class Settings:
+    ops: List[CopyOp] = field(default_factory=lambda: list(CopyOp))
+    memory: List[HostMemory] = field(default_factory=lambda: list(HostMemory))
+
+    def __post_init__(self) -> None:
+        nonempty("copy.ops", self.ops)
+        nonempty("copy.memory", self.memory)
 
 
 def check(cfg, ctx: Context) -> str | None:
-    check_choices("copy.ops", cfg["copy"].ops, CUDA_OPS)
-    check_choices("copy.memory", cfg["copy"].memory, MEMORIES)
+    biggest = max(ctx.sizes)
     if ctx.device == "cuda":
-        check_fits("the copy suite (2 x sizes.max)", 2 * max(ctx.sizes), [0])
+        check_fits("the copy suite (2 x sizes.max)", 2 * biggest, [0])
+        host_buffers = 2 * len({m for op in cfg.copy.ops if op != "d2d" for m in cfg.copy.memory})
+    else:
+        host_buffers = 2  # h2h: a source and a destination
+    check_host_fits(f"the copy suite ({host_buffers} x sizes.max)", host_buffers * biggest)
     return None
 
 
@@ -35,8 +61,8 @@ def points(cfg, ctx: Context) -> list[Point]:
         return [Point(NAME, "h2h", s, memory="pageable", backend="cpu", src="host", dst="host") for s in ctx.sizes]
     out = []
     for size in ctx.sizes:
-        for op in cfg["copy"].ops:
-            for mem in (["device"] if op == "d2d" else cfg["copy"].memory):
+        for op in cfg.copy.ops:
+            for mem in (["device"] if op == "d2d" else cfg.copy.memory):
                 if op == "bidir" and mem == "pageable":
                     continue  # pageable copies block the host thread, so they cannot overlap
                 src, dst = {"h2d": ("host", "cuda:0"), "d2h": ("cuda:0", "host"),

@@ -9,44 +9,74 @@ point's destination is compared with the source after timing.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from functools import partial
+from typing import Any, List
 
 import torch
 
 from bench import ConfigError, timing
 from bench.results import Sample
-from bench.suites import Context, Point, check_choices, check_fits, trial_rows
+from bench.settings import Choice, nonempty
+from bench.suites import Context, Point, check_fits, trial_rows
 from bench.suites.copy import same_data
 from bench.timing import EventClock
 
 NAME = "p2p"
 DISTRIBUTED = False
-OPS = ("uni", "bidir")
-MODES = ("peer", "staged")
 
 
-def select_pairs(spec, n: int) -> list[tuple[int, int]]:
+class P2POp(Choice):
+    uni = "uni"
+    bidir = "bidir"
+
+
+class P2PMode(Choice):
+    peer = "peer"
+    staged = "staged"
+
+
+_PAIRS_HELP = "use all, ring, or a list of [src, dst] pairs like [[0,1],[1,0]]"
+
+
+@dataclass
+class Settings:
+    # all | ring | [[src, dst], ...]: one of two shapes, so it is checked here rather than typed
+    pairs: Any = "all"
+    ops: List[P2POp] = field(default_factory=lambda: list(P2POp))
+    modes: List[P2PMode] = field(default_factory=lambda: list(P2PMode))
+
+    def __post_init__(self) -> None:
+        nonempty("p2p.ops", self.ops)
+        nonempty("p2p.modes", self.modes)
+        if isinstance(self.pairs, str):
+            if self.pairs not in ("all", "ring"):
+                raise ConfigError(f"p2p.pairs={self.pairs!r} is unknown; {_PAIRS_HELP}")
+            return
+        try:
+            self.pairs = [[int(x) for x in item] for item in self.pairs]
+        except (TypeError, ValueError):
+            raise ConfigError(f"p2p.pairs={self.pairs!r}: {_PAIRS_HELP}") from None
+        for item in self.pairs:
+            if len(item) != 2 or item[0] == item[1] or min(item) < 0:
+                raise ConfigError(f"p2p.pairs: {item} is not a pair of two different GPU indices")
+        nonempty("p2p.pairs", self.pairs)
+
+
+def select_pairs(spec: str | list, n: int) -> list[tuple[int, int]]:
     """'all' ordered pairs, a 'ring' (i -> i+1), or an explicit list of [src, dst]."""
     if spec == "all":
         return [(i, j) for i in range(n) for j in range(n) if i != j]
     if spec == "ring":
         return [(i, (i + 1) % n) for i in range(n)] if n > 2 else [(0, 1), (1, 0)][: 2 if n == 2 else 0]
-    if isinstance(spec, str):
-        raise ConfigError(f"p2p.pairs={spec!r} is unknown; use all, ring, or a list like [[0,1],[1,0]]")
-    pairs = []
-    for item in spec:
-        if len(item) != 2:
-            raise ConfigError(f"p2p.pairs: {list(item)} is not a [src, dst] pair")
-        i, j = (int(x) for x in item)
+    pairs = [(int(i), int(j)) for i, j in spec]
+    for i, j in pairs:
         if i == j or not (0 <= i < n and 0 <= j < n):
             raise ConfigError(f"p2p.pairs: [{i}, {j}] needs two different GPUs among 0..{n - 1}")
-        pairs.append((i, j))
     return pairs
 
 
 def check(cfg, ctx: Context) -> str | None:
-    check_choices("p2p.ops", cfg.p2p.ops, OPS)
-    check_choices("p2p.modes", cfg.p2p.modes, MODES)
     if ctx.device != "cuda" or ctx.gpu_count < 2:
         return f"needs 2 or more GPUs, found {ctx.gpu_count}"
     pairs = select_pairs(cfg.p2p.pairs, ctx.gpu_count)

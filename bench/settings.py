@@ -1,0 +1,112 @@
+"""Typed settings shared by every suite: allowed values as enums, timing, sizes and the instance.
+
+Each suite module declares its own `Settings` dataclass next to its code; bench/schema.py
+gathers them into the root config that Hydra's ConfigStore validates against. Range checks
+live in `__post_init__` and raise ConfigError naming the key, so bad input is one line.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import List, Optional
+
+from bench import ConfigError
+
+
+class Choice(str, Enum):
+    """An allowed value: a plain string everywhere it is printed, compared or written to a file.
+
+    OmegaConf looks enum members up by name, so every member's name is its value.
+    """
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+class Launch(Choice):
+    eager = "eager"
+    graph = "graph"
+
+
+def require(ok: bool, key: str, value: object, rule: str) -> None:
+    """ConfigError `key=value: rule` unless ok."""
+    if not ok:
+        raise ConfigError(f"{key}={value}: {rule}")
+
+
+def nonempty(key: str, values: list) -> None:
+    if not values:
+        raise ConfigError(f"{key} is empty; name at least one value")
+
+
+@dataclass
+class TimingSettings:
+    warmup: int = 3                 # untimed operations before calibration
+    trials: int = 5                 # timed trials per point, one result row each
+    min_trial_s: float = 0.01       # a trial repeats the operation until it lasts this long
+    min_iters: int = 1
+    max_iters: int = 10000
+    graph_max_size: str = "16MiB"   # graph mode only up to this size
+    launch: List[Launch] = field(default_factory=lambda: [Launch.eager, Launch.graph])
+
+    def __post_init__(self) -> None:
+        from bench.sizes import parse_size
+
+        require(self.warmup >= 0, "timing.warmup", self.warmup, "must be >= 0")
+        require(self.trials >= 1, "timing.trials", self.trials, "must be >= 1")
+        require(self.min_trial_s > 0, "timing.min_trial_s", self.min_trial_s, "must be > 0")
+        require(self.min_iters >= 1, "timing.min_iters", self.min_iters, "must be >= 1")
+        require(self.min_iters <= self.max_iters, "timing.min_iters", self.min_iters,
+                f"is above timing.max_iters={self.max_iters}")
+        nonempty("timing.launch", self.launch)
+        parse_size(self.graph_max_size, "timing.graph_max_size")
+
+
+@dataclass
+class SizeRange:
+    min: str = "4KiB"
+    max: str = "1GiB"
+
+
+@dataclass
+class SizesSettings:
+    min: Optional[str] = None       # when set, overrides every suite's own range
+    max: Optional[str] = None
+    factor: int = 2
+    cpu_max: Optional[str] = "16MiB"  # without a GPU, sweeps stop here unless sizes.max is set
+    copy: SizeRange = field(default_factory=SizeRange)
+    p2p: SizeRange = field(default_factory=SizeRange)
+    collectives: SizeRange = field(default_factory=lambda: SizeRange("8B", "4GiB"))
+
+    def __post_init__(self) -> None:
+        from bench.sizes import parse_size
+
+        require(self.factor >= 2, "sizes.factor", self.factor, "must be an integer >= 2")
+        # Each value parses here; whether a suite's range is in order is checked for the suites run.
+        for key in ("min", "max", "cpu_max"):
+            if getattr(self, key) is not None:
+                parse_size(getattr(self, key), f"sizes.{key}")
+        for name in ("copy", "p2p", "collectives"):
+            own: SizeRange = getattr(self, name)
+            parse_size(own.min, f"sizes.{name}.min")
+            parse_size(own.max, f"sizes.{name}.max")
+
+
+@dataclass
+class InstanceSettings:
+    """A catalogue entry (conf/instance/*.yaml): the machine's label, links and price."""
+
+    name: str = "local"
+    provider: Optional[str] = None
+    gpu: Optional[str] = None
+    gpu_count: Optional[int] = None
+    pcie_gen: Optional[int] = None
+    pcie_width: Optional[int] = None
+    nvlink_gen: Optional[int] = None
+    nvlink_gbps_per_gpu: Optional[float] = None   # NVLink per GPU, one direction, GB/s
+    network_gbps: Optional[float] = None
+    usd_per_hour: Optional[float] = None
+    price_date: Optional[str] = None

@@ -1,0 +1,166 @@
+"""Runs never share, mix or lose results: exclusive folders, guarded resume, signals, dead parents."""
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pandas as pd
+import pytest
+
+from bench import ConfigError
+from bench.config import make_run_dir
+from bench.results import load, read_meta, run_status
+from bench.schema import normalize_overrides
+from conftest import env, xferbench_cmd
+from test_faults import LONG_COLLECTIVES, _alive, _ranks, _start, _wait_for_points
+
+QUICK = ("suite=copy", "sizes.max=16KiB", "timing.trials=2")
+
+
+def test_default_run_ids_never_share_a_folder(tmp_path):
+    made = [make_run_dir(str(tmp_path), "cpu", None) for _ in range(3)]  # same second, surely
+    assert len(set(made)) == 3 and all(p.is_dir() for p in made)
+    assert made[1].name == f"{made[0].name}-2"
+
+
+def test_two_runs_started_together_keep_their_own_rows(tmp_path):
+    procs = [_start(tmp_path, *QUICK) for _ in range(2)]
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.communicate()
+    runs = sorted(m.parent for m in (tmp_path / "results").rglob("meta.json"))
+    assert len(runs) == 2
+    for run in runs:
+        df = load(run)
+        assert set(df.run_id) == {run.name} and df.groupby("size_bytes").trial.count().eq(2).all()
+
+
+def test_reused_run_id_is_refused_and_nothing_is_touched(xferbench):
+    proc, runs = xferbench(*QUICK, "run_id=mine")
+    assert proc.returncode == 0, proc.stderr
+    before = (runs[0] / "samples.csv").read_bytes(), (runs[0] / "meta.json").read_bytes()
+    proc, _ = xferbench(*QUICK, "run_id=mine", timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"xferbench: error: run_id=mine: {runs[0]} already exists; choose another run_id, or resume={runs[0]} to finish it"]
+    assert ((runs[0] / "samples.csv").read_bytes(), (runs[0] / "meta.json").read_bytes()) == before
+
+
+def test_bad_config_makes_no_folder(xferbench, tmp_path):
+    proc, runs = xferbench("copy.memory=[pinnd]", timeout=60)
+    assert proc.returncode == 2 and not runs and not (tmp_path / "results").exists()
+
+
+def test_bare_value_is_a_one_element_list():
+    assert normalize_overrides(["copy.memory=pinned", "collectives.nproc=auto", "sizes.max=1MiB"], False) == \
+        ["copy.memory=[pinned]", "collectives.nproc=[]", "sizes.max=1MiB"]
+    assert normalize_overrides(["copy.memory=pinned,pageable"], False) == ["copy.memory=[pinned,pageable]"]
+    assert normalize_overrides(["copy.memory=pinned,pageable"], True) == ["copy.memory=[pinned],[pageable]"]
+    assert normalize_overrides(["+timing.trails=3"], False) == ["timing.trails=3"]  # the schema refuses it
+
+
+def test_bare_value_runs(xferbench):
+    proc, runs = xferbench("suite=collectives", "collectives.ops=all_reduce", "sizes.max=64B", "timing.trials=1")
+    assert proc.returncode == 0, proc.stderr
+    assert set(load(runs).op) == {"all_reduce"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (("timing.trials=1.5",), "timing.trials=1.5: must be a whole number"),
+    (("+timing.trails=3",), "timing.trails is not a setting; timing has: warmup, trials,"),
+    (("collectives.ops=[]",), "collectives.ops is empty"),
+    (("suite=copy", "sizes.max=1TiB"), "needs 2.0 TiB of host memory but only"),
+    (("out_dir=/proc/nope",), "out_dir=/proc/nope: cannot create"),
+])
+def test_more_bad_input_is_one_line(xferbench, args, message):
+    proc, runs = xferbench(*args, timeout=60)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+    assert not runs
+
+
+def _interrupted_run(xferbench):
+    proc, runs = xferbench(*QUICK)
+    assert proc.returncode == 0, proc.stderr
+    meta = read_meta(runs[0])
+    meta["status"] = "interrupted"
+    (runs[0] / "meta.json").write_text(json.dumps(meta))
+    return runs[0]
+
+
+def test_resume_refuses_a_complete_run_or_other_settings(xferbench):
+    proc, runs = xferbench(*QUICK)
+    run = runs[0]
+    rows = len(load(run))
+    proc, _ = xferbench(f"resume={run}", timeout=60)
+    assert proc.returncode == 2 and "that run is complete; nothing to resume" in proc.stderr
+    meta = read_meta(run)
+    meta["status"] = "interrupted"
+    (run / "meta.json").write_text(json.dumps(meta))
+    proc, _ = xferbench(f"resume={run}", "sizes.max=1MiB", timeout=60)
+    assert proc.returncode == 2 and proc.stderr.strip().endswith("drop: sizes.max=1MiB")
+    meta["system"]["hostname"] = "elsewhere"
+    (run / "meta.json").write_text(json.dumps(meta))
+    proc, _ = xferbench(f"resume={run}", timeout=60)
+    assert proc.returncode == 2 and "made on another machine (hostname 'elsewhere' there" in proc.stderr
+    assert read_meta(run)["status"] == "interrupted" and len(load(run)) == rows  # nothing written
+
+
+def test_resume_of_a_csv_only_run_keeps_its_rows(xferbench):
+    run = _interrupted_run(xferbench)
+    rows = pd.read_csv(run / "samples.csv")
+    kept = rows[rows.size_bytes < 16384]
+    kept.to_csv(run / "samples.csv", index=False)
+    (run / "samples.parquet").unlink()
+    proc, _ = xferbench(f"resume={run}")
+    assert proc.returncode == 0, proc.stderr
+    after = load(run)
+    assert len(after) == len(rows) and after.groupby("size_bytes").trial.count().eq(2).all()
+    assert read_meta(run)["status"] == "complete"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_term_and_hup_end_the_run_like_ctrl_c(tmp_path, sig):
+    proc = _start(tmp_path, "suite=copy", "sizes.max=16MiB", "timing.trials=30")
+    run = _wait_for_points(tmp_path, proc, at_least=30)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    assert f"interrupted ({sig.name})" in err and f"resume={run}" in err
+    assert read_meta(run)["status"] == "interrupted" and load(run).verified.all()
+
+
+def test_killed_parent_takes_its_ranks_and_reads_as_interrupted(tmp_path):
+    proc = _start(tmp_path, *LONG_COLLECTIVES)
+    run = _wait_for_points(tmp_path, proc)
+    ranks = _ranks(proc.pid)
+    assert len(ranks) == 2
+    proc.kill()
+    proc.wait(timeout=10)
+    deadline = time.time() + 2
+    while any(_alive(r) for r in ranks) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(r) for r in ranks), "ranks outlived their parent by 2 s"
+    meta = read_meta(run)
+    assert meta["status"] == "running" and run_status(meta) == "interrupted"
+    assert set(load(run).run_status) == {"interrupted"}
+
+
+def test_config_error_inside_settings_is_a_config_error():
+    from bench.settings import TimingSettings
+
+    with pytest.raises(ConfigError, match=r"timing.min_iters=9: is above timing.max_iters=3"):
+        TimingSettings(min_iters=9, max_iters=3)
+
+
+def test_results_follow_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        proc = subprocess.run(xferbench_cmd(tmp_path / "results", *QUICK), cwd=tmp_path, env=env(),
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        os.umask(old)
+    assert proc.returncode == 0, proc.stderr
+    run = next((tmp_path / "results").rglob("meta.json")).parent
+    for name in ("meta.json", "samples.csv", "samples.parquet"):
+        assert (run / name).stat().st_mode & 0o777 == 0o640, name
