@@ -97,6 +97,9 @@ def _run_rank(suite: ModuleType, cfg, ctx: Context, run_dir: Path | None, run_id
         tdist.broadcast_object_list(done, src=0)  # a resumed run: every rank skips the same points
         run_suite(suite, cfg, ctx, writer, progress=cfg.progress, done=done[0])
         tdist.barrier()
+        comm = ctx.extra.pop("nccl_comm", None)
+        if comm is not None:
+            comm.close()  # collective over the ranks: every rank is here, after the barrier
     finally:
         tdist.destroy_process_group()
 

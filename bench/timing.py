@@ -48,6 +48,7 @@ class Trial:
     time_s: float
     parts: Mapping[str, float] = field(default_factory=dict)
     short: bool = False   # shorter than half of min_trial_s, twice: timer resolution may show in it
+    fastest_rank_s: float = math.nan   # a collective's fastest rank's trial time (time_s is the slowest's)
 
     @property
     def per_op_s(self) -> float:

@@ -15,9 +15,11 @@ def test_every_op_runs_and_verifies_on_three_ranks(xferbench):
                            "timing.trials=2", "timing.min_trial_s=0.001")
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
-    assert set(df.op) == set(collectives.OPS)
+    assert set(df.op) == set(collectives.CollectiveOp)
     assert (df.status == "ok").all() and df.verified.all()
     assert set(df.world_size) == {3} and set(df.backend) == {"gloo"}
+    assert set(df.api) == {"torch"}  # the default asks for both apis; gloo has no NCCL to call
+    assert (df.time_fastest_rank_s <= df.time_s).all() and df.time_fastest_rank_s.gt(0).all()
     # Split ops measure whole elements per rank: 3 ranks x 4-byte floats.
     split = df[df.op.isin(["all_gather", "reduce_scatter", "all_to_all"])]
     assert (split.size_bytes % 12 == 0).all()
@@ -49,7 +51,7 @@ def one_rank_group(tmp_path):
 
 @pytest.mark.parametrize("op", ["all_reduce", "all_gather", "broadcast", "all_to_all"])
 def test_check_catches_wrong_data(one_rank_group, op):
-    call = collectives._Op(op, 64, "bfloat16", one_rank_group)
+    call = collectives._Op(op, 64, "bfloat16", "torch", one_rank_group)
     call.fill()
     call()
     assert call.correct()
@@ -65,7 +67,7 @@ def test_patterns_are_exact_in_bfloat16():
 
 def test_checks_work_in_chunks(monkeypatch, one_rank_group):
     monkeypatch.setattr(collectives, "_CHECK_CHUNK", 7)  # many chunks, one partial
-    call = collectives._Op("all_gather", 400, "float32", one_rank_group)
+    call = collectives._Op("all_gather", 400, "float32", "torch", one_rank_group)
     call.fill()
     assert torch.equal(call.inp, collectives._pattern(0, 0, 100, torch.float32, "cpu", False))
     call()
@@ -91,3 +93,19 @@ def test_joins_torchrun_ranks_and_only_rank_0_writes(tmp_path):
     df = load(runs)
     assert set(df.suite) == {"collectives"} and set(df.world_size) == {2} and df.verified.all()
     assert proc.stderr.count("copy: skipped under torchrun") == 1
+
+
+def test_nccl_api_without_gpus_is_one_line(xferbench):
+    proc, runs = xferbench("suite=collectives", "collectives.api=[nccl]", timeout=60)
+    assert proc.returncode == 2 and not runs
+    assert proc.stderr.strip().splitlines() == [
+        "xferbench: error: collectives.api=[nccl] calls NCCL, which needs CUDA GPUs; without them use "
+        "collectives.api=[torch] (gloo)"]
+
+
+def test_several_world_sizes_in_one_run(xferbench):
+    proc, runs = xferbench("suite=collectives", "collectives.nproc=[2,3]", "collectives.ops=[all_reduce]",
+                           "sizes.max=64B", "sizes.factor=8", "timing.trials=2", "timing.min_trial_s=0.001")
+    assert proc.returncode == 0, proc.stderr
+    df = load(runs)
+    assert df.groupby("world_size").size_bytes.nunique().to_dict() == {2: 2, 3: 2} and df.verified.all()

@@ -1,4 +1,10 @@
-"""Collectives through torch.distributed: NCCL on GPUs (one rank each), gloo between CPU processes.
+"""Collectives through torch.distributed (api 'torch') and through NCCL called directly (api
+'nccl'): NCCL on GPUs (one rank each), gloo between CPU processes (torch only).
+
+Both apis run the same ops on the same buffers, sizes and checks, so torch's time over NCCL's
+is what a PyTorch job pays over the library's own cost. The nccl api uses the libnccl.so.2 that
+torch loaded (bench/nccl.py) with a communicator of its own, on torch's current stream, so
+graph capture works the same way for both.
 
 Sizes, algbw and busbw follow nccl-tests: S is the op's total message size (all_gather: the
 gathered output; reduce_scatter: the input; all_to_all: one rank's send buffer), algbw = S/t,
@@ -46,6 +52,11 @@ class Transport(Choice):
     socket = "socket"   # NCCL over sockets: the inter-node path on one box
 
 
+class Api(Choice):
+    torch = "torch"     # torch.distributed, what a PyTorch job calls
+    nccl = "nccl"       # the NCCL library called directly: the floor under torch
+
+
 @dataclass
 class Settings:
     ops: List[CollectiveOp] = field(default_factory=lambda: list(CollectiveOp))
@@ -53,9 +64,11 @@ class Settings:
     nproc: List[int] = field(default_factory=list)   # ranks on this node; [] = one per GPU (2 on a CPU)
     transport: Transport = Transport.default
     timeout_s: float = 300.0                         # a dead or hung rank ends the run after this long
+    api: List[Api] = field(default_factory=lambda: list(Api))  # gloo (no GPU) runs torch only
 
     def __post_init__(self) -> None:
         nonempty("collectives.ops", self.ops)
+        nonempty("collectives.api", self.api)
         nonempty("collectives.dtypes", self.dtypes)
         for n in self.nproc:
             require(n >= 1, "collectives.nproc", n, "must be >= 1")
@@ -88,8 +101,23 @@ def world_sizes(cfg, ctx: Context) -> list[int]:
     return [ctx.gpu_count if ctx.device == "cuda" else 2]
 
 
+def apis(cfg, ctx: Context) -> list[str]:
+    """The apis measured here: NCCL needs GPUs, so gloo runs torch.distributed only."""
+    return [str(a) for a in cfg.collectives.api if ctx.device == "cuda" or a == Api.torch]
+
+
 def check(cfg, ctx: Context) -> str | None:
     c = cfg.collectives
+    if not apis(cfg, ctx):
+        raise ConfigError("collectives.api=[nccl] calls NCCL, which needs CUDA GPUs; without them use "
+                          "collectives.api=[torch] (gloo)")
+    if Api.nccl in c.api and ctx.device == "cuda":
+        from bench import nccl
+
+        try:
+            nccl.load()
+        except nccl.NcclUnavailable as exc:
+            raise ConfigError(f"collectives.api includes nccl: {exc}") from None
     if c.transport == "socket" and ctx.device != "cuda":
         raise ConfigError("collectives.transport=socket forces NCCL's socket path and needs GPUs; "
                           "without them the run already uses gloo over local sockets")
@@ -137,11 +165,12 @@ def points(cfg, ctx: Context) -> list[Point]:
                 for launch in ctx.launches:
                     if launch == "graph" and nbytes > ctx.graph_max_bytes:
                         continue
-                    p = Point(NAME, op, nbytes, mode=mode, backend=backend(ctx), world_size=n,
-                              nnodes=ctx.nnodes, dtype=dtype, launch=launch)
-                    if p not in seen:
-                        seen.add(p)
-                        out.append(p)
+                    for api in apis(cfg, ctx):
+                        p = Point(NAME, op, nbytes, mode=mode, backend=backend(ctx), world_size=n,
+                                  nnodes=ctx.nnodes, dtype=dtype, launch=launch, api=api)
+                        if p not in seen:
+                            seen.add(p)
+                            out.append(p)
     return out
 
 
@@ -169,11 +198,24 @@ def _device(ctx: Context) -> torch.device:
     return torch.device("cuda", ctx.local_rank) if ctx.device == "cuda" else torch.device("cpu")
 
 
-class _Op:
-    """Buffers and one call of a collective; `expected_ok` checks a single call's result."""
+def communicator(ctx: Context):
+    """This rank's direct NCCL communicator, made on first use (every rank gets there together)."""
+    comm = ctx.extra.get("nccl_comm")
+    if comm is None:
+        from bench import nccl
 
-    def __init__(self, op: str, nbytes: int, dtype: str, ctx: Context) -> None:
+        uid = [nccl.unique_id() if ctx.rank == 0 else None]
+        tdist.broadcast_object_list(uid, src=0)
+        comm = ctx.extra["nccl_comm"] = nccl.Communicator(ctx.rank, ctx.world_size, uid[0], ctx.local_rank)
+    return comm
+
+
+class _Op:
+    """Buffers and one call of a collective through one api; `correct` checks a single call's result."""
+
+    def __init__(self, op: str, nbytes: int, dtype: str, api: str, ctx: Context) -> None:
         self.op, self.ctx, self.n, self.rank = op, ctx, ctx.world_size, ctx.rank
+        self.comm = communicator(ctx) if api == Api.nccl else None
         self.dtype, self.device = DTYPES[dtype], _device(ctx)
         count = nbytes // _elsize(dtype)
         self.chunk = count // self.n if op in _SPLIT else count
@@ -193,8 +235,26 @@ class _Op:
             self.out.zero_()
 
     def __call__(self, n: int = 1) -> None:
+        once = self._once_nccl if self.comm is not None else self._once
         for _ in range(n):
-            self._once()
+            once()
+
+    def _once_nccl(self) -> None:
+        op, comm = self.op, self.comm
+        if op == "all_reduce":
+            comm.all_reduce(self.inp)
+        elif op == "all_gather":
+            comm.all_gather(self.out, self.inp)
+        elif op == "reduce_scatter":
+            comm.reduce_scatter(self.out, self.inp)
+        elif op == "broadcast":
+            comm.broadcast(self.inp, root=0)
+        elif op == "reduce":
+            comm.reduce(self.inp, root=0)
+        elif op == "all_to_all":
+            comm.all_to_all(self.out, self.inp)
+        else:  # the same ring as torch's: send to the next rank, receive from the previous
+            comm.sendrecv(self.inp, self.out, (self.rank + 1) % self.n, (self.rank - 1) % self.n)
 
     def _once(self) -> None:
         op = self.op
@@ -275,7 +335,7 @@ def _graph_correct(op: _Op, ctx: Context) -> bool:
 
 def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
     try:
-        op = _Op(point.op, point.size_bytes, point.dtype, ctx)
+        op = _Op(point.op, point.size_bytes, point.dtype, point.api, ctx)
         oom = ""
     except torch.cuda.OutOfMemoryError as exc:
         op, oom = None, str(exc).splitlines()[0]
@@ -299,10 +359,14 @@ def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
     trials = timer(op, clock, ctx.timing, agree)
     if point.launch == "graph":
         verified = verified and _graph_correct(op, ctx)
-    # The slowest rank sets the pace of a collective: keep each trial's maximum over ranks.
+    # The slowest rank sets the pace of a collective: each trial keeps the maximum over ranks,
+    # and the minimum beside it, so a straggler shows.
     times = torch.tensor([t.time_s for t in trials], dtype=torch.float64, device=_device(ctx))
-    tdist.all_reduce(times, op=tdist.ReduceOp.MAX)
+    slowest, fastest = times.clone(), times.clone()
+    tdist.all_reduce(slowest, op=tdist.ReduceOp.MAX)
+    tdist.all_reduce(fastest, op=tdist.ReduceOp.MIN)
     if ctx.rank != 0:
         return []
-    trials = [replace(t, time_s=float(s)) for t, s in zip(trials, times.tolist())]
+    trials = [replace(t, time_s=float(hi), fastest_rank_s=float(lo))
+              for t, hi, lo in zip(trials, slowest.tolist(), fastest.tolist())]
     return trial_rows(point, trials, point.size_bytes, bus_factor(point.op, ctx.world_size), verified)
