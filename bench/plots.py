@@ -2,16 +2,24 @@
 as a share of the link's theoretical peak, and bandwidth per dollar. One file per figure; a
 figure whose data is absent is skipped, never drawn empty.
 
+Which runs: select_runs() keeps one run per instance unless runs are named (see its docstring);
+render() draws whatever frame it is given, one colour per run ("series": the instance's name
+when it has one run here, else instance/run_id), so a band never merges two runs.
+
 Curves use measured whole operations only (status ok, part total). A line is the median of a
 point's trials, its band their full range (min to max); points that differ only in device
-(P2P pairs, the GPUs of an nvbandwidth import) share a line. GB/s = 1e9 bytes/s throughout.
+(P2P pairs, the GPUs of an nvbandwidth import) share a line. Variants (memory, mode, launch,
+dtype, api, engine, numa) get panels of their own. GB/s = 1e9 bytes/s throughout.
 """
 from __future__ import annotations
 
+import argparse
 import math
 import re
+import sys
+from collections import Counter
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import matplotlib
 
@@ -21,20 +29,31 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
-from bench.results import bandwidth_column, usable_rows  # noqa: E402
-from bench.summary import p2p_peak_table  # noqa: E402
+from bench.results import ResultsError, bandwidth_column, find_runs, load, read_meta, usable_rows  # noqa: E402
 from bench.sizes import format_size  # noqa: E402
+from bench.summary import p2p_peak_table  # noqa: E402
 
 SMALL_BYTES = 1 << 20           # the latency figure's upper size
-HUES = ("instance", "run_id")
-# Keys that tell lines of one suite apart beyond op and hue; only those that vary are used.
-VARIANT_KEYS = ["memory", "mode", "backend", "dtype", "world_size", "nnodes", "launch"]
+SERIES = "series"               # the column that colours lines: one value per run drawn
+# Keys that get a panel of their own when they vary within a suite (api, engine, numa: schema 2).
+FACET_KEYS = ["memory", "mode", "launch", "dtype", "api", "engine", "numa"]
+# Keys compared across instances by colour; should one vary within a run, it gets a dash style.
+LINE_KEYS = ["backend", "world_size", "nnodes"]
 OP_ORDER = ["h2d", "d2h", "uni", "bidir", "d2d", "h2h", "all_reduce", "all_gather", "reduce_scatter",
             "broadcast", "reduce", "all_to_all", "sendrecv"]
+VALUE_ORDER = ["pinned", "pageable", "device", "host", "peer", "staged", "default", "socket", "eager", "graph",
+               "float32", "bfloat16", "float16", "torch", "nccl", "ce", "sm", "local", "remote", "none"]
 SUITE_NAMES = {"copy": "Copies", "p2p": "Peer-to-peer", "collectives": "Collectives"}
+SUITE_ORDER = ["copy", "p2p", "collectives"]
 BANDWIDTH_LABEL = {"algbw_gbps": "Bandwidth (GB/s)", "busbw_gbps": "Bus bandwidth (GB/s)"}
+DASHES = ["-", "--", ":", "-."]
+LOG_SPAN = 20                   # a panel whose values span more than this factor gets a log y axis
+PANEL_IN = (3.5, 2.55)          # one panel's width and height, inches
+DPI = 100
+COMPLETE = ("complete", "")     # "": no status recorded (imports, hand-made folders): taken as whole
 
 
 def pcie_gbps(gen, width) -> float:
@@ -61,132 +80,275 @@ def with_bandwidth(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+# ---------------------------------------------------------------- which runs
+
+
+def _run_statuses(frame: pd.DataFrame) -> pd.Series:
+    """run_dir -> the run's status; the run_status column where load() provides it, else meta.json."""
+    dirs = frame["run_dir"].unique()
+    if "run_status" in frame.columns:
+        return frame.groupby("run_dir")["run_status"].first().fillna("").astype(str).reindex(dirs)
+    statuses = {}
+    for run_dir in dirs:
+        try:
+            statuses[run_dir] = str(read_meta(run_dir).get("status") or "")
+        except ResultsError:
+            statuses[run_dir] = ""
+    return pd.Series(statuses)
+
+
+def _matches(name: str, run_id: str, run_dir: str, instance: str) -> bool:
+    if name in (run_id, f"{instance}/{run_id}"):
+        return True
+    return Path(name).resolve() == Path(run_dir).resolve()
+
+
+def run_index(frame: pd.DataFrame, names: Sequence[str] = (), every: bool = False) -> pd.DataFrame:
+    """One row per run in the frame, with 'chosen' and 'why'. The rule, per instance:
+
+    - runs named (a run id, instance/run_id, or a run folder) are chosen, and only those;
+    - else, among its complete runs (any run when none is complete), the main sweep: the run
+      covering the most suites, then the most ops, then the newest. Special-purpose runs (one
+      suite, a few ops) are left out in favour of the default sweep beside them;
+    - every=True chooses every run.
+    """
+    ok = usable_rows(frame)
+    runs = frame.groupby("run_dir", sort=False).agg(
+        instance=("instance", "first"), run_id=("run_id", "first"), start_time=("start_time", "first"))
+    runs["status"] = _run_statuses(frame)
+    runs["suites"] = ok.groupby("run_dir")["suite"].nunique().reindex(runs.index, fill_value=0)
+    runs["ops"] = (ok["suite"] + ":" + ok["op"]).groupby(ok["run_dir"]).nunique().reindex(runs.index, fill_value=0)
+    runs = runs.reset_index()
+    named = {n: [i for i, r in runs.iterrows() if _matches(n, r.run_id, r.run_dir, r.instance)] for n in names}
+    unknown = [n for n, hits in named.items() if not hits]
+    if unknown:
+        known = ", ".join(f"{r.instance}/{r.run_id}" for r in runs.itertuples())
+        raise ResultsError(f"run {unknown[0]!r} is not among the runs loaded ({known})")
+    picked = {i for hits in named.values() for i in hits}
+    runs["chosen"], runs["why"] = every, "every run" if every else ""
+    if not every:
+        for instance, group in runs.groupby("instance", sort=False):
+            mine = picked & set(group.index)
+            if mine:
+                runs.loc[list(mine), ["chosen", "why"]] = True, "named"
+                continue
+            complete = group[group["status"].isin(COMPLETE)]
+            pool = complete if len(complete) else group
+            best = pool.sort_values(["suites", "ops", "start_time", "run_id"]).index[-1]
+            runs.loc[best, ["chosen", "why"]] = True, "main sweep" if len(complete) else "no complete run"
+    return runs
+
+
+def select_runs(frame: pd.DataFrame, names: Sequence[str] = (), every: bool = False) -> pd.DataFrame:
+    """The rows of the runs run_index() chooses."""
+    runs = run_index(frame, names, every)
+    return frame[frame["run_dir"].isin(runs.loc[runs["chosen"], "run_dir"])]
+
+
+def with_series(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame plus SERIES: the instance's name where it has one run here, else instance/run_id."""
+    per_instance = frame.groupby("instance")["run_dir"].transform("nunique")
+    label = frame["instance"].where(per_instance == 1, frame["instance"] + "/" + frame["run_id"])
+    return frame.assign(**{SERIES: label.astype(str)})
+
+
+def palette(frame: pd.DataFrame) -> dict[str, tuple]:
+    """One colour per series, fixed for every figure of a frame."""
+    names = sorted(with_series(frame)[SERIES].unique())
+    return dict(zip(names, sns.color_palette("colorblind" if len(names) <= 10 else "husl", len(names))))
+
+
+# ---------------------------------------------------------------- curves against size
+
+
 def _curves(frame: pd.DataFrame) -> pd.DataFrame:
-    return with_bandwidth(usable_rows(frame))
+    return with_series(with_bandwidth(usable_rows(frame)))
 
 
-def _variant(frame: pd.DataFrame) -> pd.Series | None:
-    """A label such as 'pinned, graph' from the variant keys that vary here; None if none does."""
-    keys = [k for k in VARIANT_KEYS if frame[k].astype(str).nunique() > 1]
-    if not keys:
-        return None
-    suffix = {"world_size": " ranks", "nnodes": " nodes"}
-    parts = [frame[k].astype(str) + suffix.get(k, "") for k in keys]
-    label = parts[0]
-    for p in parts[1:]:
-        label = label + ", " + p
-    return label.replace({"": "-"})
+def _rank(value: str, order: list[str]) -> int:
+    return order.index(value) if value in order else len(order)
 
 
-def _ops(frame: pd.DataFrame) -> list[str]:
-    ops = list(dict.fromkeys(frame["op"]))
-    return sorted(ops, key=lambda op: (OP_ORDER.index(op) if op in OP_ORDER else len(OP_ORDER), op))
+def _order(values: Iterable, order: list[str]) -> list:
+    return sorted(set(values), key=lambda v: (_rank(v, order), str(v)))
+
+
+def _facets(frame: pd.DataFrame, keys: list[str]) -> list[str]:
+    """The keys with two or more set values here. A blank (a run from before the key existed, or
+    one that does not record it) is no value of its own: runs that differ only by it share panels."""
+    return [k for k in keys if k in frame.columns and frame[k].astype(str).replace("", np.nan).nunique() > 1]
+
+
+def _panels(data: pd.DataFrame, facets: list[str]) -> list[tuple]:
+    """(op, facet values...) of every panel, ops in OP_ORDER, facet values in VALUE_ORDER."""
+    present = data[["op"] + facets].astype(str).drop_duplicates().itertuples(index=False, name=None)
+    return sorted(present, key=lambda p: ([_rank(p[0], OP_ORDER)] + [_rank(v, VALUE_ORDER) for v in p[1:]], p))
+
+
+def _layout(panels: list[tuple]) -> tuple[int, int, list[int]]:
+    """Rows, columns and each panel's cell (flat index). Up to 4 panels an op: rows wrap, with
+    as many columns as an op has panels (or a multiple), so ops with the same variants line up.
+    More: each op starts a row of its own, up to 6 panels wide."""
+    per_op = Counter(p[0] for p in panels)
+    widest = max(per_op.values())
+    if widest <= 4:
+        ncols = min(len(panels), widest * (4 // widest))
+        return math.ceil(len(panels) / ncols), ncols, list(range(len(panels)))
+    ncols, cells, row = min(widest, 6), [], 0
+    for op, count in per_op.items():     # panels come grouped by op
+        cells += [row * ncols + i for i in range(count)]
+        row += math.ceil(count / ncols)
+    return row, ncols, cells
 
 
 def _size_axis(ax, sizes: Iterable[int]) -> None:
-    """log2 x axis labelled 4KiB, 1MiB, ...: at most 8 ticks, on the sweep's own sizes where they
+    """log2 x axis labelled 4KiB, 1MiB, ...: at most 6 ticks, on the sweep's own sizes where they
     are powers of two, counted down from the largest (the size that matters most for bandwidth)."""
     sizes = [int(s) for s in sizes if s > 0]
     exps = sorted({s.bit_length() - 1 for s in sizes if s & (s - 1) == 0})
     if len(exps) < 2:
         exps = list(range(math.floor(math.log2(min(sizes))), math.ceil(math.log2(max(sizes))) + 1))
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(FixedLocator([2.0**e for e in exps[::-1][::math.ceil(len(exps) / 8)]]))
+    ax.xaxis.set_major_locator(FixedLocator([2.0**e for e in exps[::-1][::math.ceil(len(exps) / 6)]]))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_size(int(round(v))) if v >= 1 else ""))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.tick_params(axis="x", labelrotation=45)
 
 
-def _slug(value) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(value)).strip("_") or "unnamed"
+def _log_y(ax, span: float) -> None:
+    """Log y axis labelled 0.1, 1, 10 (not 10^0); over less than three decades also 2 and 5."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    if span < 1000:
+        ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(2, 5)))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    else:
+        ax.yaxis.set_minor_locator(NullLocator())   # unlabelled minor ticks cost most of the drawing time
 
 
-def _save(fig, out_dir: Path, stem: str, formats: Iterable[str]) -> list[Path]:
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for fmt in formats:
-        path = out_dir / f"{stem}.{fmt}"
-        fig.savefig(path, dpi=120)  # layouts are set when drawn: no second, bbox 'tight' draw
-        paths.append(path)
-    plt.close(fig)
-    return paths
+def _draw_panel(ax, d: pd.DataFrame, y: str, styles: dict, colours: dict, style_key: str | None) -> None:
+    keys = [SERIES, style_key] if style_key else [SERIES]
+    stats = d.groupby(keys + ["size_bytes"])[y].agg(["median", "min", "max"]).reset_index()
+    for key, g in stats.groupby(keys, sort=True):
+        series, style = (key if style_key else (key[0], None))
+        colour = colours[series]
+        ax.fill_between(g["size_bytes"], g["min"], g["max"], color=colour, alpha=0.22, linewidth=0)
+        ax.plot(g["size_bytes"], g["median"], color=colour, linestyle=styles.get(style, "-"), linewidth=1.6,
+                marker="o", markersize=2.5)
 
 
-def _check_hue(frame: pd.DataFrame, hue: str) -> None:
-    if hue not in HUES or hue not in frame.columns:
-        raise ValueError(f"hue={hue!r}: choose from {', '.join(HUES)}")
+def _legend(fig, colours: dict, styles: dict, style_title: str | None) -> None:
+    handles = [Line2D([], [], color=c, linewidth=2.5, label=s) for s, c in colours.items()]
+    if len(styles) > 1:
+        handles += [Line2D([], [], color="0.3", linestyle=ls, linewidth=1.6, label=f"{style_title}: {v}")
+                    for v, ls in styles.items()]
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6), frameon=False,
+               fontsize=9)
 
 
-def _size_figure(data: pd.DataFrame, y: str, ylabel: str, title: str, hue: str, log_y: bool):
-    """One panel per op, x = message size. Each panel is drawn with the same hue and style order,
-    so colours and dashes mean the same everywhere and one legend serves all."""
-    ops = _ops(data)
-    variant = _variant(data)
-    style = None if variant is None else "variant"
-    if variant is not None:
-        data = data.assign(variant=variant)
-    # markers always: a sweep of one size (nvbandwidth imports) is a single point, no line
-    marks = {"markers": True, "dashes": True, "style": style, "style_order": sorted(variant.unique())} \
-        if variant is not None else {"marker": "o"}
-    ncols = min(4, len(ops))
-    nrows = math.ceil(len(ops) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.9 * ncols + 2.2, 3.1 * nrows + 0.5), squeeze=False,
-                             layout="constrained")
-    for ax in axes.flat[len(ops):]:
-        ax.set_axis_off()
-    sizes, hue_order = data["size_bytes"].unique(), sorted(data[hue].unique())
-    for i, (ax, op) in enumerate(zip(axes.flat, ops)):
-        sns.lineplot(data=data[data["op"] == op], x="size_bytes", y=y, hue=hue,
-                     hue_order=hue_order, estimator="median", errorbar=("pi", 100),
-                     legend=i == 0, ax=ax, **marks)
+def _share_y(axes: list, values: pd.Series, log_y: bool | None) -> None:
+    """One y range and scale for an op's panels, so its variants compare by eye; log where the
+    values span more than LOG_SPAN (or always / never when log_y says so)."""
+    positive = values[values > 0]
+    span = positive.max() / positive.min() if len(positive) else 1.0
+    log = log_y if log_y is not None else span > LOG_SPAN
+    low = positive.min() / 1.3 if log else min(ax.get_ylim()[0] for ax in axes)
+    high = max(ax.get_ylim()[1] for ax in axes)
+    for ax in axes:
+        if log:
+            _log_y(ax, span)
+        ax.set_ylim(low, high)
+        ax.tick_params(which="both", labelsize=8)
+
+
+def _panel_title(panel: tuple) -> str:
+    return " · ".join(v for v in panel if v not in ("", "nan"))
+
+
+def _size_figure(data: pd.DataFrame, y: str, ylabel: str, title: str, colours: dict, facets: list[str],
+                 style_key: str | None = None, log_y: bool | None = None):
+    """One panel per op and facet values, x = message size, one colour per series; the one
+    legend holds every series drawn and the style key's dash styles."""
+    panels = _panels(data, facets)
+    nrows, ncols, cells = _layout(panels)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(PANEL_IN[0] * ncols + 0.4, PANEL_IN[1] * nrows + 1.0),
+                             squeeze=False, layout="constrained")
+    for i, ax in enumerate(axes.flat):
+        if i not in cells:
+            ax.set_axis_off()
+    axes = [axes.flat[i] for i in cells]
+    styles = {}
+    if style_key:
+        styles = dict(zip(_order(data[style_key].astype(str), VALUE_ORDER), DASHES * 4))
+        data = data.assign(**{style_key: data[style_key].astype(str)})
+    keyed = data.assign(_panel=list(data[["op"] + facets].astype(str).itertuples(index=False, name=None)))
+    sizes = data["size_bytes"].unique()
+    for cell, ax, panel in zip(cells, axes, panels):
+        _draw_panel(ax, keyed[keyed["_panel"] == panel], y, styles, colours, style_key)
         _size_axis(ax, sizes)
-        if log_y:
-            ax.set_yscale("log")
-            # plain 1, 2, 5, 10 rather than 10^0, 2x10^0: minor ticks labelled at 2 and 5 only
-            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if f"{v:e}"[0] in "25" else ""))
-        ax.grid(True, which="major", alpha=0.3)
-        ax.set_title(op)
-        ax.set_xlabel("Message size")
-        ax.set_ylabel(ylabel if i % ncols == 0 else "")
-    first = axes.flat[0]
-    if first.get_legend() is not None:
-        handles, labels = first.get_legend_handles_labels()
-        legend_title = first.get_legend().get_title().get_text()   # the hue's name when there is no style
-        first.get_legend().remove()
-        fig.legend(handles, labels, title=legend_title or None, loc="outside right center", frameon=False)
-    fig.suptitle(title)
+        ax.set_xlim(sizes.min() / 1.5, sizes.max() * 1.5)   # one x range: graph panels line up with eager
+        ax.grid(True, which="major", alpha=0.35)
+        ax.set_title(_panel_title(panel), fontsize=10)
+        ax.set_xlabel("Message size" if cell + ncols not in cells else "", fontsize=9)
+        ax.set_ylabel(ylabel if cell % ncols == 0 else "", fontsize=9)
+    for op in dict.fromkeys(p[0] for p in panels):
+        _share_y([ax for ax, p in zip(axes, panels) if p[0] == op], data.loc[data["op"] == op, y], log_y)
+    fig.suptitle(title, fontsize=12)
+    _legend(fig, {s: colours[s] for s in sorted(data[SERIES].unique())}, styles, style_key)
     return fig
 
 
-def bandwidth_figures(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instance",
-                      formats: Iterable[str] = ("png",)) -> list[Path]:
-    """Bandwidth against size, one figure per suite, one panel per op."""
-    _check_hue(frame, hue)
+def _suite_groups(data: pd.DataFrame):
+    for suite in _order(data["suite"], SUITE_ORDER):
+        yield suite, data[data["suite"] == suite]
+
+
+def _band_note(d: pd.DataFrame) -> str:
+    pairs = " and GPU pairs" if d.groupby([SERIES, "op"])["src"].nunique().max() > 1 else ""
+    return f"line: median of a run's trials; band: their min-max (over trials{pairs})"
+
+
+def _line_style_key(d: pd.DataFrame, facets: list[str]) -> str | None:
+    """A key that varies within one series and panel (not separated by facets): it gets dashes
+    rather than being merged into one line. At most one is expected; the first is used."""
+    keys = [k for k in LINE_KEYS if k not in facets]
+    inner = [k for k in keys if d.groupby([SERIES, "op"] + facets)[k].nunique().max() > 1]
+    return inner[0] if inner else None
+
+
+def bandwidth_figures(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",),
+                      colours: dict | None = None) -> list[Path]:
+    """Bandwidth against size, one figure per suite, a panel per op and variant."""
     data = _curves(frame).dropna(subset=["bandwidth_gbps"])
+    colours = colours or palette(frame)
     paths = []
-    for suite, d in data.groupby("suite"):
-        ylabel = BANDWIDTH_LABEL[bandwidth_column(suite)]
-        title = (f"{SUITE_NAMES.get(suite, suite)}: bandwidth vs message size\n"
-                 "line: median; band: min-max over trials and devices")
-        fig = _size_figure(d, "bandwidth_gbps", ylabel, title, hue, log_y=False)
+    for suite, d in _suite_groups(data):
+        facets = _facets(d, FACET_KEYS)
+        title = f"{SUITE_NAMES.get(suite, suite)}: bandwidth vs message size\n{_band_note(d)}"
+        fig = _size_figure(d, "bandwidth_gbps", BANDWIDTH_LABEL[bandwidth_column(suite)], title, colours,
+                           facets, _line_style_key(d, facets))
         paths += _save(fig, Path(out_dir), f"bandwidth_{_slug(suite)}", formats)
     return paths
 
 
-def latency_figures(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instance",
-                    formats: Iterable[str] = ("png",)) -> list[Path]:
-    """Time per operation at small sizes (<= 1 MiB), where launch cost shows: eager vs graph."""
-    _check_hue(frame, hue)
+def latency_figures(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",),
+                    colours: dict | None = None) -> list[Path]:
+    """Time per operation at small sizes (<= 1 MiB), where launch cost shows: eager and graph
+    share a panel (solid and dashed) so the launch overhead reads off directly."""
     data = _curves(frame)
     data = data[(data["size_bytes"] <= SMALL_BYTES) & (data["time_s"] > 0)].assign(time_us=lambda d: d["time_s"] * 1e6)
+    colours = colours or palette(frame)
     paths = []
-    for suite, d in data.groupby("suite"):
-        title = (f"{SUITE_NAMES.get(suite, suite)}: latency at small sizes\n"
-                 "line: median; band: min-max over trials and devices")
-        fig = _size_figure(d, "time_us", "Time per operation (µs)", title, hue, log_y=True)
+    for suite, d in _suite_groups(data):
+        facets = [k for k in _facets(d, FACET_KEYS) if k != "launch"]
+        title = f"{SUITE_NAMES.get(suite, suite)}: time per operation at small sizes\n{_band_note(d)}"
+        fig = _size_figure(d, "time_us", "Time per operation (µs)", title, colours, facets,
+                           style_key="launch", log_y=True)
         paths += _save(fig, Path(out_dir), f"latency_{_slug(suite)}", formats)
     return paths
+
+
+# ---------------------------------------------------------------- P2P matrices
 
 
 def _device_key(name: str) -> tuple:
@@ -199,21 +361,20 @@ def p2p_peaks(frame: pd.DataFrame, by: str = "instance") -> pd.DataFrame:
     return p2p_peak_table(frame, [by]).rename(columns={"algbw_gbps": "bandwidth_gbps"})
 
 
-def p2p_heatmaps(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instance",
-                 formats: Iterable[str] = ("png",)) -> list[Path]:
-    """Source x destination matrices of peak P2P bandwidth: one figure per hue value, a panel per op and mode."""
-    _check_hue(frame, hue)
-    peaks = p2p_peaks(frame, hue)
+def p2p_heatmaps(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",),
+                 colours: dict | None = None) -> list[Path]:
+    """Source x destination matrices of peak P2P bandwidth: one figure per series, a panel per op and mode."""
+    peaks = p2p_peaks(with_series(frame), SERIES)
     paths = []
-    for value, d in peaks.groupby(hue):
-        ops = _ops(d)
-        panels = sorted({(op, mode) for op, mode in zip(d["op"], d["mode"])}, key=lambda p: (ops.index(p[0]), p[1]))
+    for series, d in peaks.groupby(SERIES):
+        panels = sorted({(op, mode) for op, mode in zip(d["op"], d["mode"])},
+                        key=lambda p: (OP_ORDER.index(p[0]) if p[0] in OP_ORDER else 99, p))
         devices = sorted(set(d["src"]) | set(d["dst"]), key=_device_key)
-        ncols = min(3, len(panels))
+        ncols = min(4, len(panels))
         nrows = math.ceil(len(panels) / ncols)
-        side = 0.55 * len(devices) + 2.2
+        side = 0.5 * len(devices) + 1.9
         # tight_layout: constrained layout is several times slower with a colorbar per panel
-        fig, axes = plt.subplots(nrows, ncols, figsize=(side * ncols * 1.15, side * nrows + 0.4), squeeze=False)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(side * ncols * 1.2, side * nrows + 0.6), squeeze=False)
         for ax in axes.flat[len(panels):]:
             ax.set_axis_off()
         for ax, (op, mode) in zip(axes.flat, panels):
@@ -221,18 +382,26 @@ def p2p_heatmaps(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instance"
             matrix = (cell.pivot(index="src", columns="dst", values="bandwidth_gbps")
                       .reindex(index=devices, columns=devices))
             sns.heatmap(matrix, annot=True, fmt=".0f", cmap="viridis", vmin=0, square=True, ax=ax,
-                        cbar_kws={"label": "GB/s"}, annot_kws={"fontsize": 8})
-            ax.set_title(f"{op}, {mode}")
+                        cbar_kws={"shrink": 0.8}, annot_kws={"fontsize": 9})
+            ax.set_title(f"{op} · {mode}", fontsize=10)
             ax.grid(False)
-            ax.set_xlabel("destination")
-            ax.set_ylabel("source")
-        fig.suptitle(f"P2P peak bandwidth (GB/s; max over sizes of the median), {hue} {value}")
+            ax.set_xlabel("destination", fontsize=9)
+            ax.set_ylabel("source", fontsize=9)
+            ax.tick_params(labelsize=8)
+            ax.tick_params(axis="y", labelrotation=0)
+            colorbar = ax.collections[0].colorbar
+            colorbar.ax.tick_params(labelsize=8)
+            colorbar.set_label("GB/s", fontsize=9)
+        fig.suptitle(f"P2P peak bandwidth, {series}\nGB/s, the highest per-size median over sizes", fontsize=11)
         fig.tight_layout()
-        paths += _save(fig, Path(out_dir), f"p2p_heatmap_{_slug(value)}", formats)
+        paths += _save(fig, Path(out_dir), f"p2p_heatmap_{_slug(series)}", formats)
     return paths
 
 
-def _theoretical(row) -> tuple[float, str]:
+# ---------------------------------------------------------------- peaks against links and price
+
+
+def link_peak(row) -> tuple[float, str]:
     """The link a peak is bounded by, in GB/s, and its name; NaN where unknown or not a link."""
     pcie = pcie_gbps(row["pcie_gen"], row["pcie_width"])
     nvlink = pd.to_numeric(row["nvlink_gbps_per_gpu"], errors="coerce")
@@ -253,8 +422,15 @@ def _peak_label(row) -> str:
     parts = [row["suite"], row["op"], row["memory"] if row["suite"] == "copy" else "",
              row["mode"] if row["mode"] != "default" else "",
              row["dtype"] if row["dtype"] != "uint8" else "",
+             row["api"] if row["api"] not in ("", "torch") else "",
+             row["engine"] if row["engine"] not in ("", "ce") else "",
+             row["numa"] if row["numa"] not in ("", "none", "local") else "",
              f"{row['world_size']} ranks" if int(row["world_size"]) > 1 else ""]
     return " ".join(str(p) for p in parts if p)
+
+
+PEAK_VARIANT = ["suite", "op", "memory", "mode", "backend", "dtype", "world_size", "nnodes", "launch",
+                "api", "engine", "numa"]
 
 
 def peak_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -264,15 +440,14 @@ def peak_table(frame: pd.DataFrame) -> pd.DataFrame:
     # Graph mode stops at timing.graph_max_size, so its largest figure is no peak: eager only.
     data = data[data["launch"] != "graph"]
     if data.empty:
-        return pd.DataFrame(columns=["instance", "run_id", "label", "peak_gbps", "link", "link_gbps",
+        return pd.DataFrame(columns=["instance", "run_id", SERIES, "label", "peak_gbps", "link", "link_gbps",
                                      "percent", "usd_per_hour"])
-    variant = ["suite", "op", "memory", "mode", "backend", "dtype", "world_size", "nnodes", "launch"]
-    med = data.groupby(["instance", "run_id"] + variant + ["src", "dst", "size_bytes"])["bandwidth_gbps"].median()
-    peaks = med.groupby(level=["instance", "run_id"] + variant).max().rename("peak_gbps").reset_index()
-    links = data.groupby(["instance", "run_id"])[["pcie_gen", "pcie_width", "nvlink_gbps_per_gpu",
-                                                  "usd_per_hour"]].first()
-    peaks = peaks.join(links, on=["instance", "run_id"])
-    bounds = peaks.apply(_theoretical, axis=1, result_type="expand")
+    runs = ["instance", "run_id", SERIES]
+    med = data.groupby(runs + PEAK_VARIANT + ["src", "dst", "size_bytes"])["bandwidth_gbps"].median()
+    peaks = med.groupby(level=runs + PEAK_VARIANT).max().rename("peak_gbps").reset_index()
+    links = data.groupby(runs)[["pcie_gen", "pcie_width", "nvlink_gbps_per_gpu", "usd_per_hour"]].first()
+    peaks = peaks.join(links, on=runs)
+    bounds = peaks.apply(link_peak, axis=1, result_type="expand")
     peaks["link_gbps"], peaks["link"] = pd.to_numeric(bounds[0], errors="coerce"), bounds[1]
     peaks["percent"] = 100 * peaks["peak_gbps"] / peaks["link_gbps"]
     peaks["usd_per_hour"] = pd.to_numeric(peaks["usd_per_hour"], errors="coerce")
@@ -280,66 +455,178 @@ def peak_table(frame: pd.DataFrame) -> pd.DataFrame:
     return peaks
 
 
-def _bar_figure(data: pd.DataFrame, x: str, xlabel: str, title: str, hue: str, fmt: str):
-    labels = sorted(data["label"].unique())
-    height = 0.32 * len(labels) * max(1, data[hue].nunique()) + 1.8
-    fig, ax = plt.subplots(figsize=(11, height), layout="constrained")
-    sns.barplot(data=data, y="label", x=x, hue=hue, order=labels, orient="h", errorbar=None, ax=ax)
-    for container in ax.containers:
-        ax.bar_label(container, fmt=fmt, padding=3, fontsize=8)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("")
-    ax.set_title(title)
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.set_xlim(0, data[x].max() * 1.15)   # room for the bar labels
+def _row_order(peaks: pd.DataFrame) -> list[str]:
+    first = peaks.drop_duplicates("label")
+    key = first.apply(lambda r: (_rank(r["suite"], SUITE_ORDER), r["link"], _rank(r["op"], OP_ORDER),
+                                 _rank(r["memory"], VALUE_ORDER), _rank(r["mode"], VALUE_ORDER), r["label"]), axis=1)
+    return list(first.loc[key.sort_values().index, "label"])
+
+
+def _short_labels(peaks: pd.DataFrame) -> pd.Series:
+    """Labels without the words every row of a suite shares beyond suite and op (float32, 2 ranks)."""
+    words = peaks["label"].str.split()
+    common = {suite: set.intersection(*(set(w[2:]) for w in words[peaks["suite"] == suite]))
+              for suite in peaks["suite"].unique()}
+    return pd.Series([" ".join(x for i, x in enumerate(w) if i < 2 or x not in common[suite])
+                      for w, suite in zip(words, peaks["suite"])], index=peaks.index)
+
+
+def _dot_bars(peaks: pd.DataFrame, x: str, fmt: str, colours: dict, xlabel: str, title: str):
+    """Compact horizontal bars: a row per variant, one thin bar per series measured there (no
+    empty slots for series that lack the variant), the value at the bar's end."""
+    rows = _row_order(peaks)
+    bar_h, gap = 0.18, 0.2   # inches
+    heights = [peaks[peaks["label"] == r][SERIES].nunique() * bar_h + gap for r in rows]
+    fig, ax = plt.subplots(figsize=(8.5, sum(heights) + 1.3), layout="constrained")
+    top, ticks = 0.0, []
+    for row, h in zip(rows, heights):
+        d = peaks[peaks["label"] == row].sort_values(SERIES)
+        ys = top + gap / 2 + bar_h * (np.arange(len(d)) + 0.5)
+        ax.barh(ys, d[x], height=bar_h * 0.85, color=[colours[s] for s in d[SERIES]])
+        for yy, v in zip(ys, d[x]):
+            ax.text(v, yy, " " + fmt % v, va="center", fontsize=8)
+        ticks.append(top + h / 2)
+        top += h
+        ax.axhline(top, color="0.9", linewidth=0.8)
+    ax.set_yticks(ticks, rows, fontsize=9)
+    ax.set_ylim(top, 0)
+    ax.set_xlabel(xlabel, fontsize=9)
+    fig.suptitle(title, fontsize=10)
+    ax.grid(True, axis="x", alpha=0.35)
+    ax.grid(False, axis="y")
+    drawn = sorted(peaks[SERIES].unique())
+    fig.legend(handles=[Line2D([], [], color=colours[s], linewidth=6, label=s) for s in drawn],
+               loc="outside lower center", ncols=min(len(drawn), 5), fontsize=9, frameon=False)
     return fig, ax
 
 
-def peak_fraction_figure(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instance",
-                         formats: Iterable[str] = ("png",)) -> list[Path]:
+def peak_fraction_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",),
+                         colours: dict | None = None) -> list[Path]:
     """Peak bandwidth as % of the link's theoretical peak (PCIe for copies, NVLink for P2P and NCCL)."""
-    _check_hue(frame, hue)
     peaks = peak_table(frame).dropna(subset=["percent"])
     if peaks.empty:
         return []
-    peaks = peaks.assign(label=peaks["label"] + " (" + peaks["link"] + ")")
-    fig, ax = _bar_figure(peaks, "percent",
-                          "Peak bandwidth, % of the link's theoretical peak\n"
-                          "PCIe per direction: gen3 x16 15.75, gen4 31.5, gen5 63 GB/s\n"
-                          "NVLink per GPU and direction: from the instance catalogue",
-                          "Peak bandwidth vs the link's theoretical peak", hue, "%.0f%%")
+    peaks = peaks.assign(label=_short_labels(peaks) + " (" + peaks["link"] + ")")
+    fig, ax = _dot_bars(peaks, "percent", "%.0f%%", colours or palette(frame),
+                        "% of the link's theoretical peak",
+                        "Peak bandwidth vs the link's theoretical peak\n"
+                        "eager launch, highest per-size median\n"
+                        "PCIe: gen × width, per direction; NVLink: the instance catalogue")
     ax.axvline(100, color="black", linewidth=1, linestyle="--")
-    ax.set_xlim(0, max(110, peaks["percent"].max() * 1.15))
+    ax.set_xlim(0, max(115, peaks["percent"].max() * 1.12))
     return _save(fig, Path(out_dir), "peak_vs_link", formats)
 
 
-def per_dollar_figure(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instance",
-                      formats: Iterable[str] = ("png",)) -> list[Path]:
+def per_dollar_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",),
+                      colours: dict | None = None) -> list[Path]:
     """Peak bandwidth per on-demand dollar an hour, for instances with a known price."""
-    _check_hue(frame, hue)
     peaks = peak_table(frame)
     peaks = peaks[peaks["usd_per_hour"] > 0]
     if peaks.empty:
         return []
     peaks = peaks.assign(per_dollar=peaks["peak_gbps"] / peaks["usd_per_hour"])
-    fig, _ = _bar_figure(peaks, "per_dollar", "Peak bandwidth per price (GB/s per $/hour, on-demand)",
-                         "Bandwidth per dollar", hue, "%.2f")
+    peaks = peaks.assign(label=_short_labels(peaks))
+    fig, ax = _dot_bars(peaks, "per_dollar", "%.2f", colours or palette(frame),
+                        "Peak bandwidth per price (GB/s per $/hour, on-demand)", "Bandwidth per dollar")
+    ax.set_xlim(0, peaks["per_dollar"].max() * 1.15)
     return _save(fig, Path(out_dir), "bandwidth_per_dollar", formats)
 
 
-FIGURES = (bandwidth_figures, latency_figures, p2p_heatmaps, peak_fraction_figure, per_dollar_figure)
+# ---------------------------------------------------------------- files and entry point
 
 
-def render(frame: pd.DataFrame, out_dir: str | Path, hue: str = "instance",
-           formats: Iterable[str] = ("png",)) -> list[Path]:
-    """Every figure the data allows, written to out_dir; returns the files written."""
-    _check_hue(frame, hue)
+def _slug(value) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(value)).strip("_") or "unnamed"
+
+
+def _save(fig, out_dir: Path, stem: str, formats: Iterable[str]) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in formats:
+        path = out_dir / f"{stem}.{fmt}"
+        # layouts are set when drawn: no second, bbox 'tight' draw; no timestamp, so files diff cleanly
+        fig.savefig(path, dpi=DPI, metadata={"Software": None} if fmt == "png" else {"Date": None})
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+FIGURES = (peak_fraction_figure, bandwidth_figures, latency_figures, p2p_heatmaps, per_dollar_figure)
+
+
+def render(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",)) -> list[Path]:
+    """Every figure the data allows, written to out_dir; returns the files written. Draws every
+    run in the frame: choose runs first with select_runs()."""
     formats = list(dict.fromkeys(formats))
     unknown = [f for f in formats if f not in ("png", "svg")]
     if unknown:
         raise ValueError(f"format {unknown[0]!r}: choose png or svg")
+    colours = palette(frame)
     paths: list[Path] = []
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):  # no global style change
         for figure in FIGURES:
-            paths += figure(frame, out_dir, hue, formats)
+            paths += figure(frame, out_dir, formats, colours)
     return paths
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """RESULTS, --runs and --all-runs: the run choice shared by xferbench-plot and xferbench-report."""
+    parser.add_argument("results", nargs="+", metavar="RESULTS",
+                        help="run folders (each is used), or folders holding runs (one run per instance "
+                             "is chosen: the newest complete main sweep)")
+    parser.add_argument("--runs", nargs="+", default=[], metavar="RUN",
+                        help="use these runs (run id, instance/run_id, or folder) for their instances")
+    parser.add_argument("--all-runs", action="store_true", help="use every run found, one colour each")
+
+
+def load_runs(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The chosen runs' rows and run_index() of every run found; ResultsError on unusable input."""
+    folders = list(dict.fromkeys(p.resolve() for p in find_runs(args.results)))
+    named = [str(Path(p)) for p in args.results if (Path(p) / "meta.json").is_file()] + list(args.runs)
+    frame = load(folders)
+    runs = run_index(frame, named, args.all_runs)
+    return frame[frame["run_dir"].isin(runs.loc[runs["chosen"], "run_dir"])], runs
+
+
+def describe_choice(runs: pd.DataFrame) -> list[str]:
+    """One line per instance with runs left out: which run is used, and how to name another."""
+    lines = []
+    for instance, group in runs.groupby("instance", sort=False):
+        left = group[~group["chosen"]]
+        if len(left):
+            used = ", ".join(group.loc[group["chosen"], "run_id"])
+            lines.append(f"{instance}: using {used} ({group.loc[group['chosen'], 'why'].iloc[0]}); "
+                         f"{len(left)} other run(s) left out, name them with --runs or use --all-runs")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """xferbench-plot: figures for the chosen runs, one file per figure kind."""
+    parser = argparse.ArgumentParser(
+        prog="xferbench-plot",
+        description="Plot xferbench results: bandwidth and latency against size, P2P heatmaps, peaks against "
+                    "the link, bandwidth per dollar. Figures without data are skipped.",
+        epilog="example: xferbench-plot results/ --out plots --format png svg")
+    add_run_arguments(parser)
+    parser.add_argument("--out", default="plots", metavar="DIR", help="where figures go (default: plots)")
+    parser.add_argument("--format", nargs="+", choices=("png", "svg"), default=["png"], dest="formats",
+                        help="file formats to write (default: png)")
+    args = parser.parse_args(argv)
+    try:
+        frame, runs = load_runs(args)
+    except ResultsError as exc:
+        print(f"xferbench-plot: {exc}", file=sys.stderr)
+        return 2
+    for line in describe_choice(runs):
+        print(f"xferbench-plot: {line}", file=sys.stderr)
+    paths = render(frame, args.out, formats=args.formats)
+    if not paths:
+        print("xferbench-plot: no measured rows to plot (every point failed or was skipped)", file=sys.stderr)
+        return 1
+    for path in paths:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,18 +1,27 @@
-"""bench.plots on synthetic copy, p2p and collectives runs: figures render, absent data is skipped."""
+"""bench.plots: which runs are drawn, and figures from synthetic runs and the committed reference runs.
+
+Drawing is the slow part: synthetic runs are small, and reference figures are drawn for the two
+small graph-experiment runs only (tests/test_report.py draws every kind from the reference sweeps).
+"""
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import matplotlib.image
 import numpy as np
 import pytest
+from matplotlib.collections import PolyCollection
 
 from bench import plots
-from bench.results import load
+from bench.results import ResultsError, load
 from synthetic import KiB, MiB, collective_samples, copy_samples, p2p_samples, write_run
 
 SIZES = [4 * KiB, 64 * KiB, MiB, 16 * MiB]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
+MAIN_SWEEP, GRAPH_RUNS = "20261122-212206", ("20261122-214352", "20261122-214411")
 
 
 def _small_run(rng, scale=1.0, suites=("copy", "p2p", "collectives")):
@@ -25,6 +34,11 @@ def _small_run(rng, scale=1.0, suites=("copy", "p2p", "collectives")):
     if "collectives" in suites:
         samples += [s for s in collective_samples(rng, scale=scale, trials=3, sizes=SIZES) if s.op == "all_reduce"]
     return samples
+
+
+def _set_status(run_dir: Path, status: str) -> None:
+    meta = json.loads((run_dir / "meta.json").read_text())
+    (run_dir / "meta.json").write_text(json.dumps({**meta, "status": status}))
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +58,87 @@ def rendered(frame, tmp_path_factory):
     return out, plots.render(frame, out)
 
 
+@pytest.fixture(scope="module")
+def reference():
+    return load(REFERENCE)
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """Figures the plot functions would save, kept open for inspection instead."""
+    drawn = []
+
+    def keep(fig, out_dir, stem, formats):
+        drawn.append((stem, fig))
+        return []
+
+    monkeypatch.setattr(plots, "_save", keep)
+    yield drawn
+    for _, fig in drawn:
+        plots.plt.close(fig)
+
+
+def _panel(fig, title):
+    return next(ax for ax in fig.axes if ax.get_title() == title)
+
+
+# ---------------------------------------------------------------- which runs
+
+
+def test_default_run_is_each_instances_main_sweep(reference):
+    runs = plots.run_index(reference)
+    chosen = runs[runs["chosen"]].set_index("instance")
+    assert sorted(chosen.index) == ["h100-x1", "h200-x1", "h200-x2"]
+    # the graph experiments are newer and complete, but cover one suite and two ops
+    assert chosen.loc["h200-x2", "run_id"] == MAIN_SWEEP and chosen.loc["h200-x2", "why"] == "main sweep"
+    assert (runs["instance"] == "h200-x2").sum() == 5 and runs["chosen"].sum() == 3
+
+
+def test_named_runs_replace_the_default_for_their_instance_only(reference):
+    folder = str(REFERENCE / "h200-x2" / GRAPH_RUNS[0])
+    runs = plots.run_index(reference, [folder, f"h200-x2/{GRAPH_RUNS[1]}"])
+    chosen = runs[runs["chosen"]]
+    assert sorted(chosen.loc[chosen["instance"] == "h200-x2", "run_id"]) == list(GRAPH_RUNS)
+    assert set(chosen.loc[chosen["instance"] == "h200-x2", "why"]) == {"named"}
+    assert sorted(chosen["instance"]) == ["h100-x1", "h200-x1", "h200-x2", "h200-x2"]
+    assert plots.run_index(reference, every=True)["chosen"].all()
+
+
+def test_unknown_run_name_is_refused_with_the_runs_there(reference):
+    with pytest.raises(ResultsError, match=r"'20991231-000000'.*h200-x2/20261122-212425"):
+        plots.run_index(reference, ["20991231-000000"])
+
+
+def test_an_incomplete_run_is_passed_over_unless_nothing_is_complete(tmp_path):
+    rng = np.random.default_rng(3)
+    for name in ("20260101-000000", "20260102-000000"):
+        write_run(tmp_path / name, _small_run(rng, suites=("copy",)), instance="box")
+    _set_status(tmp_path / "20260102-000000", "interrupted")     # the newer one
+    runs = plots.run_index(load(tmp_path)).set_index("run_id")
+    assert runs.loc["20260101-000000", "chosen"] and not runs.loc["20260102-000000", "chosen"]
+    # load() will carry the status as a column; when it does, that is what counts
+    frame = load(tmp_path).assign(run_status="failed")
+    runs = plots.run_index(frame).set_index("run_id")
+    assert runs.loc["20260102-000000", "chosen"] and runs.loc["20260102-000000", "why"] == "no complete run"
+
+
+def test_series_is_the_instance_unless_it_has_several_runs(reference):
+    one = plots.with_series(plots.select_runs(reference))
+    assert sorted(one[plots.SERIES].unique()) == ["h100-x1", "h200-x1", "h200-x2"]
+    every = plots.with_series(reference)
+    assert f"h200-x2/{MAIN_SWEEP}" in set(every[plots.SERIES]) and "h100-x1" in set(every[plots.SERIES])
+
+
+def test_peak_vs_link_reads_the_chosen_run_not_an_average(reference):
+    peaks = plots.peak_table(plots.select_runs(reference))
+    all_reduce = peaks[(peaks["op"] == "all_reduce") & (peaks["mode"] == "default")]
+    assert len(all_reduce) == 1      # the graph experiments' all_reduce (about 50%) is not mixed in
+    assert all_reduce["percent"].iloc[0] == pytest.approx(76.2, abs=0.5)
+
+
+# ---------------------------------------------------------------- figures
+
+
 def test_every_figure_renders_to_a_nonempty_png(rendered):
     out, paths = rendered
     assert sorted(p.name for p in paths) == sorted([
@@ -54,6 +149,53 @@ def test_every_figure_renders_to_a_nonempty_png(rendered):
         assert path.parent == out and path.read_bytes()[:8] == PNG_MAGIC
         height, width = matplotlib.image.imread(path).shape[:2]
         assert height > 200 and width > 300, path.name
+
+
+def test_variants_get_panels_and_runs_get_colours(reference, figures):
+    experiments = reference[reference["run_id"].isin(GRAPH_RUNS)]
+    plots.bandwidth_figures(experiments, "unused")
+    (stem, fig), = figures
+    assert stem == "bandwidth_collectives"
+    titles = {ax.get_title() for ax in fig.axes}
+    assert titles == {f"{op} · {launch}" for op in ("all_reduce", "all_gather") for launch in ("eager", "graph")}
+    ax = _panel(fig, "all_reduce · eager")
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    # one band per run, each of its own colour: two runs' trials are never merged into one spread
+    assert len(bands) == 2 and len({tuple(b.get_facecolor()[0][:3]) for b in bands}) == 2
+    assert ax.get_yscale() == "log" and ax.get_xscale() == "log"
+
+
+def test_latency_puts_eager_and_graph_in_one_panel(reference, figures):
+    plots.latency_figures(reference[reference["run_id"] == GRAPH_RUNS[0]], "unused")
+    (_, fig), = figures
+    ax = _panel(fig, "all_reduce")
+    assert sorted(line.get_linestyle() for line in ax.lines) == ["-", "--"]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["h200-x2", "launch: eager", "launch: graph"]
+
+
+def test_a_narrow_range_keeps_a_linear_axis(frame, figures):
+    big = frame[(frame["suite"] == "copy") & (frame["size_bytes"] >= MiB)]   # about 40-50 GB/s only
+    plots.bandwidth_figures(big, "unused")
+    (_, fig), = figures
+    assert {ax.get_yscale() for ax in fig.axes if ax.axison} == {"linear"}
+
+
+def test_a_blank_key_shares_panels_with_the_one_value_set(frame, figures):
+    # a schema-1 run (engine blank) beside one that records engine=ce: one panel, not two
+    copies = frame[frame["suite"] == "copy"]
+    copies = copies.assign(engine=copies["engine"].where(copies["instance"] != "p5en.48xlarge", "ce"))
+    plots.bandwidth_figures(copies, "unused")
+    (_, fig), = figures
+    assert {ax.get_title() for ax in fig.axes if ax.axison} == {
+        "h2d · pinned · eager", "h2d · pinned · graph", "h2d · pageable · eager", "d2d · device · eager"}
+    assert len(_panel(fig, "h2d · pinned · eager").lines) == 2         # both instances
+
+
+def test_peak_vs_link_is_compact(reference, tmp_path):
+    path, = plots.peak_fraction_figure(plots.select_runs(reference), tmp_path)
+    height, width = matplotlib.image.imread(path).shape[:2]
+    assert width <= 1000 and height <= 1100     # was 1320 x 3672 with every run averaged in
 
 
 def test_latency_needs_small_sizes(frame, tmp_path):
@@ -72,16 +214,24 @@ def test_absent_data_is_skipped_not_drawn(frame, tmp_path):
 
 
 def test_svg_as_well_as_png(frame, tmp_path):
-    paths = plots.peak_fraction_figure(frame, tmp_path, hue="run_id", formats=["png", "svg"])
+    paths = plots.peak_fraction_figure(frame, tmp_path, formats=["png", "svg"])
     assert [p.name for p in paths] == ["peak_vs_link.png", "peak_vs_link.svg"]
     assert paths[1].read_text().lstrip().startswith("<?xml")
 
 
-def test_bad_hue_and_format_are_refused(frame, tmp_path):
-    with pytest.raises(ValueError, match="hue"):
-        plots.render(frame, tmp_path, hue="gpu_name")
+def test_bad_format_is_refused(frame, tmp_path):
     with pytest.raises(ValueError, match="format"):
         plots.render(frame, tmp_path, formats=["jpg"])
+
+
+def test_cli_draws_the_named_run_and_refuses_bad_input(tmp_path, capsys):
+    run = REFERENCE / "h200-x2" / GRAPH_RUNS[1]
+    assert plots.main([str(run), "--out", str(tmp_path)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bandwidth_collectives.png", "latency_collectives.png", "peak_vs_link.png"]
+    assert plots.main([str(tmp_path / "missing")]) == 2
+    assert plots.main([str(REFERENCE), "--runs", "nope"]) == 2
+    assert "'nope' is not among the runs" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("gen, width, expected", [(3, 16, 15.75), (4, 16, 31.5), (5, 16, 63.0), (4, 8, 15.75)])

@@ -1,0 +1,418 @@
+"""xferbench-report: one self-contained HTML page that compares instances.
+
+The page holds a headline table (a column per run shown, one run per instance by default: see
+bench.plots.run_index), the caveats, every figure bench.plots draws (embedded as PNG data URIs),
+each machine's description and versions, and the list of runs found. It loads nothing when
+opened: no scripts, fonts, styles or images from elsewhere.
+
+    xferbench-report results/ --out report.html
+    python -m bench.report results/reference --runs h200-x2/20261122-212425 --out report.html
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+import bench
+from bench import plots
+from bench.results import ResultsError, read_meta, usable_rows
+from bench.sizes import format_size
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One headline row: the eager curves of (suite, op) whose columns match `where`."""
+
+    label: str
+    suite: str
+    op: str
+    where: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    latency: bool = False     # time per op at the smallest size, eager and graph; else GB/s at the largest
+
+
+ONE = (("world_size", ("1",)),)     # one GPU or one pair: not an aggregate over every GPU (nvbandwidth's all)
+PINNED = (("memory", ("pinned",)), *ONE)
+DIRECT = (("mode", ("peer", "read", "write")), *ONE)   # nvbandwidth's peer copies are read or write
+NCCL = (("mode", ("default",)),)
+HEADLINE = (
+    Metric("Host → device, pinned", "copy", "h2d", PINNED),
+    Metric("Device → host, pinned", "copy", "d2h", PINNED),
+    Metric("Both directions at once, pinned (sum)", "copy", "bidir", PINNED),
+    Metric("Device → device, one GPU (bytes copied)", "copy", "d2d", ONE),
+    Metric("P2P one way, peer", "p2p", "uni", DIRECT),
+    Metric("P2P both ways, peer (sum)", "p2p", "bidir", DIRECT),
+    Metric("all_reduce, bus bandwidth", "collectives", "all_reduce", NCCL),
+    Metric("Host → device latency, pinned: eager / graph", "copy", "h2d", PINNED, latency=True),
+    Metric("all_reduce latency: eager / graph", "collectives", "all_reduce", NCCL, latency=True),
+)
+# What tells two curves of one metric apart (a run may hold several dtypes, APIs, engines...).
+CURVE_KEYS = ["memory", "mode", "backend", "dtype", "world_size", "nnodes", "api", "engine", "numa"]
+SHOWN_KEYS = ["mode", "dtype", "api", "engine", "numa"]    # named under a value when a run has several
+CAPTIONS = {
+    "peak_vs_link": "Each variant's best eager figure as a share of the link it crosses.",
+    "bandwidth_copy": "Copies between host and device, and within one GPU.",
+    "bandwidth_p2p": "Copies between GPUs: direct (peer) or staged through pinned host memory.",
+    "bandwidth_collectives": "NCCL collectives: bus bandwidth as nccl-tests defines it.",
+    "latency_copy": "Small copies: solid lines are eager launches, dashed lines CUDA-graph replays.",
+    "latency_collectives": "Small collectives: eager against CUDA-graph launch.",
+    "latency_p2p": "Small peer-to-peer copies.",
+    "p2p_heatmap": "Every ordered GPU pair's best figure.",
+    "bandwidth_per_dollar": "Peak bandwidth per on-demand dollar an hour.",
+}
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass
+class Cell:
+    value: str
+    notes: list[str]
+
+
+def _curves(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
+    data = plots.with_bandwidth(usable_rows(frame))
+    data = data[(data["suite"] == metric.suite) & (data["op"] == metric.op)]
+    for column, value in metric.where:
+        data = data[data[column].astype(str).isin(value)]
+    return data
+
+
+def _ranks_note(curve: pd.DataFrame) -> list[str]:
+    first = curve.iloc[0]
+    return [f"{first['world_size']} ranks, {first['dtype']}"] if first["suite"] == "collectives" else []
+
+
+def _variant_note(curve: pd.DataFrame, candidates: pd.DataFrame) -> list[str]:
+    """What sets this curve apart from the others measured for the same metric (engine sm, ...)."""
+    first = curve.iloc[0]
+    return [f"{k} {first[k]}" for k in SHOWN_KEYS
+            if candidates[k].astype(str).nunique() > 1 and str(first[k]) not in ("", "nan")]
+
+
+def _spread_note(curve: pd.DataFrame, size: int) -> list[str]:
+    """The range over GPUs or pairs, where they differ by more than 5% (an uneven topology)."""
+    at = curve[curve["size_bytes"] == size]
+    per_device = at.groupby(["src", "dst"])["bandwidth_gbps"].median()
+    if len(per_device) < 2 or per_device.max() <= 1.05 * per_device.min():
+        return []
+    what = "pairs" if curve["suite"].iloc[0] == "p2p" else "GPUs"
+    return [f"median of {len(per_device)} {what}: {per_device.min():.1f} to {per_device.max():.1f}"]
+
+
+def _gbps(value: float) -> str:
+    return f"{value:,.0f} GB/s" if value >= 1000 else f"{value:.1f} GB/s"
+
+
+def bandwidth_cell(frame: pd.DataFrame, metric: Metric) -> Cell | None:
+    """The median at the largest size of the best eager curve, with its size, the share of the
+    link it crosses, the peak where a smaller size beat it, and GB/s per dollar where priced."""
+    data = _curves(frame, metric)
+    data = data[data["launch"] == "eager"].dropna(subset=["bandwidth_gbps"])
+    if data.empty:
+        return None
+    curves = [c for _, c in data.groupby(CURVE_KEYS, sort=False)]
+    medians = [c.groupby("size_bytes")["bandwidth_gbps"].median() for c in curves]
+    best = max(range(len(curves)), key=lambda i: medians[i].iloc[-1])
+    curve, median = curves[best], medians[best]
+    value, size = float(median.iloc[-1]), int(median.index[-1])
+    notes = [f"at {format_size(size)}", *_spread_note(curve, size)]
+    link_gbps, link = plots.link_peak(curve.iloc[0])
+    if link_gbps > 0:
+        notes.append(f"{100 * value / link_gbps:.0f}% of {link} ({link_gbps:.0f} GB/s)")
+    if median.max() > 1.03 * value:
+        notes.append(f"peak {_gbps(median.max())} at {format_size(int(median.idxmax()))}")
+    price = pd.to_numeric(curve["usd_per_hour"].iloc[0], errors="coerce")
+    if price > 0:
+        notes.append(f"{value / price:.2f} GB/s per $/h")
+    return Cell(_gbps(value), notes + _ranks_note(curve) + _variant_note(curve, data))
+
+
+def latency_cell(frame: pd.DataFrame, metric: Metric) -> Cell | None:
+    """Median time per op at the smallest size (1 MiB or less), eager / graph: the fastest curve of each."""
+    data = _curves(frame, metric)
+    data = data[data["size_bytes"] <= plots.SMALL_BYTES]
+    if data.empty:
+        return None
+    at = data[data["size_bytes"] == data["size_bytes"].min()]
+    times = {}
+    for launch in ("eager", "graph"):
+        per_curve = at[at["launch"] == launch].groupby(CURVE_KEYS)["time_s"].median()
+        times[launch] = f"{per_curve.min() * 1e6:.1f}" if len(per_curve) else "—"
+    variants = at.groupby(CURVE_KEYS).ngroups
+    notes = [f"at {format_size(int(at['size_bytes'].iloc[0]))}", *_ranks_note(at)]
+    return Cell(f"{times['eager']} / {times['graph']} µs",
+                notes + ([f"the fastest of {variants} variants"] if variants > 1 else []))
+
+
+def headline(frame: pd.DataFrame) -> dict[str, dict[str, Cell | None]]:
+    """metric label -> series -> its cell (None where that run did not measure it)."""
+    data = plots.with_series(frame)
+    series = sorted(data[plots.SERIES].unique())
+    table = {}
+    for metric in HEADLINE:
+        cell = latency_cell if metric.latency else bandwidth_cell
+        table[metric.label] = {s: cell(data[data[plots.SERIES] == s], metric) for s in series}
+    return table
+
+
+# ---------------------------------------------------------------- machine descriptions
+
+
+def _meta(run_dir: str) -> dict:
+    try:
+        return read_meta(run_dir)
+    except ResultsError:
+        return {}
+
+
+def _gpus(system: dict) -> str:
+    gpus = system.get("gpus") or []
+    if not gpus:
+        return "none (CPU run)"
+    first = gpus[0]
+    memory = f", {first['memory_bytes'] / 2**30:.0f} GiB" if first.get("memory_bytes") else ""
+    return f"{len(gpus)}× {first.get('name', '?')}{memory}"
+
+
+def _pcie(gpu: dict) -> str:
+    if gpu.get("pcie_gen_max") is None:
+        return ""
+    now = f"Gen{gpu.get('pcie_gen_current')} x{gpu.get('pcie_width_current')}"
+    top = f"Gen{gpu.get('pcie_gen_max')} x{gpu.get('pcie_width_max')}"
+    return now if now == top else f"{now} now, {top} max"
+
+
+def _price(instance: dict) -> str:
+    if not instance.get("usd_per_hour"):
+        return "no public price in the catalogue"
+    when = f" ({instance['price_date']})" if instance.get("price_date") else ""
+    return f"${instance['usd_per_hour']:.2f}/h on demand{when}"
+
+
+def machine_facts(meta: dict) -> list[tuple[str, str]]:
+    """(name, value) pairs describing a run's machine, versions and command; empty values dropped."""
+    system, instance = meta.get("system", {}), meta.get("instance", {})
+    gpu = (system.get("gpus") or [{}])[0]
+    nvlink = f"{gpu['nvlink_links']} links a GPU" if gpu.get("nvlink_links") else ""
+    if instance.get("nvlink_gbps_per_gpu"):
+        nvlink += f" ({instance['nvlink_gbps_per_gpu']} GB/s a GPU, one direction, from the catalogue)"
+    clocks = ""
+    if gpu.get("sm_clock_max_mhz"):
+        clocks = f"SM {gpu['sm_clock_max_mhz']} MHz, memory {gpu.get('mem_clock_max_mhz')} MHz (max)"
+    wall = ", ".join(f"{k} {v} s" for k, v in (meta.get("suite_wall_s") or {}).items())
+    facts = [
+        ("GPUs", _gpus(system)), ("PCIe", _pcie(gpu)), ("NVLink", nvlink),
+        ("Power limit", f"{gpu['power_limit_w']:.0f} W" if gpu.get("power_limit_w") else ""), ("Clocks", clocks),
+        ("CPU", f"{system.get('cpu', '')} ({system.get('cpu_count', '?')} threads)" if system.get("cpu") else ""),
+        ("OS", system.get("os", "")), ("Driver", system.get("driver", "")), ("CUDA", system.get("cuda", "")),
+        ("torch", system.get("torch", "")), ("NCCL", system.get("nccl", "")), ("Python", system.get("python", "")),
+        ("Provider", instance.get("provider") or ""), ("Price", _price(instance)),
+        ("Catalogue note", instance.get("note", "")),
+        ("Run", f"{meta.get('run_id', '')}, {meta.get('status') or 'status not recorded'}"),
+        ("Started", str(meta.get("start_time") or "")), ("Suite wall time", wall),
+        ("Command", " ".join(["xferbench", *map(str, meta.get("argv") or [])]) if "argv" in meta else ""),
+        ("Skipped", "; ".join(meta.get("skipped_suites") or [])),
+        ("Tool", f"{meta.get('tool', {}).get('name', '')} {meta.get('tool', {}).get('version', '')}".strip()),
+    ]
+    return [(k, str(v)) for k, v in facts if v not in ("", None)]
+
+
+# ---------------------------------------------------------------- HTML
+
+
+CSS = """
+:root { --ink: #1d2433; --muted: #5b6475; --line: #dde2ea; --soft: #f5f7fa; --accent: #0b6bcb; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif;
+       color: var(--ink); background: #fff; }
+main { max-width: 1240px; margin: 0 auto; padding: 24px 32px 64px; }
+header { border-bottom: 3px solid var(--accent); padding-bottom: 12px; margin-bottom: 8px; }
+h1 { font-size: 28px; margin: 0 0 4px; }
+h2 { font-size: 21px; margin: 36px 0 12px; padding-bottom: 4px; border-bottom: 1px solid var(--line); }
+h3 { font-size: 17px; margin: 20px 0 8px; }
+.sub, .note, figcaption { color: var(--muted); font-size: 13.5px; }
+nav a { color: var(--accent); margin-right: 16px; text-decoration: none; font-size: 14px; }
+.scroll { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
+th, td { border-bottom: 1px solid var(--line); padding: 8px 12px; text-align: left; vertical-align: top; }
+thead th { background: var(--soft); font-size: 14px; }
+thead th small { display: block; font-weight: normal; color: var(--muted); }
+td.value b { font-size: 16px; }
+td.value small { display: block; color: var(--muted); font-size: 12.5px; line-height: 1.35; }
+td.none { color: #a0a7b4; }
+table.headline { table-layout: fixed; min-width: 720px; }
+th[scope=row] { font-weight: 600; width: 24%; }
+.swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 6px;
+          vertical-align: -1px; }
+ul.caveats li { margin: 4px 0; }
+figure { margin: 20px 0 28px; }
+figure img { max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 4px; }
+.machines { display: grid; grid-template-columns: repeat(auto-fit, minmax(360px, 1fr)); gap: 16px; }
+.card { border: 1px solid var(--line); border-radius: 6px; padding: 12px 16px; background: var(--soft); }
+.card h3 { margin-top: 0; }
+dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 0; font-size: 13.5px; }
+dt { color: var(--muted); }
+dd { margin: 0; overflow-wrap: anywhere; }
+pre { background: #fff; border: 1px solid var(--line); padding: 8px; font-size: 12px; overflow-x: auto; }
+details summary { cursor: pointer; color: var(--accent); font-size: 13.5px; margin-top: 8px; }
+tr.left td { color: var(--muted); }
+"""
+
+
+def _esc(value) -> str:
+    return html.escape(str(value))
+
+
+def _hex(colour: tuple) -> str:
+    return "#" + "".join(f"{round(255 * c):02x}" for c in colour[:3])
+
+
+def _series_runs(frame: pd.DataFrame) -> dict[str, str]:
+    """series -> its run folder (the first, for a series that is one run)."""
+    data = plots.with_series(frame)
+    return data.groupby(plots.SERIES)["run_dir"].first().to_dict()
+
+
+def _headline_html(table: dict, frame: pd.DataFrame, colours: dict) -> str:
+    runs = _series_runs(frame)
+    gpus = {s: _gpus(_meta(d).get("system", {})) for s, d in runs.items()}
+    head = "".join(f'<th><span class="swatch" style="background:{_hex(colours[s])}"></span>{_esc(s)}'
+                   f"<small>{_esc(gpus[s])}</small></th>" for s in runs)
+    body = []
+    for label, cells in table.items():
+        tds = "".join(
+            f'<td class="value"><b>{_esc(c.value)}</b>{"".join(f"<small>{_esc(n)}</small>" for n in c.notes)}</td>'
+            if c else '<td class="none">not measured</td>' for c in (cells[s] for s in runs))
+        body.append(f'<tr><th scope="row">{_esc(label)}</th>{tds}</tr>')
+    return (f'<div class="scroll"><table class="headline"><thead><tr><th></th>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table></div>')
+
+
+def caveats(frame: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """What a reader must know before trusting a difference: fixed points, then this data's own."""
+    chosen = runs[runs["chosen"]]
+    notes = [
+        "Each column is a single run. Bands and spreads show that run's trials only, not how another "
+        "run, another day or another machine of the same kind would differ. Treat differences of a "
+        "few percent as noise.",
+        "The machines may be shared or virtualised: other tenants' traffic, clocks and placement can "
+        "lower a figure, and nothing here controls for them.",
+        "Bandwidth cells are the median at the largest size measured; a higher figure at a smaller size "
+        "(often one that fits in cache) is noted as a peak. Where a run measured several variants "
+        "(dtype, API, engine, NUMA placement), the cell shows the fastest and names it.",
+        "Link shares use theoretical peaks: PCIe from generation × width per direction, NVLink from "
+        "the instance catalogue. GB/s means 1e9 bytes per second.",
+        "Graph-mode points stop at timing.graph_max_size (16 MiB by default), so peaks use eager points.",
+    ]
+    for r in chosen.itertuples():
+        if r.status not in plots.COMPLETE:
+            notes.append(f"{r.instance}/{r.run_id} is {r.status}: some points were never measured.")
+    unpriced = sorted(set(frame.loc[pd.to_numeric(frame["usd_per_hour"], errors="coerce").isna(), "instance"]))
+    if unpriced:
+        notes.append(f"No public price for {', '.join(unpriced)}: no GB/s per dollar for them.")
+    left = runs[~runs["chosen"]]
+    if len(left):
+        notes.append(f"{len(left)} other run(s) were found and left out (see Runs); name them with --runs "
+                     "to show them.")
+    return notes
+
+
+def _figures_html(frame: pd.DataFrame) -> str:
+    parts = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in plots.render(frame, tmp, formats=["png"]):
+            data = base64.b64encode(path.read_bytes()).decode("ascii")
+            caption = next((c for k, c in CAPTIONS.items() if path.stem.startswith(k)), "")
+            parts.append(f'<figure id="fig-{_esc(path.stem)}"><img alt="{_esc(path.stem)}" '
+                         f'src="data:image/png;base64,{data}"><figcaption>{_esc(caption)}</figcaption></figure>')
+    return "\n".join(parts)
+
+
+def _machines_html(frame: pd.DataFrame) -> str:
+    cards = []
+    for series, run_dir in _series_runs(frame).items():
+        meta = _meta(run_dir)
+        facts = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in machine_facts(meta))
+        topology = ANSI.sub("", meta.get("system", {}).get("topology") or "").strip()
+        topo = f"<details><summary>nvidia-smi topo -m</summary><pre>{_esc(topology)}</pre></details>" if topology else ""
+        cards.append(f'<div class="card"><h3>{_esc(series)}</h3><dl>{facts or "<dt>meta.json</dt><dd>unreadable</dd>"}'
+                     f"</dl><p class=\"note\">{_esc(run_dir)}</p>{topo}</div>")
+    return f'<div class="machines">{"".join(cards)}</div>'
+
+
+def _runs_html(runs: pd.DataFrame) -> str:
+    rows = "".join(
+        f'<tr class="{"" if r.chosen else "left"}"><td>{_esc(r.instance)}</td><td>{_esc(r.run_id)}</td>'
+        f"<td>{_esc(r.status or 'not recorded')}</td><td>{r.suites}</td><td>{r.ops}</td>"
+        f"<td>{'shown: ' + _esc(r.why) if r.chosen else 'left out'}</td></tr>"
+        for r in runs.sort_values(["instance", "run_id"]).itertuples())
+    return ("<table><thead><tr><th>instance</th><th>run</th><th>status</th><th>suites</th><th>ops</th>"
+            f"<th>in this report</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
+def build_report(frame: pd.DataFrame, runs: pd.DataFrame, title: str = "xferbench report") -> str:
+    """The whole page for the chosen runs' rows (`frame`) and run_index() of every run found."""
+    colours = plots.palette(frame)
+    generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    instances = sorted(frame["instance"].unique())
+    rule = ("One run per instance: named runs, else the newest complete run among those covering the most "
+            "suites and ops (the main sweep).")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{_esc(title)}</title><style>{CSS}</style></head>
+<body><main>
+<header><h1>{_esc(title)}</h1>
+<p class="sub">{len(instances)} instance(s): {_esc(', '.join(instances))} · generated {generated} by xferbench
+{_esc(bench.__version__)}</p>
+<nav><a href="#headline">Headline</a><a href="#caveats">Caveats</a><a href="#figures">Figures</a>
+<a href="#machines">Machines</a><a href="#runs">Runs</a></nav></header>
+<section id="headline"><h2>Headline</h2>{_headline_html(headline(frame), frame, colours)}
+<p class="note">{_esc(rule)}</p></section>
+<section id="caveats"><h2>Caveats</h2><ul class="caveats">
+{"".join(f"<li>{_esc(c)}</li>" for c in caveats(frame, runs))}</ul></section>
+<section id="figures"><h2>Figures</h2>{_figures_html(frame)}</section>
+<section id="machines"><h2>Machines</h2>{_machines_html(frame)}</section>
+<section id="runs"><h2>Runs</h2>{_runs_html(runs)}</section>
+</main></body></html>
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    """xferbench-report RESULTS... --out report.html"""
+    parser = argparse.ArgumentParser(
+        prog="xferbench-report",
+        description="Write one self-contained HTML page comparing instances: headline table, figures, "
+                    "machines and versions, caveats.",
+        epilog="example: xferbench-report results/ --out report.html")
+    plots.add_run_arguments(parser)
+    parser.add_argument("--out", default="report.html", metavar="FILE", help="the page to write (default: report.html)")
+    parser.add_argument("--title", default="xferbench report", help="the page's title")
+    args = parser.parse_args(argv)
+    try:
+        frame, runs = plots.load_runs(args)
+    except ResultsError as exc:
+        print(f"xferbench-report: {exc}", file=sys.stderr)
+        return 2
+    if usable_rows(frame).empty:
+        print("xferbench-report: no measured rows (every point failed or was skipped)", file=sys.stderr)
+        return 1
+    for line in plots.describe_choice(runs):
+        print(f"xferbench-report: {line}", file=sys.stderr)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(build_report(frame, runs, args.title), encoding="utf-8")
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

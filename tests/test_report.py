@@ -1,0 +1,130 @@
+"""bench.report from the committed reference runs: the headline figures, every figure kind
+embedded, nothing loaded from elsewhere, and (with Chromium installed) a page that really draws."""
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import matplotlib.image
+import pandas as pd
+import pytest
+
+from bench import plots, report
+from bench.importers import import_nvbandwidth
+from bench.results import load
+
+TESTS = Path(__file__).resolve().parent
+REFERENCE = TESTS.parent / "results" / "reference"
+PRICE = 2.0     # $/h given to h100-x1 here: the reference machines have no public price
+FIGURE_KINDS = ["peak_vs_link", "bandwidth_copy", "bandwidth_p2p", "bandwidth_collectives", "latency_copy",
+                "latency_p2p", "latency_collectives", "p2p_heatmap_h200-x2", "bandwidth_per_dollar"]
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+
+
+@pytest.fixture(scope="module")
+def chosen():
+    frame = load(REFERENCE)
+    runs = plots.run_index(frame)
+    frame = frame[frame["run_dir"].isin(runs.loc[runs["chosen"], "run_dir"])]
+    return frame.assign(usd_per_hour=frame["usd_per_hour"].where(frame["instance"] != "h100-x1", PRICE)), runs
+
+
+@pytest.fixture(scope="module")
+def page(chosen, tmp_path_factory):
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    path.write_text(report.build_report(*chosen), encoding="utf-8")
+    return path
+
+
+def test_headline_gives_each_instances_figures(chosen):
+    table = report.headline(chosen[0])
+    h2d = table["Host → device, pinned"]
+    assert h2d["h100-x1"].value == "46.4 GB/s"           # the README's reference table
+    # the H100's 1 GiB figure is below its peak, so the peak is named, and the share is of 1 GiB's
+    assert h2d["h100-x1"].notes[:3] == ["at 1GiB", "74% of PCIe (63 GB/s)", "peak 55.0 GB/s at 256MiB"]
+    assert "23.22 GB/s per $/h" in h2d["h100-x1"].notes      # 46.44 GB/s at $2/h
+    assert not any("per $/h" in n for n in h2d["h200-x1"].notes)
+    all_reduce = table["all_reduce, bus bandwidth"]["h200-x2"]
+    assert all_reduce.value == "342.8 GB/s" and "76% of NVLink (450 GB/s)" in all_reduce.notes
+    assert table["all_reduce latency: eager / graph"]["h200-x2"].value == "31.0 / 23.9 µs"
+    assert table["Device → device, one GPU (bytes copied)"]["h200-x1"].value == "2,127 GB/s"
+    assert table["P2P one way, peer"]["h100-x1"] is None      # one GPU: not measured
+
+
+def test_headline_reads_one_gpu_and_names_uneven_pairs(tmp_path):
+    # nvbandwidth on 4 PCIe H100s, two NVLink-bridged pairs: it also times every GPU at once
+    run = import_nvbandwidth([TESTS / "data" / "nvbandwidth_v08_h100pcie_x4.json"], tmp_path / "nvbw",
+                             buffer_bytes=64 << 20, instance="h100pcie-x4")
+    table = report.headline(load(run))
+    h2d = table["Host → device, pinned"]["h100pcie-x4"]
+    assert h2d.value == "55.4 GB/s" and "engine ce" in h2d.notes     # not the 108 GB/s of all four at once
+    uni = table["P2P one way, peer"]["h100pcie-x4"]
+    assert any(n.startswith("median of 12 pairs: 40.") and n.endswith("to 284.9") for n in uni.notes), uni.notes
+    assert table["Host → device latency, pinned: eager / graph"]["h100pcie-x4"] is None   # 64 MiB is no latency
+
+
+def test_every_figure_kind_is_embedded_as_png(page):
+    text = page.read_text()
+    for kind in FIGURE_KINDS:
+        found = re.search(rf'<figure id="fig-{re.escape(kind)}"><img alt="[^"]*" src="data:image/png;base64,([^"]+)"',
+                          text)
+        assert found, kind
+        assert base64.b64decode(found.group(1))[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_page_loads_nothing_from_elsewhere(page):
+    text = page.read_text()
+    assert not re.search(r"https?://|<script|<link|@import|url\(", text)
+    assert set(re.findall(r'src="([a-z]+):', text)) == {"data"}
+
+
+def test_page_describes_machines_and_caveats(page):
+    text = page.read_text()
+    for fact in ("580.159.04", "2.28.9", "2.11.0+cu130", "NV18", "2× NVIDIA H200", "xferbench out_dir=/tmp/results"):
+        assert fact in text, fact
+    assert "\x1b" not in text                             # nvidia-smi's colour codes are stripped
+    assert "Each column is a single run" in text and "shared or virtualised" in text
+    assert text.count(">left out</td>") == 4              # h200-x2's socket, bf16 and graph runs
+
+
+def test_caveats_name_a_run_that_did_not_finish():
+    runs = pd.DataFrame({"instance": ["box"], "run_id": ["r1"], "status": ["interrupted"], "chosen": [True]})
+    frame = pd.DataFrame({"instance": ["box"], "usd_per_hour": [1.0]})
+    notes = report.caveats(frame, runs)
+    assert "box/r1 is interrupted: some points were never measured." in notes
+    assert not any("No public price" in n for n in notes)
+
+
+def test_cli_writes_the_page_for_a_named_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(report, "_figures_html", lambda frame: "<p>figures</p>")   # drawn above already
+    out = tmp_path / "sub" / "r.html"
+    run = REFERENCE / "h200-x2" / "20261122-214411"
+    assert report.main([str(run), "--out", str(out), "--title", "graph runs"]) == 0
+    text = out.read_text()
+    assert "<title>graph runs</title>" in text and "20261122-214411, complete" in text
+    assert "all_reduce, bus bandwidth" in text and "left out" not in text
+    assert report.main([str(REFERENCE), "--runs", "nope", "--out", str(out)]) == 2
+    assert "'nope' is not among the runs" in capsys.readouterr().err
+
+
+@pytest.fixture
+def browser():
+    found = next((b for b in map(shutil.which, BROWSERS) if b), None)
+    if found is None:
+        pytest.skip("no Chromium or Chrome installed")
+    return found
+
+
+def test_page_renders_in_a_real_browser(browser, page, tmp_path):   # browser first: skip before drawing
+    shot = tmp_path / "shot.png"
+    subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                    f"--screenshot={shot}", "--window-size=1280,2000", page.as_uri()],
+                   capture_output=True, timeout=120, check=True)
+    pixels = matplotlib.image.imread(shot)[..., :3]
+    assert pixels.shape[:2] == (2000, 1280)
+    # a blank or unstyled page is near-uniform: the table, figures and text make it vary
+    assert pixels.std() > 0.1
+    assert (pixels.mean(axis=2) < 0.9).mean() > 0.03
