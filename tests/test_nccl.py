@@ -3,7 +3,6 @@
 Tests taking the `real_library` fixture need libnccl.so.2 (torch's CUDA wheels bring it; with a
 CPU-only torch, PYTHONPATH=DIR after `pip install --target DIR nvidia-nccl-cu13`) and skip without it.
 """
-import contextlib
 import ctypes
 import os
 
@@ -91,12 +90,6 @@ class _Recorder:
     def __getattr__(self, name: str):
         return lambda *args: self.calls.append((name, *args))
 
-    @contextlib.contextmanager
-    def group(self):
-        self.calls.append("group")
-        yield
-        self.calls.append("end")
-
 
 def _fake_comm(device: int = -1) -> nccl.Communicator:
     """Rank 1 of 2 on `device` (-1: CPU tensors pass), calling a _Recorder."""
@@ -125,12 +118,22 @@ def test_ops_pass_the_headers_arguments():
         ("ncclReduceScatter", q, p, 4, f32, 3, "comm", s),  # recvcount: the output's
         ("ncclBroadcast", p, p, 4, f32, 1, "comm", s),
         ("ncclReduce", p, p, 4, f32, 1, 1, "comm", s),
-        "group",
+        ("ncclGroupStart",),
         ("ncclSend", q, 4, f32, 0, "comm", s), ("ncclRecv", o, 4, f32, 0, "comm", s),
         ("ncclSend", q + 16, 4, f32, 1, "comm", s), ("ncclRecv", o + 16, 4, f32, 1, "comm", s),
-        "end",
-        "group", ("ncclSend", p, 4, f32, 0, "comm", s), ("ncclRecv", p, 4, f32, 1, "comm", s), "end",
+        ("ncclGroupEnd",),
+        ("ncclGroupStart",), ("ncclSend", p, 4, f32, 0, "comm", s), ("ncclRecv", p, 4, f32, 1, "comm", s),
+        ("ncclGroupEnd",),
     ]
+
+
+def test_a_prepared_op_launches_with_only_a_stream():
+    c = _fake_comm()
+    x = torch.zeros(4)
+    launch = c.prepare("all_reduce", x)
+    launch(7)
+    launch(8)
+    assert [call[-1] for call in c.lib.calls] == [7, 8] and c.lib.calls[0][1] == x.data_ptr()
 
 
 def test_ops_refuse_buffers_nccl_would_overrun():

@@ -216,6 +216,7 @@ class _Op:
     def __init__(self, op: str, nbytes: int, dtype: str, api: str, ctx: Context) -> None:
         self.op, self.ctx, self.n, self.rank = op, ctx, ctx.world_size, ctx.rank
         self.comm = communicator(ctx) if api == Api.nccl else None
+        self._launch = None
         self.dtype, self.device = DTYPES[dtype], _device(ctx)
         count = nbytes // _elsize(dtype)
         self.chunk = count // self.n if op in _SPLIT else count
@@ -235,26 +236,29 @@ class _Op:
             self.out.zero_()
 
     def __call__(self, n: int = 1) -> None:
-        once = self._once_nccl if self.comm is not None else self._once
+        if self.comm is not None:
+            launch = self._nccl_launch()
+            stream = torch.cuda.current_stream().cuda_stream  # the capture stream inside a capture
+            for _ in range(n):
+                launch(stream)
+            return
         for _ in range(n):
-            once()
+            self._once()
 
-    def _once_nccl(self) -> None:
-        op, comm = self.op, self.comm
-        if op == "all_reduce":
-            comm.all_reduce(self.inp)
-        elif op == "all_gather":
-            comm.all_gather(self.out, self.inp)
-        elif op == "reduce_scatter":
-            comm.reduce_scatter(self.out, self.inp)
-        elif op == "broadcast":
-            comm.broadcast(self.inp, root=0)
-        elif op == "reduce":
-            comm.reduce(self.inp, root=0)
-        elif op == "all_to_all":
-            comm.all_to_all(self.out, self.inp)
-        else:  # the same ring as torch's: send to the next rank, receive from the previous
-            comm.sendrecv(self.inp, self.out, (self.rank + 1) % self.n, (self.rank - 1) % self.n)
+    def _nccl_launch(self):
+        """This op's NCCL call, its buffers checked once (eager small ops are host-bound)."""
+        if self._launch is None:
+            op, comm = self.op, self.comm
+            if op == "all_reduce":
+                self._launch = comm.prepare("all_reduce", self.inp)
+            elif op in ("all_gather", "reduce_scatter", "all_to_all"):
+                self._launch = comm.prepare(op, self.out, self.inp)
+            elif op in ("broadcast", "reduce"):
+                self._launch = comm.prepare(op, self.inp, 0)
+            else:  # the same ring as torch's: send to the next rank, receive from the previous
+                self._launch = comm.prepare("sendrecv", self.inp, self.out, (self.rank + 1) % self.n,
+                                            (self.rank - 1) % self.n)
+        return self._launch
 
     def _once(self) -> None:
         op = self.op
@@ -323,7 +327,7 @@ def _graph_correct(op: _Op, ctx: Context) -> bool:
     graph; this check turns that into a failed point instead of an impossible bandwidth.
     """
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with timing.capture(graph):
         op(1)
     op.fill()
     torch.cuda.synchronize()
