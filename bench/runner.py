@@ -11,6 +11,14 @@ from bench.results import RunWriter, point_key
 from bench.suites import Context
 
 
+def _out_of_memory(exc: BaseException) -> bool:
+    """torch's allocators' failures: CUDA's, and the CPU's (a RuntimeError saying so)."""
+    if isinstance(exc, (torch.cuda.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(exc)
+    return "can't allocate memory" in text or "DefaultCPUAllocator" in text
+
+
 def run_suite(suite: ModuleType, cfg, ctx: Context, writer: RunWriter | None, progress: bool = True,
               done: set | None = None) -> int:
     """Measure every point not already done; rows go to disk as each point finishes.
@@ -29,11 +37,13 @@ def run_suite(suite: ModuleType, cfg, ctx: Context, writer: RunWriter | None, pr
         bar.set_postfix_str(point.label(), refresh=False)
         try:
             rows = suite.measure(point, cfg, ctx)
-        except torch.cuda.OutOfMemoryError as exc:
-            if suite.DISTRIBUTED:  # the ranks must agree on skipping: the suite handles its own
+        except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
+            if suite.DISTRIBUTED or not _out_of_memory(exc):  # distributed: the ranks must agree
                 raise
-            torch.cuda.empty_cache()
-            rows = [point.skipped(f"out of memory: {str(exc).splitlines()[0]}")]
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            where = "GPU" if isinstance(exc, torch.cuda.OutOfMemoryError) else "host"
+            rows = [point.skipped(f"out of memory ({where}): {(str(exc) or type(exc).__name__).splitlines()[0]}")]
         if writer is not None:
             writer.add_point(rows)
     return len(todo)

@@ -7,6 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
+import pytest
 import torch
 
 from bench.results import RunWriter, load, read_meta
@@ -135,4 +136,22 @@ def test_out_of_memory_point_is_skipped_and_sweep_goes_on(tmp_path):
     assert run_suite(suite, None, Context("cpu", TimingConfig(), [1, 2, 3]), writer, progress=False) == 3
     rows = writer.frame.set_index("size_bytes")
     assert rows.status.to_dict() == {1: "ok", 2: "skipped", 3: "ok"}
-    assert rows.note[2].startswith("out of memory: CUDA out of memory")
+    assert rows.note[2].startswith("out of memory (GPU): CUDA out of memory")
+
+
+def test_host_out_of_memory_point_is_skipped_and_other_errors_are_not(tmp_path):
+    def measure(point, cfg, ctx):
+        if point.size_bytes == 2:  # what torch's CPU allocator raises, for real
+            torch.empty(1 << 60, dtype=torch.uint8)
+        if point.size_bytes == 3:
+            raise RuntimeError("a real bug")
+        return [point.sample(trial=0, time_s=1.0, verified=True)]
+
+    suite = SimpleNamespace(NAME="copy", DISTRIBUTED=False, measure=measure,
+                            points=lambda cfg, ctx: [Point("copy", "h2d", s) for s in (1, 2, 3)])
+    writer = RunWriter(tmp_path, "r")
+    with pytest.raises(RuntimeError, match="a real bug"):
+        run_suite(suite, None, Context("cpu", TimingConfig(), [1, 2, 3]), writer, progress=False)
+    rows = writer.frame.set_index("size_bytes")
+    assert rows.status.to_dict() == {1: "ok", 2: "skipped"}
+    assert rows.note[2].startswith("out of memory (host): ")
