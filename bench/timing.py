@@ -155,16 +155,28 @@ def _trials(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig, agree: Ca
     return [_checked_trial(enqueue, clock, n, cfg, agree) for _ in range(cfg.trials)]
 
 
+# Ops faster than this are bound by the host's launch cost, which comes in moods (a slow mode
+# ~3x the fast one was seen in torch.distributed's eager launches on 2x H200, for tens of ms):
+# their trials are split SMALL_OP_SPLIT ways, the same timed budget in more, shorter trials, so
+# one such moment moves a few trials of many rather than the median of five.
+SMALL_OP_S = 100e-6
+SMALL_OP_SPLIT = 3
+
+
 def measure(
     enqueue: Enqueue,
     clock: Clock,
     cfg: TimingConfig,
     agree: Callable[[float], float] = _same,
 ) -> list[Trial]:
-    """Warm up, calibrate N, then cfg.trials trials of N back-to-back operations each."""
+    """Warm up, calibrate N, then cfg.trials trials of N back-to-back operations each
+    (small ops: SMALL_OP_SPLIT times as many trials of a SMALL_OP_SPLIT-th of N)."""
     if cfg.warmup:
         _run_trial(enqueue, clock, cfg.warmup)
     n = calibrate(enqueue, clock, cfg, agree)
+    if n * SMALL_OP_S > cfg.min_trial_s:  # under SMALL_OP_S per op; N is agreed, so every rank decides alike
+        cfg = replace(cfg, trials=cfg.trials * SMALL_OP_SPLIT, min_trial_s=cfg.min_trial_s / SMALL_OP_SPLIT)
+        n = math.ceil(n / SMALL_OP_SPLIT)
     return _trials(enqueue, clock, n, cfg, agree)
 
 

@@ -67,6 +67,15 @@ def test_short_trial_is_measured_again_once_then_flagged():
     assert len(work.readings) == 4 + 3 + 2  # one retry each for the two short readings, no more
 
 
+def test_small_ops_get_more_shorter_trials_for_the_same_budget():
+    work = ScriptedWork(1e-5)  # 10 µs ops: host-bound territory
+    trials = measure(work.enqueue, work, CFG)
+    assert len(trials) == 3 * 3 and {t.iters for t in trials} == {400}  # 1200 ops / 3
+    assert not any(t.short for t in trials)  # 4 ms trials are full-length for the split budget
+    slow = ScriptedWork(2e-4)  # 200 µs ops: left as they were
+    assert [t.iters for t in measure(slow.enqueue, slow, CFG)] == [60, 60, 60]
+
+
 class Ranks:
     """agree() over threads standing in for the ranks of a collective: the max of every rank's value."""
 
@@ -129,9 +138,9 @@ def test_real_cpu_copies_through_measure():
         trials = measure(copies, HostClock(), cfg)
     finally:
         torch.set_num_threads(threads)
-    assert len(trials) == 5 and torch.equal(dst, src)
+    assert len(trials) == 5 * 3 and torch.equal(dst, src)  # µs-scale copies: split into 3x the trials
     assert len({t.iters for t in trials}) == 1 and trials[0].iters > 1  # one N for every trial, grown from 1
-    assert all(t.time_s >= cfg.min_trial_s / 2 or t.short for t in trials)  # long enough, or flagged
+    assert all(t.time_s >= cfg.min_trial_s / 3 / 2 or t.short for t in trials)  # long enough, or flagged
 
 
 def test_calibration_respects_bounds_and_agreement():
