@@ -5,9 +5,12 @@ the shape real runs have; each trial multiplies it by (1 + noise * N(0, 1)).
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
+import pandas as pd
 
 from bench.results import SCHEMA_VERSION, RunWriter, Sample, write_json
 
@@ -94,3 +97,50 @@ def write_run(run_dir: str | Path, samples: list[Sample], instance: str = "test-
         "tool": {"name": "xferbench", "version": "test"},
     })
     return run_dir
+
+
+# --- many runs, fast: load()-like frames with known between-run noise ------------------------
+
+# Under bw = peak * S / (S + 256KiB), SIZES split into latency-bound (time within 1.5x the
+# shortest) and bandwidth-bound (at least half the peak) sizes, with none between.
+LATENCY_SIZES, BANDWIDTH_SIZES = SIZES[:3], SIZES[3:]
+VARIANTS = [
+    dict(suite="copy", op="h2d", memory="pinned", backend="cuda", src="host", dst="cuda:0", peak=50.0),
+    dict(suite="copy", op="d2h", memory="pinned", backend="cuda", src="cuda:0", dst="host", peak=52.0),
+    dict(suite="collectives", op="all_reduce", memory="device", mode="default", backend="nccl", world_size=2,
+         dtype="float32", api="torch", peak=300.0),
+    dict(suite="collectives", op="all_gather", memory="device", mode="default", backend="nccl", world_size=2,
+         dtype="float32", api="torch", peak=150.0),
+]
+_DEFAULTS = asdict(Sample(suite="", op="", size_bytes=0, verified=True))
+
+
+def size_class(size: int) -> str:
+    return "latency" if size in LATENCY_SIZES else "bandwidth"
+
+
+def noisy_runs(rng: np.random.Generator, runs: int, noise: Callable[[dict, str], float], prefix: str = "run",
+               trials: int = 3, trial_noise: float = 0.01, correlation: float = 0.5,
+               slowdown: Callable[[dict, int], float] | None = None, instance: str = "test-box") -> pd.DataFrame:
+    """A frame as load() returns it, of `runs` runs of VARIANTS over SIZES.
+
+    Each run and point gets log-normal noise of sigma noise(variant, size class); `correlation`
+    of its variance is shared by a variant's sizes of one class within a run (a run-wide
+    disturbance), the rest is the point's own. Trials add `trial_noise` each. slowdown(variant, size)
+    divides the bandwidth (1: unchanged).
+    """
+    rows = []
+    for r in range(runs):
+        for variant in VARIANTS:
+            point = {k: v for k, v in variant.items() if k != "peak"}
+            shared = {c: rng.standard_normal() for c in ("latency", "bandwidth")}
+            for size in SIZES:
+                cls = size_class(size)
+                eps = noise(variant, cls) * (np.sqrt(correlation) * shared[cls]
+                                             + np.sqrt(1 - correlation) * rng.standard_normal())
+                bw = _bw(variant["peak"], size) * np.exp(eps) / (slowdown(variant, size) if slowdown else 1.0)
+                for t, trial_bw in enumerate(bw * (1 + trial_noise * rng.standard_normal(trials))):
+                    rows.append({**_DEFAULTS, **point, "size_bytes": size, "trial": t, "iters": 100,
+                                 "time_s": size / (trial_bw * 1e9), "algbw_gbps": trial_bw, "busbw_gbps": trial_bw,
+                                 "run_id": f"{prefix}{r}", "run_dir": f"/synthetic/{prefix}{r}", "instance": instance})
+    return pd.DataFrame(rows)

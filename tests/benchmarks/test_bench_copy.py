@@ -1,11 +1,20 @@
-"""pytest-benchmark figures for CI gating on GPU runners:
-`pytest tests/benchmarks --benchmark-enable --benchmark-autosave` then
-`--benchmark-compare --benchmark-compare-fail=median:5%`. GB/s land in extra_info.
+"""pytest-benchmark figures for CI gating on GPU runners. Gate them like any xferbench run:
+`pytest tests/benchmarks --benchmark-enable --xferbench-run results/bench/RUN`, then
+`python scripts/compare.py --baseline-dir STORE results/bench/RUN --add-on-pass` (each round
+is one trial; the store holds earlier passing runs). GB/s also land in extra_info.
 Without --benchmark-enable (the default here) each runs once, as a plain test."""
 import pytest
 import torch
 
+from bench.results import Sample
+
 SIZE = 64 << 20 if torch.cuda.is_available() else 4 << 20
+KINDS = ["h2d", "d2h", "d2d"] if torch.cuda.is_available() else ["h2h"]
+# The point keys xferbench's copy suite gives the same copy.
+POINT = {"h2d": dict(memory="pinned", backend="cuda", src="host", dst="cuda:0"),
+         "d2h": dict(memory="pinned", backend="cuda", src="cuda:0", dst="host"),
+         "d2d": dict(memory="device", backend="cuda", src="cuda:0", dst="cuda:0"),
+         "h2h": dict(memory="pageable", backend="cpu", src="host", dst="host")}
 
 
 def _buffers(kind: str):
@@ -17,11 +26,8 @@ def _buffers(kind: str):
             "d2d": (torch.empty_like(dev), dev)}[kind]
 
 
-KINDS = ["h2d", "d2h", "d2d"] if torch.cuda.is_available() else ["h2h"]
-
-
 @pytest.mark.parametrize("kind", KINDS)
-def test_copy_bandwidth(benchmark, kind):
+def test_copy_bandwidth(benchmark, xferbench_samples, kind):
     dst, src = _buffers(kind)
 
     def copy():
@@ -31,6 +37,9 @@ def test_copy_bandwidth(benchmark, kind):
 
     benchmark.pedantic(copy, rounds=10, iterations=1, warmup_rounds=2)
     assert torch.equal(dst.cpu(), src.cpu())
+    benchmark.extra_info["size_bytes"] = SIZE
     if benchmark.stats:  # absent when benchmarks are disabled
         benchmark.extra_info["gbps_median"] = SIZE / benchmark.stats.stats.median / 1e9
-    benchmark.extra_info["size_bytes"] = SIZE
+        xferbench_samples += [Sample(suite="copy", op=kind, size_bytes=SIZE, time_s=t, iters=1, trial=i,
+                                     algbw_gbps=SIZE / t / 1e9, busbw_gbps=SIZE / t / 1e9, verified=True,
+                                     **POINT[kind]) for i, t in enumerate(benchmark.stats.stats.data)]
