@@ -14,7 +14,9 @@ def test_copy_run_writes_verified_tidy_results(xferbench):
     df = pd.read_parquet(runs[0] / "samples.parquet")
     assert list(df.columns) == COLUMNS
     assert sorted(df.size_bytes.unique()) == [4096, 8192, 16384, 32768, 65536]
-    assert (df.trial.value_counts() == 5).all() and df.verified.all() and (df.status == "ok").all()
+    # 3 trials a point, or 3x3 where an op is under 100 µs (timing.SMALL_OP_SPLIT)
+    assert df.groupby("size_bytes").trial.nunique().isin([3, 9]).all()
+    assert df.verified.all() and (df.status == "ok").all()
     assert (df.algbw_gbps > 0).all() and (df.iters >= 1).all()
     meta = json.loads((runs[0] / "meta.json").read_text())
     assert meta["status"] == "complete" and meta["device"] == "cpu" and meta["end_time"]
