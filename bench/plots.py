@@ -532,6 +532,34 @@ def per_dollar_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterabl
     return _save(fig, Path(out_dir), "bandwidth_per_dollar", formats)
 
 
+def api_overhead_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",),
+                        colours: dict | None = None) -> list[Path]:
+    """torch.distributed's time per op over NCCL's own, per op at 8 B and 1 MiB, eager and graph:
+    what a PyTorch job pays over the library's floor (1.0: nothing)."""
+    from bench.summary import OVERHEAD_SIZES, api_overhead
+
+    data = with_series(frame)
+    rows = []
+    for series, d in data.groupby(SERIES):
+        table = api_overhead(d)
+        for size in OVERHEAD_SIZES if not table.empty else ():
+            column = f"torch/nccl@{format_size(size)}"
+            if column in table:
+                rows += [{SERIES: series, "label": f"{r.op} {r.launch} @{format_size(size)}", "ratio": r[column],
+                          "suite": "collectives", "link": format_size(size), "op": r.op, "memory": "",
+                          "mode": r.launch} for _, r in table.dropna(subset=[column]).iterrows()]
+    if not rows:
+        return []
+    ratios = pd.DataFrame(rows)
+    fig, ax = _dot_bars(ratios, "ratio", "%.2fx", colours or palette(frame),
+                        "time per op through torch.distributed / through NCCL directly",
+                        "What torch.distributed adds over NCCL\n"
+                        "eager: the host's launch cost; graph: replays, where it should vanish")
+    ax.axvline(1, color="black", linewidth=1, linestyle="--")
+    ax.set_xlim(0, max(2.2, ratios["ratio"].max() * 1.15))
+    return _save(fig, Path(out_dir), "api_overhead", formats)
+
+
 # ---------------------------------------------------------------- files and entry point
 
 
@@ -551,7 +579,8 @@ def _save(fig, out_dir: Path, stem: str, formats: Iterable[str]) -> list[Path]:
     return paths
 
 
-FIGURES = (peak_fraction_figure, bandwidth_figures, latency_figures, p2p_heatmaps, per_dollar_figure)
+FIGURES = (peak_fraction_figure, bandwidth_figures, latency_figures, p2p_heatmaps, per_dollar_figure,
+           api_overhead_figure)
 
 
 def render(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",)) -> list[Path]:

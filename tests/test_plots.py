@@ -261,3 +261,20 @@ def test_p2p_peaks_show_the_slow_pair(frame):
     peer = peaks[peaks["mode"] == "peer"].set_index(["src", "dst"])["bandwidth_gbps"]
     assert peer[("cuda:0", "cuda:2")] < 0.7 * peer[("cuda:1", "cuda:2")]
     assert len(peer) == 6         # 3 GPUs: every ordered pair
+
+
+def test_api_overhead_is_torch_time_over_nccl_time(tmp_path):
+    from bench.results import Sample, _frame
+    from bench.summary import api_overhead
+
+    rows = [Sample("collectives", "all_reduce", size, time_s=t, iters=10, trial=i, api=api, launch="eager",
+                   backend="nccl", world_size=2, dtype="float32", verified=True, run_id="r")
+            for size, times in ((8, {"torch": 30e-6, "nccl": 10e-6}), (1 << 20, {"torch": 40e-6, "nccl": 20e-6}))
+            for api, t in times.items() for i in range(3)]
+    frame = _frame(rows).assign(instance="box", run_dir="r")
+    table = api_overhead(frame)
+    assert table.loc[0, "torch/nccl@8B"] == 3.0 and table.loc[0, "torch/nccl@1MiB"] == 2.0
+    assert api_overhead(frame[frame.api == "torch"]).empty  # one api alone: nothing to compare
+    from bench import plots
+
+    assert [p.name for p in plots.api_overhead_figure(frame, tmp_path)] == ["api_overhead.png"]
