@@ -3,6 +3,7 @@ bound and the power on synthetic runs of known noise, the committed runs, the CL
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import os
 import subprocess
@@ -22,14 +23,16 @@ REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "compare.py"
 H200_PAIR = [REPO / "results" / "reference" / "h200-x2" / r for r in ("20261122-214352", "20261122-214411")]
 CPU_STUDY = REPO / "results" / "reference" / "noise" / "cpu"
+GPU_STUDY = REPO / "results" / "reference" / "noise" / "h200-x2"
+NOISE_STUDY = REPO / "scripts" / "noise_study.py"
 
 
 def _defaults(variant: dict, size_class: str) -> float:
     return default_noise(variant["backend"], variant["suite"], size_class)
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("compare_script", SCRIPT)
+def _load_script(path: Path = SCRIPT):
+    spec = importlib.util.spec_from_file_location(path.stem + "_script", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -38,11 +41,14 @@ def _load_script():
 # --- the statistics, on synthetic runs of known between-run noise ----------------------------
 
 def _alarms(seeds: int, base_runs: int, alpha: float, tolerance: float, noise=_defaults) -> int:
+    """Comparisons of unchanged runs that fail. Every size of a family moves with its run
+    (correlation 1): the worst case for a median over sizes, which then averages nothing away."""
     alarms = 0
     for seed in range(seeds):
         rng = np.random.default_rng(seed)
-        result = compare(noisy_runs(rng, base_runs, noise, "b"), noisy_runs(rng, 1, noise, "c"), tolerance, alpha)
-        alarms += result.regressed
+        base, cur = (noisy_runs(rng, runs, noise, side, trial_noise=0, correlation=1.0)
+                     for runs, side in ((base_runs, "b"), (1, "c")))
+        alarms += compare(base, cur, tolerance, alpha).regressed
     return alarms
 
 
@@ -52,7 +58,8 @@ def _binomial_ceiling(seeds: int, rate: float) -> float:
 
 @pytest.mark.parametrize("alpha, tolerance", [(0.01, 0.05), (0.25, 0.0)])
 def test_false_alarm_rate_with_one_run_a_side_stays_within_alpha(alpha, tolerance):
-    # The noise is what the defaults say it is: the bound is exact but for the conservative steps.
+    # The noise is what the defaults say (at alpha 0.25: 3 of 40 fail, about alpha/2 as the
+    # fully correlated sizes predict).
     seeds = 40
     assert _alarms(seeds, 1, alpha, tolerance) <= _binomial_ceiling(seeds, alpha)
 
@@ -128,8 +135,8 @@ def test_committed_h200_runs_of_one_sweep_do_not_regress():
     assert not result.regressed and len(result.families) == 8
 
 
-def _study_runs(group: str) -> dict[str, pd.DataFrame]:
-    frame = load(CPU_STUDY / group)
+def _study_runs(group: str, study: Path = CPU_STUDY) -> dict[str, pd.DataFrame]:
+    frame = load(study / group)
     return {Path(r).name: g for r, g in frame.groupby("run_dir")}
 
 
@@ -144,6 +151,46 @@ def test_committed_cpu_study_identical_pairs_pass_and_the_traced_run_is_named():
     (traced,) = _study_runs("traced").values()
     result = compare(pd.concat(identical.values()), traced)
     assert {(f.variant["op"], f.size_class) for f in result.regressions} == {("h2h", "latency")}
+
+
+@pytest.mark.skipif(not GPU_STUDY.exists(), reason="the GPU noise study is not committed yet")
+@pytest.mark.parametrize("handicap", ["nch1", "simple"])
+def test_committed_gpu_study_identical_runs_pass_and_nccl_handicaps_flag_collectives_only(handicap):
+    # Three identical short sweeps on nvidia-h200-x2, and one with NCCL_MAX_NCHANNELS=1 (less
+    # bandwidth) or NCCL_PROTO=Simple (no low-latency protocol): only collectives may be named.
+    identical = _study_runs("identical", GPU_STUDY)
+    assert not any(compare(identical[a], identical[b]).regressed
+                   for a, b in itertools.combinations(sorted(identical), 2))
+    (run,) = _study_runs(handicap, GPU_STUDY).values()
+    flagged = compare(pd.concat(identical.values()), run).regressions
+    assert flagged and {f.variant["suite"] for f in flagged} == {"collectives"}
+
+
+def test_noise_study_reads_handicaps_as_a_shell_would_and_spreads_them_among_the_runs():
+    study = _load_script(NOISE_STUDY)
+    assert study._handicap("nch1:NCCL_MAX_NCHANNELS=1 NCCL_ALGO=Ring") == (
+        "nch1", {"NCCL_MAX_NCHANNELS": "1", "NCCL_ALGO": "Ring"}, [])
+    label, env, command = study._handicap("traced:OMP_NUM_THREADS=1 python -m trace --count --module bench")
+    assert env == {"OMP_NUM_THREADS": "1"} and command == [sys.executable, "-m", "trace", "--count", "--module", "bench"]
+    order = [group for group, _, _ in study._schedule(4, [("a", {"X": "1"}, []), ("b", {"X": "2"}, [])])]
+    assert order == ["identical", "a", "identical", "identical", "b", "identical"]
+    with pytest.raises(Exception, match="expected LABEL"):
+        study._handicap("identical:X=1")
+
+
+def test_noise_study_report_on_runs_already_made(tmp_path, capsys):
+    for i in range(3):
+        write_run(tmp_path / "identical" / f"identical-0{i + 1}", _samples(20 + i))
+    write_run(tmp_path / "slow" / "slow-01", _samples(30, _h2d_big_drop))
+    assert _load_script(NOISE_STUDY).main(["--out", str(tmp_path), "--compare-only"]) == 0
+    text = (tmp_path / "study.md").read_text()
+    assert text == capsys.readouterr().out
+    assert "| identical-01 vs identical-02 | 0 | none |" in text and "| identical-02 vs identical-03 | 0 | none |" in text
+    (row,) = [line for line in text.splitlines() if line.startswith("| all 3 identical runs vs slow-01 |")]
+    _, exits, flagged = row.strip("| ").split(" | ")
+    assert exits == "1" and set(flagged.split("; ")) == {"copy h2d pinned eager (bandwidth-bound)",
+                                                         "copy h2d pinned graph (bandwidth-bound)"}
+    assert '("gpu", "copy", "bandwidth"):' in text
 
 
 # --- the command line and the baseline store ---------------------------------------------------
