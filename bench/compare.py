@@ -53,7 +53,7 @@ GPU_BACKENDS = ("cuda", "nccl")
 # run, and counts as PRIOR_DF degrees of freedom against the spread measured between several
 # runs, so that a few runs that happened to agree cannot make the threshold tiny.
 # cpu: 20 identical runs on the project's 2-core CI machine while other jobs shared it
-#      (results/reference/noise/cpu, its study.md).
+#      (results/noise/cpu, its study.md).
 # gpu: TODO(lead): provisional, to be replaced by the GPU noise study. Collectives from the one
 #      pair 20261122-214352/-214411 (bandwidth-bound 0.016, doubled for so little evidence);
 #      copies from h200-x1 against h200-x2, two machines, so an upper bound; p2p as copies.

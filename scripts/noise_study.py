@@ -15,7 +15,7 @@ is also written to OUT/study.md.
 Runs land in OUT/identical/<run_id> and OUT/<handicap label>/<run_id>, the command in
 OUT/command.txt; --compare-only re-reads them without running anything. The CPU study:
 
-  OMP_NUM_THREADS=1 python scripts/noise_study.py --out results/reference/noise/cpu --runs 20 \\
+  OMP_NUM_THREADS=1 python scripts/noise_study.py --out results/noise/cpu --runs 20 \\
       --pairs disjoint --handicap 'traced:python -m trace --count --no-report --module bench' \\
       -- suite=all sizes=quick sizes.max=4MiB
 """

@@ -22,8 +22,9 @@ from synthetic import BANDWIDTH_SIZES, LATENCY_SIZES, MiB, collective_samples, c
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "compare.py"
 H200_PAIR = [REPO / "results" / "reference" / "h200-x2" / r for r in ("20261122-214352", "20261122-214411")]
-CPU_STUDY = REPO / "results" / "reference" / "noise" / "cpu"
-GPU_STUDY = REPO / "results" / "reference" / "noise" / "h200-x2"
+# Noise studies live apart from results/reference, whose runs plots and reports take per instance.
+CPU_STUDY = REPO / "results" / "noise" / "cpu"
+GPU_STUDY = REPO / "results" / "noise" / "h200-x2"
 NOISE_STUDY = REPO / "scripts" / "noise_study.py"
 
 
