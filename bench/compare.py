@@ -401,7 +401,7 @@ def _verdict_table(result: Comparison) -> list[str]:
 
 
 def _noise_lines(result: Comparison) -> list[str]:
-    lines = ["| size class | families | noise of one run, median | max | measured between runs |",
+    lines = ["| size class | families | σ of one run (log time), median | max | measured between runs |",
              "| --- | ---: | ---: | ---: | --- |"]
     for size_class in JUDGED_CLASSES:
         fams = [f for f in result.families if f.size_class == size_class]
