@@ -443,3 +443,11 @@ def _markdown(result: Comparison) -> list[str]:
             shown = ", ".join(labels[:20]) + (f", ... ({len(labels) - 20} more)" if len(labels) > 20 else "")
             lines += [f"{title}: {len(labels)} point(s): {shown}", ""]
     return lines
+
+
+if __name__ == "__main__":  # python -m bench.compare: the command line, as xferbench-compare
+    import sys
+
+    from bench.compare_cli import main
+
+    sys.exit(main())

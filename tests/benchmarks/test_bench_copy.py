@@ -1,6 +1,6 @@
 """pytest-benchmark figures for CI gating on GPU runners. Gate them like any xferbench run:
 `pytest tests/benchmarks --benchmark-enable --xferbench-run results/bench/RUN`, then
-`python scripts/compare.py --baseline-dir STORE results/bench/RUN --add-on-pass` (each round
+`xferbench-compare --baseline-dir STORE results/bench/RUN --add-on-pass` (each round
 is one trial; the store holds earlier passing runs). GB/s also land in extra_info.
 Without --benchmark-enable (the default here) each runs once, as a plain test."""
 import pytest

@@ -1,0 +1,113 @@
+"""xferbench-compare (also `python -m bench.compare`): judge runs against baseline runs; exit 1
+only on a real regression.
+
+Each side may be one run or several (a folder holding runs of one instance counts as all of
+them). Points are judged in families, one op variant (every point key but the size) and one
+size class (latency-bound, bandwidth-bound), by the median change over the family's sizes
+against the tolerance plus a multiple of the noise between runs: measured when a side has
+several runs, a documented per-suite default when each side has one. The multiple keeps the
+chance of any false alarm in one comparison under --alpha. A point measured in the baseline
+whose data check now fails counts as a regression too. See README, "Plots and comparison".
+
+  xferbench-compare BASELINE CURRENT                    the last path is the current run(s)
+  xferbench-compare BASELINE... --current CURRENT...    several paths on either side
+  xferbench-compare --baseline-dir STORE CURRENT...     the newest --last runs in STORE are the baseline;
+                                                 --add-on-pass copies CURRENT into STORE on a pass
+                                                 (--keep N then prunes STORE to its newest N runs)
+
+Exit status: 0 no regression, 1 a real regression, 2 unusable input (missing or corrupt
+results, another schema version, several instances on one side, no points in common).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from bench.compare import add_to_store, compare_paths, store_runs, write_outputs
+from bench.results import ResultsError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="example: xferbench-compare --baseline-dir baselines/h100-x1 results/h100-x1/$RUN_ID "
+               "--add-on-pass --markdown $GITHUB_STEP_SUMMARY --json compare.json")
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="run folders, or folders of runs of one instance")
+    parser.add_argument("--current", nargs="+", metavar="PATH",
+                        help="the runs to judge; then every positional PATH is baseline")
+    parser.add_argument("--baseline-dir", metavar="STORE",
+                        help="a baseline store: its runs are the baseline, the positional PATHs the current runs")
+    parser.add_argument("--last", type=int, default=10, metavar="K",
+                        help="use the newest K runs of the store (default: 10)")
+    parser.add_argument("--add-on-pass", action="store_true",
+                        help="copy the current runs into the store when nothing regressed (an empty store is seeded)")
+    parser.add_argument("--keep", type=int, default=0, metavar="N",
+                        help="after adding, remove all but the store's newest N runs (default: 0, keep all)")
+    parser.add_argument("--tolerance", type=float, default=0.05,
+                        help="a smaller drop never counts, however certain (default: 0.05 = 5%%)")
+    parser.add_argument("--alpha", type=float, default=0.01,
+                        help="chance of any false alarm in one comparison (default: 0.01)")
+    parser.add_argument("--json", metavar="FILE", help="also write the comparison as JSON")
+    parser.add_argument("--markdown", metavar="FILE",
+                        help="append the markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY)")
+    return parser
+
+
+def _sides(args: argparse.Namespace) -> tuple[list[Path] | None, list[str]]:
+    """(baseline runs, or None for an empty store; current paths); ResultsError on a wrong mix."""
+    if args.baseline_dir:
+        if args.current and args.paths:
+            raise ResultsError("with --baseline-dir, give the current runs as PATHs or as --current, not both")
+        current = args.current or args.paths
+        if not current:
+            raise ResultsError("no current runs: give them as PATHs after --baseline-dir STORE")
+        if args.last < 1 or args.keep < 0:
+            raise ResultsError(f"--last {args.last}, --keep {args.keep}: --last must be 1 or more, --keep 0 or more")
+        store = Path(args.baseline_dir)
+        empty = not store.exists() or not any(store.rglob("meta.json"))
+        return (None if empty else store_runs(store, args.last)), current
+    if args.add_on_pass:
+        raise ResultsError("--add-on-pass needs --baseline-dir STORE")
+    if args.current:
+        if not args.paths:
+            raise ResultsError("no baseline: give the baseline runs as PATHs before --current")
+        return [Path(p) for p in args.paths], args.current
+    if len(args.paths) < 2:
+        raise ResultsError("give BASELINE and CURRENT paths, or --baseline-dir STORE CURRENT")
+    return [Path(p) for p in args.paths[:-1]], args.paths[-1:]
+
+
+def _seed(store: str, current: list[str], keep: int) -> int:
+    added = add_to_store(store, current, keep)
+    print(f"compare: baseline store {store} was empty; it now holds {len(added)} run(s), the baseline from now on")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    skipped: list[str] = []   # unreadable runs load() left out: shown only if the comparison goes on
+    try:
+        baseline, current = _sides(args)
+        if baseline is None:
+            if not args.add_on_pass:
+                raise ResultsError(f"{args.baseline_dir}: no runs in the baseline store (seed it with --add-on-pass)")
+            return _seed(args.baseline_dir, current, args.keep)
+        result = compare_paths(baseline, current, args.tolerance, args.alpha, warn=skipped.append)
+    except ResultsError as exc:
+        print(f"compare: {exc}", file=sys.stderr)
+        return 2
+    for line in skipped:
+        print(line, file=sys.stderr)
+    print(result.to_markdown())
+    write_outputs(result, markdown=args.markdown, json_path=args.json)
+    if result.regressed:
+        return 1
+    if args.add_on_pass:
+        added = add_to_store(args.baseline_dir, current, args.keep)
+        print(f"compare: passed; added {len(added)} run(s) to the baseline store {args.baseline_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
