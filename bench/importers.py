@@ -37,9 +37,10 @@ from typing import Iterable
 
 import yaml
 
+from bench.config import CONF_DIR
 from bench.results import SCHEMA_VERSION, ResultsError, RunWriter, Sample, point_key, write_json
 
-CONF_INSTANCES = Path(__file__).resolve().parent.parent / "conf" / "instance"
+CONF_INSTANCES = CONF_DIR / "instance"
 
 # nccl-tests binary -> our op name
 NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
