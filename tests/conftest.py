@@ -1,12 +1,22 @@
-"""Shared helpers: run the real `xferbench` command in a temporary folder."""
+"""Shared helpers: run the real `xferbench` command in a temporary folder; and the benchmarks'
+rounds written as an xferbench run, so a baseline store judges them like any run:
+`pytest tests/benchmarks --benchmark-enable --xferbench-run DIR`.
+
+One conftest for the whole tree: tests import helpers with `from conftest import ...`, which a
+second conftest.py (in a subfolder) would shadow.
+"""
 from __future__ import annotations
 
+import datetime as dt
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+import bench
+from bench.results import SCHEMA_VERSION, RunWriter, Sample, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,3 +44,29 @@ def xferbench(tmp_path):
         return proc, runs
 
     return run
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--xferbench-run", metavar="DIR", default=None,
+                     help="write the benchmarks' rounds (one trial each) as an xferbench run folder DIR")
+
+
+def _meta(run_id: str) -> dict:
+    from bench.system import describe, instance_label
+
+    label = instance_label()
+    return {"schema_version": SCHEMA_VERSION, "run_id": run_id, "status": "complete",
+            "start_time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "instance": {"name": label, "label": label}, "system": describe(),
+            "tool": {"name": "xferbench", "version": bench.__version__, "harness": "pytest-benchmark"}}
+
+
+@pytest.fixture(scope="session")
+def xferbench_samples(request: pytest.FixtureRequest):
+    """A list the benchmarks append their Samples to; written as one run when the session ends."""
+    samples: list[Sample] = []
+    yield samples
+    out = request.config.getoption("--xferbench-run")
+    if out and samples:
+        run = Path(out)
+        RunWriter(run, run.name).add_point(samples)
+        write_json(run / "meta.json", _meta(run.name))
