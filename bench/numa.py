@@ -38,7 +38,10 @@ if TYPE_CHECKING:   # torch is imported where it is used: reading the topology n
 
 MODES = ("local", "remote", "none")
 _LOCAL_DISTANCE, _REMOTE_DISTANCE = 10, 20   # what Linux assumes without a distance table
-_CUDA_HOST_REGISTER_PORTABLE = 1             # pinned for every CUDA context, not only the current one
+# Pinned for every CUDA context (portable) and mapped into the GPUs' address space: SM kernels
+# (bench.kernels) load and store the pages through UVA. The flags are orthogonal: only flag 0
+# implies both, on UVA systems.
+_CUDA_HOST_REGISTER_FLAGS = 1 | 2
 
 
 @dataclass(frozen=True)
@@ -277,7 +280,7 @@ def allocate_pinned_on(cpus: Iterable[int], nbytes: int) -> torch.Tensor:
     mapping = _first_touched(frozenset(cpus), nbytes, _PinnedMapping)
     tensor = torch.frombuffer(mapping, dtype=torch.uint8)
     cudart = torch.cuda.cudart()
-    torch.cuda.check_error(cudart.cudaHostRegister(tensor.data_ptr(), nbytes, _CUDA_HOST_REGISTER_PORTABLE))
+    torch.cuda.check_error(cudart.cudaHostRegister(tensor.data_ptr(), nbytes, _CUDA_HOST_REGISTER_FLAGS))
     mapping.address = tensor.data_ptr()
     return tensor
 

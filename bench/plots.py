@@ -34,7 +34,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocat
 
 from bench.results import ResultsError, bandwidth_column, find_runs, load, read_meta, usable_rows  # noqa: E402
 from bench.sizes import format_size  # noqa: E402
-from bench.summary import p2p_peak_table  # noqa: E402
+from bench.summary import ALONE, AT_ONCE, concurrent_table, p2p_peak_table  # noqa: E402
 
 SMALL_BYTES = 1 << 20           # the latency figure's upper size
 SERIES = "series"               # the column that colours lines: one value per run drawn
@@ -398,6 +398,51 @@ def p2p_heatmaps(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str
     return paths
 
 
+# ---------------------------------------------------------------- every GPU at once
+
+
+def _concurrent_title(keys: tuple, d: pd.DataFrame) -> str:
+    series, suite, op, memory, mode, engine, numa = keys
+    words = [series, suite, op, memory if suite == "copy" else mode, engine, f"numa {numa}" if numa else "",
+             format_size(int(d["size_bytes"].iloc[0]))]
+    totals = d[d["gpu"] == "total"].set_index("when")["gbps"]
+    total = "; ".join(f"total {totals[w]:.1f} GB/s {w}" for w in (AT_ONCE, ALONE) if w in totals)
+    return " · ".join(w for w in words if w) + (f"\n{total}" if total else "")
+
+
+def concurrent_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",),
+                      colours: dict | None = None) -> list[Path]:
+    """Per-GPU bars for traffic on every GPU at once, at the largest size measured so: for copies
+    each GPU while all copy together beside the same GPU alone (the totals in the title); for peer
+    traffic (all_to_one, one_to_all) the traffic into or out of each GPU. A panel per run and variant."""
+    table = concurrent_table(with_series(frame), [SERIES])
+    if table.empty:
+        return []
+    colours = colours or palette(frame)
+    panels = list(table.groupby([SERIES, "suite", "op", "memory", "mode", "engine", "numa"], sort=False))
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(PANEL_IN[0] * 1.3 * ncols, PANEL_IN[1] * 1.4 * nrows),
+                             squeeze=False, layout="constrained")
+    for ax in axes.flat[len(panels):]:
+        ax.set_axis_off()
+    for ax, (keys, d) in zip(axes.flat, panels):
+        bars = d[d["gpu"] != "total"]
+        hues = [w for w in (ALONE, AT_ONCE) if w in set(bars["when"])]
+        sns.barplot(bars, x="gpu", y="gbps", hue="when", hue_order=hues, ax=ax,
+                    order=sorted(bars["gpu"].unique(), key=_device_key),
+                    palette={ALONE: (0.75, 0.75, 0.75), AT_ONCE: colours[keys[0]]})
+        for container in ax.containers:
+            ax.bar_label(container, fmt="%.0f", fontsize=7)
+        ax.set_title(_concurrent_title(keys, d), fontsize=9)
+        ax.set_xlabel("")
+        ax.set_ylabel("GB/s", fontsize=9)
+        ax.tick_params(labelsize=8)
+        ax.legend(fontsize=7, title=None, loc="lower right")
+    fig.suptitle("Every GPU at once: GB/s per GPU (copies: beside the same GPU alone)", fontsize=11)
+    return _save(fig, Path(out_dir), "concurrent_traffic", formats)
+
+
 # ---------------------------------------------------------------- peaks against links and price
 
 
@@ -579,8 +624,8 @@ def _save(fig, out_dir: Path, stem: str, formats: Iterable[str]) -> list[Path]:
     return paths
 
 
-FIGURES = (peak_fraction_figure, bandwidth_figures, latency_figures, p2p_heatmaps, per_dollar_figure,
-           api_overhead_figure)
+FIGURES = (peak_fraction_figure, bandwidth_figures, latency_figures, p2p_heatmaps, concurrent_figure,
+           per_dollar_figure, api_overhead_figure)
 
 
 def render(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",)) -> list[Path]:

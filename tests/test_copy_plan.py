@@ -1,0 +1,315 @@
+"""Whole-machine traffic without GPUs: which GPUs, sizes, engines and NUMA placements the copy and
+p2p suites plan (fake topologies as data), the timing pieces that need no device, and the summary
+and figure of concurrent traffic."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from bench import ConfigError, numa
+from bench.results import Sample, point_key
+from bench.schema import to_config
+from bench.sizes import sweep
+from bench.suites import Context, copy, p2p
+from bench.summary import concurrent_table, format_summary, latency_table, p2p_peak_table, summarize
+from bench.timing import TimingConfig, Trial
+
+MiB, GiB = 1 << 20, 1 << 30
+SIZES = sweep("4KiB", "1GiB", 2)
+ONE_NODE = numa.Topology({0: numa.Node(0, frozenset(range(8)), {0: 10})})
+TWO_SOCKETS = numa.Topology({0: numa.Node(0, frozenset(range(0, 8)), {0: 10, 1: 21}),
+                             1: numa.Node(1, frozenset(range(8, 16)), {0: 21, 1: 10})})
+
+
+def config(**overrides):
+    """The typed config, as a run gets it, with `copy.gpus=[0]`-style dotted overrides."""
+    return to_config(OmegaConf.from_dotlist([f"{k}={v}" for k, v in overrides.items()]))
+
+
+def context(gpus: int, topo=ONE_NODE, nodes=None, modes=("local",), sizes=SIZES) -> Context:
+    ctx = Context("cuda", TimingConfig(), sizes, gpu_count=gpus, launches=("eager", "graph"),
+                  graph_max_bytes=16 * MiB)
+    ctx.extra["copy_host_plan"] = copy.host_plan(topo, list(nodes if nodes is not None else [0] * gpus), list(modes))
+    return ctx
+
+
+# ---------------------------------------------------------------- settings
+
+
+@pytest.mark.parametrize("value, message", [
+    ("[each,sideways]", "copy.gpus: 'sideways' is not each, all or a GPU index"),
+    ("[-1]", "copy.gpus: '-1' is not each, all or a GPU index"),
+    ("[]", "copy.gpus is empty")])
+def test_bad_gpus_are_one_line(value, message):
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+        config(**{"copy.gpus": value})
+
+
+def test_gpu_selection():
+    assert copy.select_gpus(["each", "all"], 4) == copy.Selection((0, 1, 2, 3), True)
+    assert copy.select_gpus(["each", "all"], 1) == copy.Selection((0,), False)  # nothing to run at once
+    assert copy.select_gpus(["2", "0", "each"], 3) == copy.Selection((2, 0, 1), False)  # listed order, once each
+    assert copy.select_gpus(["all"], 2) == copy.Selection((), True)
+    with pytest.raises(ConfigError, match=r"copy.gpus: GPU 2 does not exist; this machine has 2 \(0..1\)"):
+        copy.select_gpus(["2"], 2)
+
+
+def test_triton_is_asked_for_in_one_line(monkeypatch):
+    monkeypatch.setattr(copy.kernels, "available", lambda: False)
+    with pytest.raises(ConfigError, match="^copy.engine=sm and copy.ops=latency run Triton kernels, and triton is not "
+                                          "installed .*: pip install triton, or leave them out$"):
+        copy.check(config(), context(1))
+    with pytest.raises(ConfigError, match="^p2p.ops=latency runs Triton kernels"):
+        p2p.check(config(**{"p2p.engine": "[ce]"}), context(2))
+    copy.need_triton([])   # nothing asked: no Triton needed
+
+
+# ---------------------------------------------------------------- sizes and NUMA placement
+
+
+@pytest.mark.parametrize("low, high, expected", [("4KiB", "1GiB", [4 * MiB, 64 * MiB, GiB]),
+                                                 ("4KiB", "256MiB", [MiB, 16 * MiB, 256 * MiB]),
+                                                 ("64MiB", "1GiB", [64 * MiB, GiB]),
+                                                 ("4KiB", "512KiB", [512 * 1024])])  # below 1 MiB: the largest only
+def test_machine_sizes(low, high, expected):
+    assert copy.machine_sizes(sweep(low, high, 2)) == expected
+
+
+def test_two_sockets_place_each_gpu_near_and_far():
+    plan = copy.host_plan(TWO_SOCKETS, [0, 1], ["local", "remote", "none"])
+    assert plan.places[0, "local"].node == 0 and plan.places[0, "local"].cpus == frozenset(range(8))
+    assert plan.places[1, "local"].node == 1 and plan.places[1, "remote"].node == 0
+    assert plan.places[0, "remote"].cpus == frozenset(range(8, 16))
+    assert plan.places[1, "none"] == numa.Placement("none", None, frozenset())
+    assert plan.lines == ("2 NUMA nodes; cuda:0 node 0, cuda:1 node 1",)
+
+
+def test_one_node_says_so_once_and_skips_remote():
+    plan = copy.host_plan(ONE_NODE, [None, None], ["local", "remote"])
+    assert {key for key in plan.places} == {(0, "local"), (1, "local")}
+    assert plan.lines == ("one NUMA node: host memory is local to every GPU",
+                          "copy.numa=remote skipped: one NUMA node: all host memory is local")
+
+
+def test_unknown_gpu_node_skips_that_gpu_only():
+    plan = copy.host_plan(TWO_SOCKETS, [0, None], ["local"])
+    assert (0, "local") in plan.places and (1, "local") not in plan.places
+    assert plan.lines[0] == "2 NUMA nodes; cuda:0 node 0, cuda:1 node unknown"
+    assert plan.lines[1].startswith("copy.numa=local skipped for cuda:1: the GPU's NUMA node is unknown")
+    # every GPU at once needs every GPU placed
+    pts = copy.points(config(), context(2, TWO_SOCKETS, [0, None]))
+    assert not [p for p in pts if "all" in (p.src, p.dst)]
+    assert {p.dst for p in pts if p.op == "h2d"} == {"cuda:0"}
+
+
+# ---------------------------------------------------------------- the copy suite's points
+
+
+def test_default_points_on_two_gpus():
+    pts = copy.points(config(), context(2))
+    assert len({point_key(p) for p in pts}) == len(pts), "a point planned twice"
+    machine = copy.machine_sizes(SIZES)
+    first = [p for p in pts if "cuda:0" in (p.src, p.dst) and p.op != "d2d"]
+    second = [p for p in pts if "cuda:1" in (p.src, p.dst)]
+    together = [p for p in pts if "all" in (p.src, p.dst)]
+    # the first GPU: the full sweep, as before (every size, both memories, graph up to 16 MiB)
+    assert {p.size_bytes for p in first if p.engine == "ce"} == set(SIZES)
+    assert {p.memory for p in first} == {"pinned", "pageable"} and {p.launch for p in first} == {"eager", "graph"}
+    # the other GPU alone: pinned copies at the whole-machine sizes, eager
+    assert {(p.op, p.memory, p.launch) for p in second if p.op != "latency"} == {
+        (op, "pinned", "eager") for op in ("h2d", "d2h", "bidir")}
+    assert {p.size_bytes for p in second if p.op != "latency"} == set(machine)
+    # every GPU at once: named as nvbandwidth's host_to_all rows are imported
+    assert {(p.op, p.src, p.dst) for p in together} == {("h2d", "host", "all"), ("d2h", "all", "host"),
+                                                        ("bidir", "host", "all")}
+    assert {p.world_size for p in together} == {2} and {p.size_bytes for p in together} == set(machine)
+    assert Counter(p.engine for p in together) == {"ce": 9, "sm": 9}
+    # SM copies: pinned memory, whole-machine sizes only; graph only on the first GPU
+    sm = [p for p in pts if p.engine == "sm" and p.op != "latency"]
+    assert {p.memory for p in sm} == {"pinned"} and {p.size_bytes for p in sm} == set(machine)
+    assert {p.src if p.dst == "host" else p.dst for p in sm if p.launch == "graph"} == {"cuda:0"}
+    # latency: one point a GPU, over pinned host memory, in ns per access (size = the ring)
+    assert [(p.dst, p.size_bytes, p.engine) for p in pts if p.op == "latency"] == [
+        ("cuda:0", 2 * MiB, "sm"), ("cuda:1", 2 * MiB, "sm")]
+    assert {p.numa for p in pts if p.memory != "device"} == {"local"}
+    assert {(p.src, p.numa, p.engine) for p in pts if p.op == "d2d"} == {("cuda:0", "", "ce")}
+
+
+def test_one_gpu_adds_only_sm_and_latency_to_the_old_sweep():
+    pts = copy.points(config(), context(1))
+    old = [p for p in pts if p.engine == "ce"]
+    assert len(old) == 153   # the sweep before whole-machine traffic: 4 KiB..1 GiB, both memories, eager+graph
+    assert Counter(p.op for p in pts if p.engine == "sm") == {"h2d": 4, "d2h": 4, "bidir": 3, "latency": 1}
+
+
+def test_selected_gpus_and_numa_modes():
+    only = copy.points(config(**{"copy.gpus": "[1]"}), context(2))
+    assert {p.dst for p in only if p.op == "h2d"} == {"cuda:1"} and {p.src for p in only if p.op == "d2d"} == {"cuda:1"}
+    assert len({p.size_bytes for p in only if p.op == "h2d"}) == len(SIZES)   # the one listed gets the full sweep
+    at_once = copy.points(config(**{"copy.gpus": "[all]"}), context(2))
+    assert at_once and all("all" in (p.src, p.dst) for p in at_once)
+    ctx = context(2, TWO_SOCKETS, [0, 1], modes=("local", "remote"))
+    both = copy.points(config(**{"copy.numa": "[local,remote]"}), ctx)
+    assert Counter(p.numa for p in both if p.op == "latency") == {"local": 2, "remote": 2}
+    # grouped by mode, so a mode's host buffers can go when the next one starts
+    modes = [p.numa for p in both if p.numa]
+    assert modes == sorted(modes, key=["local", "remote"].index)
+    assert not copy.points(config(**{"copy.numa": "[remote]", "copy.ops": "[h2d]"}),
+                           context(2, modes=("remote",)))   # one node: nothing remote to measure
+
+
+def test_cpu_points_are_unchanged():
+    ctx = Context("cpu", TimingConfig(), [4096, 8192])
+    assert [(p.op, p.memory, p.backend, p.engine, p.numa) for p in copy.points(config(), ctx)] == [
+        ("h2h", "pageable", "cpu", "", "")] * 2
+
+
+# ---------------------------------------------------------------- the p2p suite's points
+
+
+def test_p2p_points_on_three_gpus():
+    pts = p2p.points(config(), context(3))
+    assert len({point_key(p) for p in pts}) == len(pts)
+    machine = copy.machine_sizes(SIZES)
+    concurrent = [p for p in pts if p.op in ("all_to_one", "one_to_all")]
+    assert {(p.op, p.src, p.dst) for p in concurrent} == (
+        {("all_to_one", "all", f"cuda:{j}") for j in range(3)} | {("one_to_all", f"cuda:{j}", "all") for j in range(3)})
+    assert {p.world_size for p in concurrent} == {3} and {p.mode for p in concurrent} == {"peer"}
+    assert {p.size_bytes for p in concurrent} == set(machine) and {p.engine for p in concurrent} == {"ce", "sm"}
+    sm_pairs = [p for p in pts if p.op in ("uni", "bidir") and p.engine == "sm"]
+    assert {p.mode for p in sm_pairs} == {"peer"} and {p.size_bytes for p in sm_pairs} == set(machine)
+    assert len([p for p in pts if p.op == "uni" and p.engine == "ce"]) == 6 * 2 * len(SIZES)   # pairs x modes x sizes
+    assert {(p.src, p.dst) for p in pts if p.op == "latency"} == {(f"cuda:{i}", f"cuda:{j}")
+                                                                 for i in range(3) for j in range(3) if i != j}
+    staged = p2p.points(config(**{"p2p.modes": "[staged]"}), context(3))
+    assert {(p.op, p.engine) for p in staged} == {("uni", "ce"), ("bidir", "ce"), ("latency", "sm")}
+
+
+# ---------------------------------------------------------------- timing pieces that need no GPU
+
+
+class FakeEvent:
+    def __init__(self, t_ms: float) -> None:
+        self.t_ms, self.synced = t_ms, False
+
+    def synchronize(self) -> None:
+        self.synced = True
+
+    def elapsed_time(self, other: "FakeEvent") -> float:
+        return other.t_ms - self.t_ms
+
+
+def test_span_clock_times_each_part_from_its_begin_to_its_last_end():
+    ends = [FakeEvent(9.0), FakeEvent(12.0)]
+    total, parts = copy.SpanClock().stop({"cuda:0": (FakeEvent(2.0), ends),
+                                          "cuda:1": (FakeEvent(100.0), [FakeEvent(108.0)])})
+    assert parts == pytest.approx({"cuda:0": 0.010, "cuda:1": 0.008}) and total == pytest.approx(0.010)
+    assert all(e.synced for e in ends)
+
+
+def test_latch_note_counts_only_calls_at_the_trials_count():
+    together = object.__new__(copy.Together)   # its calls only: no streams, no GPU
+    call = lambda n, enqueue_s, slept_ms: copy._Call(n, enqueue_s, {0: (0, FakeEvent(0), FakeEvent(slept_ms)),
+                                                                  1: (0, FakeEvent(0), FakeEvent(99.0))})
+    together.calls = [call(3, 0.5, 1.0), call(64, 0.002, 3.0), call(64, 0.004, 3.0), call(64, 0.001, 3.0)]
+    trials = [Trial(64, 0.01)]
+    assert together.note(trials) == ("start latch ran out before every copy was enqueued in 1 of 3 calls of 64 "
+                                     "copies: the GPUs may not have started together")
+    together.calls = together.calls[:2]
+    assert together.note(trials) == ""
+
+
+# ---------------------------------------------------------------- summary and figure
+
+
+def _rows(op, src, dst, parts: dict[str, float], size=GiB, world=1, engine="ce", suite="copy", memory="pinned",
+          mode="", numa="local") -> list[Sample]:
+    """Three trials of a point, each part at its GB/s times 1, 1.01 and 1.02 (median: x1.01)."""
+    return [Sample(suite, op, size, time_s=size / (bw * 1e9), trial=t, part=part, src=src, dst=dst, world_size=world,
+                   engine=engine, memory=memory, mode=mode, numa=numa, backend="cuda",
+                   algbw_gbps=bw * (1 + 0.01 * t), verified=True)
+            for t in range(3) for part, bw in parts.items()]
+
+
+def whole_machine_frame() -> pd.DataFrame:
+    rows = (_rows("h2d", "host", "cuda:0", {"total": 54.0}) + _rows("h2d", "host", "cuda:1", {"total": 55.0})
+            + _rows("h2d", "host", "cuda:0", {"total": 30.0}, size=4 * MiB)
+            + _rows("h2d", "host", "all", {"cuda:0": 48.0, "cuda:1": 49.0, "total": 96.0}, world=2)
+            + _rows("h2d", "host", "all", {"cuda:0": 20.0, "cuda:1": 20.0, "total": 39.0}, world=2, size=4 * MiB)
+            + _rows("all_to_one", "all", "cuda:0", {"cuda:1": 370.0, "total": 370.0}, world=2, suite="p2p",
+                    memory="device", mode="peer", numa="")
+            + _rows("uni", "cuda:0", "cuda:1", {"total": 390.0}, suite="p2p", memory="device", mode="peer", numa="")
+            + _rows("uni", "cuda:0", "cuda:1", {"total": 360.0}, suite="p2p", memory="device", mode="peer", numa="",
+                    engine="sm"))
+    latency = [Sample("copy", "latency", 2 * MiB, time_s=1.2e-6 + t * 1e-9, trial=t, src="host", dst="cuda:0",
+                      memory="pinned", backend="cuda", engine="sm", numa="local", verified=True) for t in range(3)]
+    latency += [Sample("p2p", "latency", 2 * MiB, time_s=0.83e-6, trial=t, src="cuda:1", dst="cuda:0", mode="peer",
+                       memory="device", backend="cuda", engine="sm", verified=True) for t in range(3)]
+    return pd.DataFrame([r.__dict__ for r in rows + latency])
+
+
+def test_concurrent_table_per_gpu_beside_alone():
+    table = concurrent_table(whole_machine_frame())
+    copy_rows = table[table.suite == "copy"].set_index(["when", "gpu"]).gbps
+    assert copy_rows["at once", "cuda:0"] == pytest.approx(48.48)
+    assert copy_rows["at once", "total"] == pytest.approx(96.96)
+    assert copy_rows["alone", "cuda:1"] == pytest.approx(55.55)
+    assert copy_rows["alone", "total"] == pytest.approx(54.54 + 55.55)   # the GPUs alone, summed
+    assert set(table[table.suite == "copy"].size_bytes) == {GiB}          # the largest size only
+    peer = table[table.suite == "p2p"]
+    assert list(zip(peer.gpu, peer.gbps.round(1))) == [("cuda:0", 373.7)]  # into the one GPU: the point's total
+
+
+def test_imported_all_to_one_names_the_gpu_in_part():
+    rows = [Sample("p2p", "all_to_one", 512 * MiB, part=part, src="all", dst="all", world_size=2, mode="write",
+                   memory="device", engine="ce", backend="cuda", algbw_gbps=bw, trial=0)
+            for part, bw in (("cuda:0", 360.0), ("cuda:1", 365.0), ("total", 725.0))]
+    table = concurrent_table(pd.DataFrame([r.__dict__ for r in rows]))
+    assert dict(zip(table.gpu, table.gbps)) == {"cuda:0": 360.0, "cuda:1": 365.0}
+
+
+def test_summary_keeps_latency_and_engines_apart():
+    frame = whole_machine_frame()
+    table = summarize(frame)
+    assert "latency" not in set(table.op)
+    h2d = table[(table.suite == "copy") & (table.op == "h2d")].set_index("world_size")["gbps@max"]
+    assert h2d[1] == pytest.approx(55.0, abs=1.0) and h2d[2] == pytest.approx(96.96)   # alone and at once apart
+    peaks = p2p_peak_table(frame)
+    assert set(zip(peaks["op"], peaks["mode"])) == {("uni", "peer"), ("uni", "peer sm")}   # no all_to_one cells
+    lat = latency_table(frame).set_index(["src", "dst"]).ns_per_access
+    assert lat["host", "cuda:0"] == pytest.approx(1201.0) and lat["cuda:1", "cuda:0"] == pytest.approx(830.0)
+    text = format_summary(frame)
+    assert "every GPU at once: GB/s per GPU at the largest size" in text and "ns per dependent 8-byte load" in text
+    assert "p2p uni peer sm: peak GB/s" in text
+
+
+def test_concurrent_figure(tmp_path):
+    from bench import plots
+
+    frame = whole_machine_frame().assign(instance="h200-x2", run_id="r1", run_dir="/r1")
+    paths = plots.concurrent_figure(frame, tmp_path)
+    assert [p.name for p in paths] == ["concurrent_traffic.png"] and paths[0].stat().st_size > 10_000
+    assert plots.concurrent_figure(frame[frame.op == "uni"], tmp_path / "none") == []
+
+
+def test_p2p_concurrent_ends():
+    assert p2p._ends("all_to_one", "cuda:2") == {"src": "all", "dst": "cuda:2"}
+    assert p2p._ends("one_to_all", "cuda:2") == {"src": "cuda:2", "dst": "all"}
+
+
+def test_no_gpu_no_triton_needed():
+    ctx = Context("cpu", TimingConfig(), [4096])
+    assert copy.check(config(), ctx) is None   # engine sm and latency mean nothing without a GPU
+
+
+def test_settings_defaults_are_documented_in_the_config_file():
+    conf = OmegaConf.load(Path(__file__).resolve().parent.parent / "conf" / "config.yaml")
+    cfg = config()
+    assert list(conf["copy"].gpus) == list(cfg.copy.gpus)
+    assert list(conf["copy"].engine) == [str(e) for e in cfg.copy.engine]
+    assert list(conf["copy"].ops) == [str(o) for o in cfg.copy.ops] and list(conf["copy"].numa) == ["local"]
+    assert list(conf.p2p.ops) == [str(o) for o in cfg.p2p.ops] and list(conf.p2p.engine) == ["ce", "sm"]
