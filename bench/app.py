@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import bench
 from bench import ConfigError, config, suites
+from bench import plan as planning
 from bench.results import SCHEMA_VERSION, RunWriter, write_json
 from bench.runner import run_suite
 from bench.schema import Config
@@ -74,10 +76,8 @@ def plan(cfg: Config) -> tuple[str, list[tuple], list[str]]:
     return device, planned, skipped
 
 
-def _meta(cfg: Config, device: str, run_dir: Path) -> dict:
+def _meta(cfg: Config, device: str, run_dir: Path, system: dict) -> dict:
     from omegaconf import OmegaConf
-
-    from bench.system import describe
 
     instance = config.config_dict(cfg)["instance"]
     label = config.instance_label(cfg.instance.name)
@@ -94,25 +94,54 @@ def _meta(cfg: Config, device: str, run_dir: Path) -> dict:
         "pid": os.getpid(),
         "device": device,
         "instance": instance,
-        "system": describe(),
+        "system": system,
         "tool": {"name": "xferbench", "version": bench.__version__, "git_commit": _git_commit()},
         "argv": sys.argv[1:],
         "config": {**config.config_dict(cfg), "run_id": run_dir.name},
     }
 
 
-def _open_run(cfg: Config, device: str, resumed: tuple[str, dict] | None, job: int | None) -> tuple[Path, dict]:
+def _open_run(cfg: Config, device: str, resumed: tuple[str, dict] | None, job: int | None,
+              system: dict) -> tuple[Path, dict]:
     if resumed:
         folder, meta = resumed
         meta.update(status="running", pid=os.getpid(), end_time=None)
         meta["resumed"] = meta.get("resumed", []) + [_now()]
         return Path(folder), meta
     run_dir = config.make_run_dir(cfg.out_dir, config.instance_label(cfg.instance.name), cfg.run_id, job)
-    return run_dir, _meta(cfg, device, run_dir)
+    return run_dir, _meta(cfg, device, run_dir, system)
+
+
+def _local_gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _machine(cfg: Config, device: str, system: dict) -> planning.Machine:
+    """This machine as the planner sees it: its label, GPUs, links and, under a launcher, its ranks."""
+    from bench.dist import launcher_layout
+
+    label = config.instance_label(cfg.instance.name)
+    first = (system.get("gpus") or [{}])[0]
+    model = re.fullmatch(r"(.+)-x\d+", label)
+    return planning.Machine(label, device, _local_gpus() if device == "cuda" else 0, system.get("links") or {},
+                            cfg.instance.pcie_gen or first.get("pcie_gen_max"),
+                            cfg.instance.pcie_width or first.get("pcie_width_max"),
+                            cfg.instance.nvlink_gbps_per_gpu, model.group(1) if model else "",
+                            launcher_layout(os.environ))
+
+
+def _finished_points(resumed: tuple[str, dict] | None) -> set:
+    return RunWriter(resumed[0], resumed[1]["run_id"]).done if resumed else set()
 
 
 def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = None) -> int:
     """The whole run; returns the process exit code."""
+    if cfg.plan and cfg.instance.gpu_count is not None and cfg.instance.gpu_count != _local_gpus():
+        # A catalogued machine that is not this one: plan for it, from its catalogue entry.
+        print(planning.format_plan(planning.plan_machine(cfg, planning.catalogue_machine(cfg.instance))))
+        return 0
     device, planned, skipped = plan(cfg)
     if device == "cuda" and any(module.DISTRIBUTED for module, _ in planned):
         # NCCL's support for mixing graph and eager launches slows graph replays of collectives
@@ -129,9 +158,19 @@ def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = 
             dist.run_distributed(module, cfg, ctx, None, "")
         return 0
 
-    run_dir, meta = _open_run(cfg, device, resumed, job)
+    from bench.system import describe
+
+    system = describe()
+    for _, ctx in planned:
+        ctx.extra["links"] = system["links"]  # P2P picks one pair per link class
+    estimate = planning.estimate(cfg, planned, _machine(cfg, device, system), skipped, _finished_points(resumed))
+    if cfg.plan:
+        print(planning.format_plan(estimate))
+        return 0
+    run_dir, meta = _open_run(cfg, device, resumed, job, system)
     for line in skipped:
         print(f"xferbench: {line}", file=sys.stderr)
+    print(planning.start_line(estimate), file=sys.stderr)
     write_json(run_dir / "meta.json", meta)
     print(f"xferbench: {device}, writing {run_dir}", file=sys.stderr)
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGHUP)}

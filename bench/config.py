@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from bench import ConfigError
-from bench.sizes import parse_size, sweep
+from bench.sizes import ladder, parse_size
 from bench.timing import TimingConfig
 
 
@@ -55,11 +55,11 @@ def precheck_groups(argv: list[str]) -> None:
 
 
 def external_rank() -> int | None:
-    """This process's global rank when torchrun or Slurm started it, else None."""
-    for var in ("RANK", "SLURM_PROCID"):
-        if var in os.environ and ("WORLD_SIZE" in os.environ or "SLURM_NTASKS" in os.environ):
-            return int(os.environ[var])
-    return None
+    """This process's global rank when torchrun or srun started it, else None."""
+    from bench.dist import launcher_layout
+
+    layout = launcher_layout(os.environ)
+    return layout.rank if layout else None
 
 
 def instance_label(name: str) -> str:
@@ -110,12 +110,12 @@ def timing_config(cfg) -> TimingConfig:
 
 
 def suite_sizes(cfg, suite: str, device: str) -> list[int]:
-    """The suite's sweep: its own range unless sizes.min/max are set; capped without a GPU."""
+    """The suite's sweep: its own range (and ladder) unless sizes.min/max are set; capped without a GPU."""
     s = cfg.sizes
     own = getattr(s, suite, None)
     lo = s.min if s.min is not None else (own.min if own else "4KiB")
     hi = s.max if s.max is not None else (own.max if own else "1GiB")
-    sizes = sweep(lo, hi, s.factor)
+    sizes = ladder(lo, hi, s.factor, own.ladder if own else ())
     if device == "cpu" and s.cpu_max is not None and s.max is None:
         cap = parse_size(s.cpu_max, "sizes.cpu_max")
         sizes = [x for x in sizes if x <= cap] or [min(sizes)]

@@ -16,14 +16,16 @@ import signal
 import socket
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Mapping
 
 import torch
 import torch.distributed as tdist
 
 import bench
-from bench import config
+from bench import ConfigError
 from bench.results import RunWriter
 from bench.runner import run_suite
 from bench.suites import Context
@@ -39,12 +41,61 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _transport_env(transport: str) -> dict[str, str]:
-    # NCCL over plain sockets, as between nodes without InfiniBand: the inter-node path on one box.
-    if transport == "socket":
-        return {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1",
-                "NCCL_NET": "Socket", "NCCL_SOCKET_IFNAME": "lo"}
-    return {}
+def _transport_env(transport: str, loopback: bool = True) -> dict[str, str]:
+    """NCCL over plain sockets, as between nodes without InfiniBand. On loopback when every rank is
+    on this host; across hosts NCCL picks the interface (or the user's NCCL_SOCKET_IFNAME)."""
+    if transport != "socket":
+        return {}
+    env = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket"}
+    return {**env, "NCCL_SOCKET_IFNAME": "lo"} if loopback else env
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where this process sits among ranks an external launcher started."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    nnodes: int
+
+
+def launcher_layout(env: Mapping[str, str]) -> Layout | None:
+    """This process's place under torchrun or srun, from their variables; None without a launcher.
+
+    torchrun's variables win where both are set (torchrun started by srun, one agent a node). A
+    Slurm batch script itself has SLURM_PROCID=0 and SLURM_NTASKS but is no task of a step: only
+    srun sets SLURM_STEP_ID, so a plain `xferbench` in the script runs on its own instead of
+    waiting for ranks that never come.
+    """
+    if "RANK" in env and "WORLD_SIZE" in env:
+        world = int(env["WORLD_SIZE"])
+        per_node = int(env.get("LOCAL_WORLD_SIZE", world))
+        nnodes = int(env.get("GROUP_WORLD_SIZE", 0)) or max(1, world // max(1, per_node))  # torchrun: one group a node
+        return Layout(int(env["RANK"]), world, int(env.get("LOCAL_RANK", 0)), nnodes)
+    if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env:
+        world = int(env.get("SLURM_STEP_NUM_TASKS", env.get("SLURM_NTASKS", 1)))
+        nnodes = int(env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_NNODES", 1)))
+        return Layout(int(env["SLURM_PROCID"]), world, int(env.get("SLURM_LOCALID", 0)), nnodes)
+    return None
+
+
+def device_index(local_rank: int, visible: int) -> int:
+    """The GPU a rank uses: its local rank, or the only GPU it sees (srun --gpus-per-task=1 and
+    one torchrun agent per GPU hide the others through CUDA_VISIBLE_DEVICES)."""
+    if visible == 1:
+        return 0
+    if local_rank >= visible:
+        raise ConfigError(f"local rank {local_rank} but only {visible} GPU(s) visible to it; "
+                          "start one rank per GPU, or give each rank one GPU")
+    return local_rank
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return socket.gethostbyname(host).startswith("127.")
+    except OSError:
+        return False
 
 
 def init_group(ctx: Context, backend: str, timeout_s: float) -> None:
@@ -152,16 +203,14 @@ def spawn(nproc: int, env: dict, args: tuple, timeout_s: float) -> None:
 def run_distributed(suite: ModuleType, cfg, ctx: Context, run_dir: Path | None, run_id: str) -> None:
     """Run a distributed suite: join an external launcher's ranks, or spawn local ones (one world
     of ranks after another when several world sizes are asked for)."""
-    if config.external_rank() is not None:
-        env = os.environ
-        ctx.rank = int(env.get("RANK", env.get("SLURM_PROCID", 0)))
-        ctx.world_size = int(env.get("WORLD_SIZE", env.get("SLURM_NTASKS", 1)))
-        ctx.local_rank = int(env.get("LOCAL_RANK", env.get("SLURM_LOCALID", 0)))
-        local = int(env.get("LOCAL_WORLD_SIZE", env.get("SLURM_NTASKS_PER_NODE", ctx.world_size)))
-        ctx.nnodes = max(1, ctx.world_size // max(1, local))
+    layout = launcher_layout(os.environ)
+    if layout is not None:
+        ctx.rank, ctx.world_size, ctx.nnodes = layout.rank, layout.world_size, layout.nnodes
+        ctx.local_rank = device_index(layout.local_rank, torch.cuda.device_count()) if ctx.device == "cuda" else 0
         os.environ.setdefault("MASTER_ADDR", os.environ.get("SLURM_LAUNCH_NODE_IPADDR", "127.0.0.1"))
         os.environ.setdefault("MASTER_PORT", "29500")
-        os.environ.update(_transport_env(cfg.collectives.transport))
+        for key, value in _transport_env(cfg.collectives.transport, _loopback(os.environ["MASTER_ADDR"])).items():
+            os.environ.setdefault(key, value)   # a user's own NCCL setting (an interface, say) wins
         _run_rank(suite, cfg, ctx, run_dir, run_id)
         return
     env = {**{k: os.environ.get(k, v) for k, v in bench.SAFE_ENV.items()},

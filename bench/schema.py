@@ -37,6 +37,7 @@ class Config:
     run_id: Optional[str] = None     # default: the start time, e.g. 20261123-101500
     resume: Optional[str] = None
     progress: bool = True
+    plan: bool = False               # print the points and an estimate of the time, measure nothing
     timing: TimingSettings = field(default_factory=TimingSettings)
     sizes: SizesSettings = field(default_factory=SizesSettings)
     instance: InstanceSettings = field(default_factory=InstanceSettings)

@@ -69,6 +69,16 @@ class TimingSettings:
 class SizeRange:
     min: str = "4KiB"
     max: str = "1GiB"
+    # ["1MiB:x2", ...]: from that size on, steps of that factor (never finer than sizes.factor);
+    # [] = sizes.factor throughout. A list, so an override replaces it rather than merging.
+    ladder: List[str] = field(default_factory=list)
+
+    def check(self, key: str) -> None:
+        from bench.sizes import parse_size, parse_steps
+
+        parse_size(self.min, f"{key}.min")
+        parse_size(self.max, f"{key}.max")
+        parse_steps(self.ladder, f"{key}.ladder")
 
 
 @dataclass
@@ -90,9 +100,7 @@ class SizesSettings:
             if getattr(self, key) is not None:
                 parse_size(getattr(self, key), f"sizes.{key}")
         for name in ("copy", "p2p", "collectives"):
-            own: SizeRange = getattr(self, name)
-            parse_size(own.min, f"sizes.{name}.min")
-            parse_size(own.max, f"sizes.{name}.max")
+            getattr(self, name).check(f"sizes.{name}")
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Byte sizes: parse "4KiB"/"1GiB"/"512", format them back, and build x2 sweeps."""
+"""Byte sizes: parse "4KiB"/"1GiB"/"512", format them back, and build sweeps (x2 steps, or a ladder)."""
 from __future__ import annotations
 
 import re
@@ -51,6 +51,47 @@ def sweep(min_size: str | int, max_size: str | int, factor: int = 2) -> list[int
     sizes = [lo]
     while sizes[-1] * factor <= hi:
         sizes.append(sizes[-1] * factor)
+    if sizes[-1] != hi:
+        sizes.append(hi)
+    return sizes
+
+
+_STEP = re.compile(r"^\s*([^:]+?)\s*:\s*x(\d+)\s*$")
+
+
+def parse_steps(steps: list[str], key: str = "ladder") -> list[tuple[int, int]]:
+    """["1MiB:x2", "16MiB:x4"] -> [(1048576, 2), (16777216, 4)], sorted; ConfigError naming `key` otherwise."""
+    parsed = []
+    for item in steps:
+        match = _STEP.match(str(item))
+        if not match or int(match.group(2)) < 2:
+            raise ConfigError(f"{key}: {item!r} is not SIZE:xFACTOR with a factor >= 2 (e.g. 1MiB:x2)")
+        parsed.append((parse_size(match.group(1), key), int(match.group(2))))
+    return sorted(parsed)
+
+
+def ladder(min_size: str | int, max_size: str | int, factor: int = 2, steps: list[str] = ()) -> list[int]:
+    """A sweep whose step changes with size: each "SIZE:xF" in `steps` steps by F from SIZE on.
+
+    Each step is at least `factor` (so sizes.factor=4 still coarsens every range), every size
+    named in `steps` that lies inside the range is measured (a step never jumps over it), and
+    max ends the list. Without steps this is sweep(min, max, factor).
+    """
+    starts = parse_steps(steps)
+    if not starts:
+        return sweep(min_size, max_size, factor)
+    lo, hi = parse_size(min_size, "sizes.min"), parse_size(max_size, "sizes.max")
+    if lo > hi:
+        raise ConfigError(f"sizes.min={format_size(lo)} is larger than sizes.max={format_size(hi)}")
+    sizes = [lo]
+    while True:
+        size = sizes[-1]
+        named = [f for start, f in starts if start <= size]
+        step = max(factor, named[-1]) if named else factor
+        nxt = min([size * step] + [start for start, _ in starts if size < start])
+        if nxt > hi:
+            break
+        sizes.append(nxt)
     if sizes[-1] != hi:
         sizes.append(hi)
     return sizes

@@ -1,0 +1,461 @@
+"""The plan: what a run will measure and about how long it will take, before anything is allocated.
+
+Each point's cost is the timing core's own work, replayed: bench.timing.measure runs on a
+virtual clock that advances by the point's time per operation (warm-up, calibration growing N
+until a trial lasts min_trial_s, the two confirming readings, the trials), so the model follows
+the core as it changes. To that come what a point costs besides its operations (buffers, data
+checks, a results rewrite, graph captures) and what a suite costs once (spawning ranks, NCCL's
+start-up, per world of ranks).
+
+Times per operation come from the committed reference runs of the same machine kind
+(results/reference/<label>/, else those of the same GPU model with the most GPUs): the same
+point, else the closest series of the same op and variant, its sizes interpolated on a log-log
+line and another world size scaled by the bus factor. Where no reference has the series, a
+model of latency + bytes / link bandwidth gives it. A reference run also refines the cost per
+point: its suite wall time less its own replayed timing, per point.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pandas as pd
+
+from bench import suites, timing
+from bench.dist import Layout
+from bench.results import ResultsError, point_key, read_meta, read_samples, samples_file, usable_rows
+from bench.suites import Context, Point
+from bench.timing import TimingConfig
+
+REFERENCE_ROOT = Path(__file__).resolve().parent.parent / "results" / "reference"
+LONG_S = 600.0          # above this, a run says plainly that it is long
+GRAPH_OPS = 256         # timing.measure_graph's max_graph_ops: operations captured in one graph
+NVLINK_LINK_GBPS = 25.0  # one NVLink (gen 3 or 4) lane set, one direction
+
+
+@dataclass
+class Machine:
+    """What the plan is for: this machine, or a catalogued one (a fake topology for tests)."""
+
+    label: str                                      # instance label: results/reference/<label>
+    device: str                                     # cuda | cpu
+    gpus: int
+    links: dict[str, str] = field(default_factory=dict)   # 'i,j' -> NV18, PIX, SYS, ...
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    nvlink_gbps: float | None = None                # NVLink per GPU, one direction
+    gpu_model: str = ""                             # 'h200': finds references of other GPU counts
+    layout: Layout | None = None                    # ranks of torchrun/srun, when they started this
+
+    def describe(self) -> str:
+        if self.device == "cpu":
+            return "no GPU (cpu)"
+        classes = sorted(set(self.links.values()))
+        links = f" ({', '.join(classes)})" if classes else ""
+        ranks = f", {self.layout.world_size} ranks on {self.layout.nnodes} node(s)" if self.layout else ""
+        return f"{self.gpus} GPU(s){links}{ranks}"
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """What a suite costs besides its operations."""
+
+    per_point_s: float      # buffers, Python, a results rewrite
+    per_byte_s: float       # fills and data checks, which touch every byte
+    per_graph_s: float      # a graph point's captures and instantiation
+    startup_s: float        # once per suite; per world of ranks for a distributed suite
+    per_trial_s: float      # a trial's own clock readings, syncs and (collectives) barriers
+
+
+# Before a reference run refines per_point_s. Collectives on GPUs: a least-squares fit to the five
+# 2x H200 runs of 2026-11 (8 B to 4 GiB, 20 to 364 points), which it matches within 1 s each:
+# 5.5 s a world, 22 ms a point, 0.23 s a GB (buffers and checks of large messages). Host copies
+# touch every byte on the host; the CPU figures are from a 2-core machine's gloo runs.
+DEFAULT_OVERHEAD = {
+    ("copy", "cuda"): Overhead(0.04, 0.2e-9, 0.005, 1.0, 30e-6),
+    ("p2p", "cuda"): Overhead(0.03, 0.01e-9, 0.005, 1.0, 30e-6),
+    ("collectives", "cuda"): Overhead(0.022, 0.23e-9, 0.005, 5.5, 100e-6),
+    ("copy", "cpu"): Overhead(0.02, 0.2e-9, 0.0, 0.5, 10e-6),
+    ("collectives", "cpu"): Overhead(0.15, 1e-9, 0.0, 4.0, 1e-3),
+}
+_FALLBACK_OVERHEAD = Overhead(0.04, 0.2e-9, 0.005, 1.0, 50e-6)
+
+
+@dataclass
+class SuiteEstimate:
+    name: str
+    points: int
+    timing_s: float         # warm-up, calibration and trials
+    other_s: float          # per-point work besides them, and start-up
+    basis: str              # where per-op times and per-point costs came from
+
+    @property
+    def seconds(self) -> float:
+        return self.timing_s + self.other_s
+
+
+@dataclass
+class Plan:
+    machine: Machine
+    suites: list[SuiteEstimate]
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return sum(s.seconds for s in self.suites)
+
+    @property
+    def points(self) -> int:
+        return sum(s.points for s in self.suites)
+
+
+# ---------------------------------------------------------------- the timing core, replayed
+
+
+class _VirtualClock:
+    """A timing.Clock whose trials last `per_op` seconds an operation plus `per_trial`; it adds up
+    the time they would take. Its `enqueue` is the operation: it only notes how many."""
+
+    def __init__(self, per_op: float, per_trial: float) -> None:
+        self.per_op, self.per_trial = per_op, per_trial
+        self.elapsed = 0.0
+        self._n = 0
+
+    def enqueue(self, n: int) -> None:
+        self._n = n
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, part_events=None) -> tuple[float, dict[str, float]]:
+        seconds = self._n * self.per_op + self.per_trial
+        self.elapsed += seconds
+        return seconds, {}
+
+
+def timing_seconds(per_op: float, cfg: TimingConfig, graph: bool = False, per_trial: float = 0.0) -> float:
+    """Seconds the timing core spends on one point whose operation takes `per_op` seconds."""
+    clock = _VirtualClock(max(per_op, 1e-9), per_trial)
+    if not graph:
+        timing.measure(clock.enqueue, clock, cfg)
+        return clock.elapsed
+    # measure_graph's steps (it needs a GPU to run): warm-up and calibration of the ops per
+    # graph, one capture and one replay, the calibration of replays per trial, the trials.
+    ops = min(GRAPH_OPS, timing.calibrate(clock.enqueue, clock, cfg))
+    replays = _VirtualClock(ops * clock.per_op, per_trial)
+    k = timing.calibrate(replays.enqueue, replays, TimingConfig(0, 1, cfg.min_trial_s, 1, max(1, cfg.max_iters // ops)))
+    trials = cfg.trials * (k * replays.per_op + per_trial)
+    return clock.elapsed + (max(1, cfg.warmup) + ops) * clock.per_op + replays.elapsed + trials
+
+
+# ---------------------------------------------------------------- times per operation: a model
+
+
+def _pcie_gbps(machine: Machine) -> float:
+    """PCIe per direction, GB/s (gen 4 x16 when unknown): 0.985 GB/s a gen-3 lane, doubling a gen."""
+    gen, width = machine.pcie_gen or 4, machine.pcie_width or 16
+    return 0.985 * 2 ** (gen - 3) * width
+
+
+def _nvlink_gbps(machine: Machine, link: str = "") -> float | None:
+    match = re.fullmatch(r"NV(\d+)", link)
+    if match:
+        return int(match.group(1)) * NVLINK_LINK_GBPS
+    if machine.nvlink_gbps:
+        return machine.nvlink_gbps
+    counts = [int(m.group(1)) for m in (re.fullmatch(r"NV(\d+)", v) for v in machine.links.values()) if m]
+    return min(counts) * NVLINK_LINK_GBPS if counts else None
+
+
+def model_op_time(point: Point, machine: Machine) -> float:
+    """Latency + bytes / bandwidth, from the link speeds: where no reference run has the series."""
+    size, graph = point.size_bytes, point.launch == "graph"
+    pcie = _pcie_gbps(machine) * 0.87          # what copies reach of PCIe, on the reference machines
+    if point.suite == "copy":
+        if point.backend == "cpu":
+            return 2e-6 + size / 5e9
+        bandwidth = {"pinned": pcie, "pageable": pcie / 4, "device": 1500.0}.get(point.memory, pcie)
+        moved = 2 * size if point.op == "bidir" else size
+        return (3e-6 if graph else 7e-6) + moved / (bandwidth * (1.7 if point.op == "bidir" else 1) * 1e9)
+    if point.suite == "p2p":
+        nvlink = _nvlink_gbps(machine, _pair_link(point.suite, point.src, point.dst, machine.links))
+        link = pcie / 2 if point.mode == "staged" else (0.87 * nvlink if nvlink else 0.8 * pcie)
+        moved, both = (2 * size, 1.9) if point.op == "bidir" else (size, 1.0)
+        return (80e-6 if point.mode == "staged" else 25e-6) + moved / (link * both * 1e9)
+    if point.suite != "collectives":
+        return 10e-6 + size / (pcie * 1e9)
+    from bench.suites.collectives import bus_factor
+
+    n = max(point.world_size, 1)
+    factor = max(bus_factor(point.op, n), 1 / n)
+    if point.backend == "gloo":
+        return 0.5e-3 + size * factor / 1.5e9
+    nvlink = _nvlink_gbps(machine)
+    busbw = 3.0 if point.mode == "socket" else (0.75 * nvlink if nvlink else 0.5 * pcie)
+    return (20e-6 if graph else 40e-6) + size * factor / (busbw * 1e9)
+
+
+# ---------------------------------------------------------------- times per operation: reference runs
+
+
+_HARD = ("suite", "op", "memory", "mode", "backend", "launch", "link")
+_SOFT = {"world_size": 4, "nnodes": 4, "api": 2, "engine": 2, "dtype": 1, "numa": 1}
+
+
+@dataclass
+class _Series:
+    """One curve of a reference run: a point's median time per op against size."""
+
+    soft: dict
+    sizes: np.ndarray
+    times: np.ndarray
+    start: str
+
+    def at(self, size: int) -> float:
+        if size <= self.sizes[0]:
+            return float(self.times[0])                           # latency-bound below the curve
+        if size >= self.sizes[-1]:
+            return float(self.times[-1] * size / self.sizes[-1])  # bandwidth-bound above it
+        return float(np.exp(np.interp(math.log(size), np.log(self.sizes), np.log(self.times))))
+
+
+@dataclass
+class _Run:
+    path: Path
+    meta: dict
+    medians: pd.DataFrame
+
+
+def _pair_link(suite: str, src: str, dst: str, links: dict[str, str]) -> str:
+    """The link class between a P2P point's two GPUs; '' for points of one GPU, all GPUs or no GPU."""
+    ends = [re.fullmatch(r"cuda:(\d+)", d) for d in (src, dst)]
+    if suite != "p2p" or not all(ends):
+        return ""
+    from bench.pairs import link_class
+
+    return link_class(links, int(ends[0].group(1)), int(ends[1].group(1)))
+
+
+def _read_run(path: Path) -> _Run | None:
+    samples = samples_file(path)
+    try:
+        meta = read_meta(path)
+        frame = usable_rows(read_samples(samples)) if samples else None
+    except ResultsError:
+        return None
+    if frame is None or frame.empty:
+        return None
+    keys = ["suite", "op", "memory", "mode", "backend", "src", "dst", "world_size", "nnodes", "dtype", "launch",
+            "api", "engine", "numa", "size_bytes"]
+    medians = frame.groupby(keys, sort=False)["time_s"].median().reset_index()
+    links = meta.get("system", {}).get("links") or {}
+    medians["link"] = [_pair_link(*row, links) for row in medians[["suite", "src", "dst"]].itertuples(index=False)]
+    return _Run(path, meta, medians)
+
+
+class Reference:
+    """A machine kind's committed runs: times per op by series, and each suite's per-point cost."""
+
+    def __init__(self, label: str, runs: list[_Run]) -> None:
+        self.label = label
+        self.runs = sorted(runs, key=lambda r: str(r.meta.get("start_time", "")))
+        self._series: dict[tuple, list[_Series]] = {}
+        for run in self.runs:
+            start = str(run.meta.get("start_time", ""))
+            for hard, group in run.medians.groupby(list(_HARD) + list(_SOFT), sort=False):
+                group = group.sort_values("size_bytes")
+                series = _Series(dict(zip(_SOFT, hard[len(_HARD):])), group["size_bytes"].to_numpy(float),
+                                 group["time_s"].to_numpy(float), start)
+                self._series.setdefault(tuple(str(v) for v in hard[:len(_HARD)]), []).append(series)
+
+    @classmethod
+    def find(cls, machine: Machine, root: Path = REFERENCE_ROOT) -> "Reference | None":
+        """The runs under root/<label>, else under the same GPU model's folder with the most GPUs."""
+        folder = root / machine.label
+        if not folder.is_dir() and machine.gpu_model:
+            siblings = [p for p in root.glob(f"{machine.gpu_model}-x*") if re.fullmatch(r".*-x\d+", p.name)]
+            folder = max(siblings, key=lambda p: int(p.name.rsplit("-x", 1)[1]), default=folder)
+        runs = [r for r in (_read_run(m.parent) for m in sorted(folder.glob("*/meta.json"))) if r]
+        return cls(folder.name, runs) if runs else None
+
+    def op_time(self, point: Point, link: str) -> float | None:
+        """The point's time per op from the closest series, or None where no series has its variant."""
+        hard = tuple(str(v) for v in (point.suite, point.op, point.memory, point.mode, point.backend,
+                                      point.launch, link))
+        candidates = self._series.get(hard)
+        if not candidates:
+            return None
+        want = {k: str(getattr(point, k)) for k in _SOFT}
+        best = max(candidates, key=lambda s: (sum(w for k, w in _SOFT.items() if str(s.soft[k]) == want[k]), s.start))
+        t = best.at(point.size_bytes)
+        ref_n = int(best.soft["world_size"])
+        if point.suite == "collectives" and ref_n != point.world_size:
+            from bench.suites.collectives import bus_factor
+
+            # Latency stays; the time that moves bytes grows with what each rank must move.
+            old, new = bus_factor(point.op, ref_n), bus_factor(point.op, point.world_size)
+            latency = min(float(best.times[0]), t)
+            t = latency + (t - latency) * (new / old if old > 0 else 1.0)
+        return t
+
+    def overhead(self, suite: str, base: Overhead) -> tuple[Overhead, str]:
+        """`base` with per_point_s fitted to the main reference run that measured the suite."""
+        walled = [r for r in self.runs if suite in (r.meta.get("suite_wall_s") or {})
+                  and r.meta.get("status") in ("complete", None)]
+        if not walled:
+            return base, ""
+        # The main sweep (most suites), newest: special-purpose runs have start-up heavy walls.
+        run = max(walled, key=lambda r: (len(r.meta["suite_wall_s"]), str(r.meta.get("start_time", ""))))
+        cfg = _timing_of(run.meta)
+        points = run.medians[run.medians["suite"] == suite]
+        replayed = sum(timing_seconds(t, cfg, launch == "graph", base.per_trial_s) + size * base.per_byte_s
+                       + (base.per_graph_s if launch == "graph" else 0.0)
+                       for t, launch, size in zip(points["time_s"], points["launch"], points["size_bytes"]))
+        worlds = points["world_size"].nunique() if suite == "collectives" else 1
+        rest = run.meta["suite_wall_s"][suite] - replayed - worlds * base.startup_s
+        return replace(base, per_point_s=max(0.0, rest / max(1, len(points)))), f"{self.label}/{run.path.name}"
+
+
+def _timing_of(meta: dict) -> TimingConfig:
+    t = (meta.get("config") or {}).get("timing") or {}
+    default = TimingConfig()
+    return TimingConfig(int(t.get("warmup", default.warmup)), int(t.get("trials", default.trials)),
+                        float(t.get("min_trial_s", default.min_trial_s)), int(t.get("min_iters", default.min_iters)),
+                        int(t.get("max_iters", default.max_iters)))
+
+
+# ---------------------------------------------------------------- points and the estimate
+
+
+def suite_points(module: ModuleType, cfg, ctx: Context, machine: Machine) -> list[Point]:
+    """Every point the suite will measure: for a distributed suite, in each world of ranks."""
+    if not module.DISTRIBUTED:
+        return module.points(cfg, ctx)
+    if machine.layout is not None:
+        worlds, nnodes = [machine.layout.world_size], machine.layout.nnodes
+    else:
+        worlds, nnodes = module.world_sizes(cfg, ctx), 1
+    return [p for n in worlds for p in module.points(cfg, replace(ctx, world_size=n, nnodes=nnodes))]
+
+
+def estimate_suite(module: ModuleType, cfg, ctx: Context, machine: Machine, reference: Reference | None,
+                   done: set = frozenset()) -> SuiteEstimate:
+    points = [p for p in suite_points(module, cfg, ctx, machine) if point_key(p) not in done]
+    base = DEFAULT_OVERHEAD.get((module.NAME, machine.device), _FALLBACK_OVERHEAD)
+    overhead, fitted = reference.overhead(module.NAME, base) if reference else (base, "")
+    timed = other = 0.0
+    from_model = 0
+    for p in points:
+        per_op = reference.op_time(p, _pair_link(p.suite, p.src, p.dst, machine.links)) if reference else None
+        if per_op is None:
+            per_op, from_model = model_op_time(p, machine), from_model + 1
+        graph = p.launch == "graph"
+        timed += timing_seconds(per_op, ctx.timing, graph, overhead.per_trial_s)
+        other += overhead.per_point_s + p.size_bytes * overhead.per_byte_s + (overhead.per_graph_s if graph else 0.0)
+    worlds = len({p.world_size for p in points}) if module.DISTRIBUTED else 1
+    other += worlds * overhead.startup_s if points else 0.0
+    return SuiteEstimate(module.NAME, len(points), timed, other, _basis(reference, fitted, from_model, len(points)))
+
+
+def _basis(reference: Reference | None, fitted: str, from_model: int, total: int) -> str:
+    if reference is None:
+        return "model (no reference run of this machine kind)"
+    times = f"per-op times {reference.label}" + (f" ({from_model} of {total} points: model)" if from_model else "")
+    return times + (f"; per-point cost {fitted}" if fitted else "")
+
+
+def estimate(cfg, planned: list[tuple[ModuleType, Context]], machine: Machine, skipped: list[str] = (),
+             done: set = frozenset(), root: Path = REFERENCE_ROOT) -> Plan:
+    """The plan for suites already checked (app.plan's contexts), on `machine`."""
+    reference = Reference.find(machine, root)
+    return Plan(machine, [estimate_suite(m, cfg, ctx, machine, reference, done) for m, ctx in planned], list(skipped))
+
+
+def catalogue_machine(instance) -> Machine:
+    """A catalogued machine (conf/instance/*.yaml) as the planner sees it: every pair of GPUs on
+    NVLink (NVSwitch) where the entry gives NVLink, else across PCIe through the host (SYS)."""
+    n = int(instance.gpu_count)
+    link = f"NV{round(instance.nvlink_gbps_per_gpu / NVLINK_LINK_GBPS)}" if instance.nvlink_gbps_per_gpu else "SYS"
+    words = (instance.gpu or "").lower().replace("nvidia", "").split()
+    return Machine(instance.name, "cuda", n, {f"{i},{j}": link for i in range(n) for j in range(n) if i != j},
+                   instance.pcie_gen, instance.pcie_width, instance.nvlink_gbps_per_gpu,
+                   re.sub(r"[^a-z0-9]+", "-", words[0]).strip("-") if words else "")
+
+
+def plan_machine(cfg, machine: Machine, root: Path = REFERENCE_ROOT) -> Plan:
+    """The plan for a machine that is not this one (a catalogue entry, a fake topology): the
+    suites' sweeps and points as they would be there, without this machine's checks."""
+    from bench import config
+    from bench.sizes import parse_size
+
+    launches = tuple(str(x) for x in cfg.timing.launch) if machine.device == "cuda" else ("eager",)
+    planned, skipped = [], []
+    for name in cfg.suites:
+        module = suites.get(str(name))
+        ctx = Context(device=machine.device, timing=config.timing_config(cfg),
+                      sizes=config.suite_sizes(cfg, str(name), machine.device), gpu_count=machine.gpus,
+                      launches=launches, graph_max_bytes=parse_size(cfg.timing.graph_max_size),
+                      extra={"links": machine.links})
+        reason = _skip_reason(module, cfg, machine)
+        if reason:
+            skipped.append(f"{name}: skipped, {reason}")
+        else:
+            planned.append((module, ctx))
+    return replace(estimate(cfg, planned, machine, root=root), skipped=skipped)
+
+
+def _skip_reason(module: ModuleType, cfg, machine: Machine) -> str | None:
+    """The suites' own skip rules that depend only on the GPU count."""
+    if module.NAME == "p2p" and (machine.device != "cuda" or machine.gpus < 2):
+        return f"needs 2 or more GPUs, found {machine.gpus}"
+    if module.NAME == "collectives" and machine.device == "cuda" and machine.gpus < 2 and not cfg.collectives.nproc:
+        return f"needs 2 or more GPUs, found {machine.gpus}"
+    return None
+
+
+# ---------------------------------------------------------------- what is printed
+
+
+def duration(seconds: float) -> str:
+    """'45 s', '1 min 31 s', '14 min', '2 h 5 min'."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 600:
+        return f"{s // 60} min {s % 60} s"
+    if s < 3600:
+        return f"{round(seconds / 60)} min"
+    return f"{s // 3600} h {round(s % 3600 / 60)} min"
+
+
+def start_line(plan: Plan) -> str:
+    """The estimate every run prints as it starts; a long run says so plainly."""
+    per_suite = ", ".join(f"{s.name} {s.points}" for s in plan.suites)
+    line = f"xferbench: {plan.points} points ({per_suite}), about {duration(plan.seconds)}"
+    if plan.seconds > LONG_S:
+        line += (f"\nxferbench: this run will take more than 10 minutes (about {duration(plan.seconds)}); "
+                 "plan=true shows where the time goes, sizes=quick or a lower sizes.max shortens it")
+    return line
+
+
+def format_plan(plan: Plan) -> str:
+    """plan=true's report: points and estimated time per suite, and what the estimate rests on."""
+    rows = [("suite", "points", "timing", "other", "estimate", "basis")]
+    for s in plan.suites:
+        rows.append((s.name, str(s.points), duration(s.timing_s), duration(s.other_s), duration(s.seconds), s.basis))
+    rows.append(("total", str(plan.points), "", "", duration(plan.seconds), ""))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = [f"xferbench plan for {plan.machine.label}: {plan.machine.describe()}; nothing measured"]
+    for r in rows:
+        lines.append("  " + "  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths)))
+                     + f"  {r[5]}".rstrip())
+    lines += [f"  {line}" for line in plan.skipped]
+    lines.append("  timing: warm-up, calibration and trials; other: per-point buffers, checks and writes, "
+                 "and start-up")
+    if plan.seconds > LONG_S:
+        lines.append("  more than 10 minutes: sizes=quick, a lower sizes.max or fewer ops shorten it")
+    return "\n".join(lines)

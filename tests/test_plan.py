@@ -1,0 +1,295 @@
+"""The plan (bench.plan) and the size ladder: what a run will measure and how long it will take.
+
+The timing model is checked against the real timing core on real (busy-waiting) work, the
+estimate against the committed reference runs' wall times, the ladder against the committed
+curves it thins, and `plan=true` through the real command.
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hydra import compose, initialize_config_dir
+
+from bench import ConfigError, config, plan, schema
+from bench.results import POINT_KEYS, point_key, read_samples
+from bench.sizes import format_size, ladder, sweep
+from bench.suites import Context, collectives, p2p
+from bench.system import link_matrix
+from bench.timing import HostClock, TimingConfig, measure
+
+REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
+MAIN_SWEEP = REFERENCE / "h200-x2" / "20261122-212206"
+# What the committed runs were measured with; today's defaults thin the sweep and add the nccl api.
+THEN = ["sizes.collectives.ladder=[]", "sizes.p2p.ladder=[]", "collectives.api=[torch]", "p2p.pairs=all"]
+
+
+def _cfg(*overrides: str):
+    with initialize_config_dir(config_dir=str(config.CONF_DIR), version_base="1.3"):
+        return schema.to_config(compose(config_name="config",
+                                        overrides=schema.normalize_overrides(list(overrides), False)))
+
+
+def _nvswitch(n: int) -> dict[str, str]:
+    return {f"{i},{j}": "NV18" for i in range(n) for j in range(n) if i != j}
+
+
+def _h200(n: int, links: dict[str, str] | None = None) -> plan.Machine:
+    return plan.Machine(f"h200-x{n}", "cuda", n, _nvswitch(n) if links is None else links,
+                        5, 16, 450.0, "h200")
+
+
+def _p2p_hooked() -> bool:
+    """Whether p2p.points takes its default pairs from bench.pairs (p2p.pairs=auto)."""
+    try:
+        p2p.Settings(pairs="auto")
+    except ConfigError:
+        return False
+    return True
+
+
+# ---------------------------------------------------------------- the timing model
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+@pytest.mark.parametrize("per_op", [30e-6, 2e-3, 15e-3])
+def test_replayed_timing_matches_the_timing_core_on_real_work(per_op):
+    # 30 µs: a small op (split trials); 2 ms: N of a few; 15 ms: one op a trial already. Other
+    # processes on the machine only ever add time: the fastest of three runs is the core's own.
+    cfg = TimingConfig(warmup=3, trials=5, min_trial_s=0.01)
+
+    def work(n: int) -> None:
+        _spin(n * per_op)
+
+    spent = []
+    for _ in range(3):
+        start = time.perf_counter()
+        measure(work, HostClock(), cfg)
+        spent.append(time.perf_counter() - start)
+    assert plan.timing_seconds(per_op, cfg) == pytest.approx(min(spent), rel=0.2)
+
+
+def test_graph_points_replay_measure_graphs_steps():
+    # An op longer than a trial: 1 op a graph and 1 replay a trial, so every step is one op:
+    # 3 calibration readings, the warm-up's 3, capture's replay, 3 readings of replays, 5 trials.
+    cfg = TimingConfig(warmup=3, trials=5, min_trial_s=0.01)
+    assert plan.timing_seconds(0.02, cfg, graph=True) == pytest.approx(15 * 0.02)
+    # Small ops: about 3 + 3 readings and 5 trials of 1 to 1.6 x min_trial_s, whatever the op costs.
+    for per_op in (2e-6, 20e-6, 200e-6):
+        assert 11 * cfg.min_trial_s < plan.timing_seconds(per_op, cfg, graph=True) < 11 * 1.6 * cfg.min_trial_s
+
+
+# ---------------------------------------------------------------- the estimate against measured runs
+
+
+@pytest.mark.parametrize("run", sorted(p.parent.name for p in (REFERENCE / "h200-x2").glob("*/meta.json")))
+def test_collectives_estimate_is_within_20_percent_of_each_committed_run(run):
+    # Per-op times and the per-point cost come from the main sweep; the other runs (sockets,
+    # bf16/fp16 at quick sizes, 20-point graph runs) differ in sizes, transport and start-up share.
+    meta = json.loads((REFERENCE / "h200-x2" / run / "meta.json").read_text())
+    args = [a for a in meta["argv"] if not a.startswith(("out_dir=", "progress=", "suite="))]
+    got = plan.plan_machine(_cfg(*THEN, *args, "suite=collectives"), _h200(2)).suites[0]
+    assert got.seconds == pytest.approx(meta["suite_wall_s"]["collectives"], rel=0.2), got
+
+
+def test_collectives_points_are_what_the_reference_sweep_measured():
+    got = plan.plan_machine(_cfg(*THEN, "suite=collectives"), _h200(2)).suites[0].points
+    measured = read_samples(MAIN_SWEEP / "samples.parquet")
+    assert got == len(measured[measured.suite == "collectives"][POINT_KEYS].drop_duplicates())
+
+
+def test_a_reference_run_sets_the_per_point_cost(tmp_path):
+    # The same run with 10 s more on its wall clock: 10 s more, spread over its points. (Both walls
+    # are above the model's start-up and timing, whose excess the fit takes as per-point cost.)
+    source = REFERENCE / "h200-x2" / "20261122-214411"
+    cfg = _cfg(*THEN, "suite=collectives", "collectives.ops=[all_reduce,all_gather]", "sizes.min=64KiB",
+               "sizes.max=16MiB", "sizes.factor=4")
+    estimates = []
+    for extra in (5.0, 15.0):
+        run = tmp_path / str(extra) / "h200-x2" / source.name
+        shutil.copytree(source, run)
+        meta = json.loads((run / "meta.json").read_text())
+        meta["suite_wall_s"]["collectives"] += extra
+        (run / "meta.json").write_text(json.dumps(meta))
+        estimates.append(plan.plan_machine(cfg, _h200(2), root=run.parent.parent).suites[0])
+    assert estimates[1].seconds - estimates[0].seconds == pytest.approx(10.0)
+    assert estimates[1].seconds == pytest.approx(meta["suite_wall_s"]["collectives"], rel=0.05)
+    assert estimates[0].basis == f"per-op times h200-x2; per-point cost h200-x2/{source.name}"
+    model = plan.plan_machine(cfg, _h200(2), root=tmp_path / "nothing").suites[0]
+    assert model.basis.startswith("model") and model.points == estimates[0].points
+
+
+def test_another_world_size_scales_by_the_bus_factor():
+    reference = plan.Reference.find(_h200(2))
+    point = collectives.points(_cfg(*THEN, "collectives.ops=[all_reduce]"),
+                               Context("cuda", TimingConfig(), [1 << 30], world_size=8, launches=("eager",)))[0]
+    two = reference.op_time(point.__class__(**{**point.__dict__, "world_size": 2}), "")
+    eight = reference.op_time(point, "")
+    assert eight / two == pytest.approx(1.75, rel=0.01)   # 2(n-1)/n: 1 on 2 GPUs, 1.75 on 8
+
+
+def test_a_gpu_model_without_its_own_reference_borrows_the_one_with_most_gpus():
+    assert plan.Reference.find(_h200(8)).label == "h200-x2"
+    assert plan.Reference.find(plan.Machine("a100-x8", "cuda", 8, gpu_model="a100")) is None
+
+
+def test_resumed_runs_count_only_what_is_left():
+    cfg = _cfg("suite=collectives", "collectives.ops=[all_reduce]")
+    machine = _h200(2)
+    full = plan.plan_machine(cfg, machine)
+    planned = [(collectives, Context("cuda", config.timing_config(cfg), config.suite_sizes(cfg, "collectives", "cuda"),
+                                     gpu_count=2, launches=("eager", "graph"), graph_max_bytes=16 << 20))]
+    points = plan.suite_points(collectives, cfg, planned[0][1], machine)
+    half = plan.estimate(cfg, planned, machine, done={point_key(p) for p in points[::2]})
+    assert half.points == full.points - len(points[::2]) and half.seconds < full.seconds
+
+
+# ---------------------------------------------------------------- many GPUs (fake topologies)
+
+
+def test_scaling_worlds_are_capped_at_the_gpus_present():
+    cfg = _cfg("suite=collectives", "collectives.nproc=[2,4,8]")
+    ctx = Context("cuda", TimingConfig(), [8], gpu_count=4)
+    assert collectives.world_sizes(cfg, ctx) == [2, 4]
+    by_world = plan.plan_machine(cfg, _h200(4)).suites[0].points
+    one_world = plan.plan_machine(_cfg("suite=collectives"), _h200(4)).suites[0].points
+    assert by_world == 2 * one_world
+
+
+def test_eight_gpus_default_collectives_points():
+    got = {s.name: s for s in plan.plan_machine(_cfg(), _h200(8)).suites}
+    # 16 ladder sizes eager, the 12 up to 16 MiB in graphs too; 7 ops, torch and nccl
+    assert got["collectives"].points == (16 + 12) * 7 * 2
+    assert got["collectives"].basis.startswith("per-op times h200-x2")
+
+
+@pytest.mark.skipif(not _p2p_hooked(), reason="p2p.points does not take bench.pairs' default yet")
+def test_eight_gpus_p2p_sweeps_one_pair_per_link_class():
+    # Two NVLink islands of four GPUs on two sockets: NV18 within an island, SYS across.
+    links = {f"{i},{j}": "NV18" if i // 4 == j // 4 else "SYS" for i in range(8) for j in range(8) if i != j}
+    got = {s.name: s for s in plan.plan_machine(_cfg("suite=p2p"), _h200(8, links)).suites}
+    ends, middle = 2, 10  # 4 KiB and 1 GiB; the 10 ladder sizes between
+    per_size_all = (56 + 28) * 2   # ordered pairs uni, unordered bidir; peer and staged
+    per_size_classes = 2 * 2 * 2   # two classes, uni and bidir, peer and staged
+    assert got["p2p"].points == ends * per_size_all + middle * per_size_classes
+
+
+@pytest.mark.skipif(not _p2p_hooked(), reason="p2p.points does not take bench.pairs' default yet")
+def test_eight_gpus_default_sweep_is_estimated_under_3_minutes():
+    assert plan.plan_machine(_cfg(), _h200(8)).seconds <= 180
+
+
+def test_catalogue_machine_is_nvswitch_where_it_has_nvlink():
+    cfg = _cfg("instance=p5.48xlarge")
+    machine = plan.catalogue_machine(cfg.instance)
+    assert machine.gpus == 8 and set(machine.links.values()) == {"NV18"} and machine.gpu_model == "h100"
+    pcie_only = plan.catalogue_machine(_cfg("instance=g6e.48xlarge").instance)
+    assert set(pcie_only.links.values()) == {"SYS"}
+
+
+# ---------------------------------------------------------------- what is printed
+
+
+def test_a_long_run_says_so_plainly():
+    short = plan.Plan(_h200(2), [plan.SuiteEstimate("copy", 10, 50.0, 10.0, "model")])
+    long = plan.Plan(_h200(2), [plan.SuiteEstimate("copy", 9000, 700.0, 100.0, "model")])
+    assert plan.start_line(short) == "xferbench: 10 points (copy 10), about 1 min 0 s"
+    assert "more than 10 minutes (about 13 min)" in plan.start_line(long)
+    assert "more than 10 minutes" in plan.format_plan(long) and "more than" not in plan.format_plan(short)
+
+
+@pytest.mark.parametrize("seconds, text", [(44.6, "45 s"), (91, "1 min 31 s"), (840, "14 min"), (7500, "2 h 5 min")])
+def test_durations(seconds, text):
+    assert plan.duration(seconds) == text
+
+
+def test_plan_true_prints_points_and_estimate_and_makes_no_folder(xferbench, tmp_path):
+    proc, runs = xferbench("plan=true", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert not runs and not (tmp_path / "results").exists()
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "xferbench plan for cpu: no GPU (cpu); nothing measured"
+    rows = {line.split()[0]: line.split() for line in lines[2:] if line.split() and line.split()[0] in
+            ("copy", "collectives", "total")}
+    assert int(rows["total"][1]) == int(rows["copy"][1]) + int(rows["collectives"][1])
+    assert "p2p: skipped, needs 2 or more GPUs, found 0" in proc.stdout
+
+
+def test_plan_for_a_catalogued_machine_from_here(xferbench):
+    proc, runs = xferbench("plan=true", "instance=h200-x2", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert not runs
+    assert proc.stdout.startswith("xferbench plan for h200-x2: 2 GPU(s) (NV18); nothing measured")
+    assert "per-point cost h200-x2/20261122-212206" in proc.stdout
+
+
+def test_every_run_prints_its_estimate_first(xferbench):
+    proc, runs = xferbench("suite=copy", "sizes.max=16KiB", "timing.trials=1")
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("xferbench: 3 points (copy 3), about ") and len(runs) == 1
+
+
+# ---------------------------------------------------------------- the size ladder
+
+
+def test_ladder_keeps_named_sizes_and_the_max():
+    steps = ["8B:x8", "64KiB:x4", "1MiB:x2", "16MiB:x4"]
+    got = [format_size(s) for s in ladder("8B", "4GiB", 2, steps)]
+    assert got == ["8B", "64B", "512B", "4KiB", "32KiB", "64KiB", "256KiB", "1MiB", "2MiB", "4MiB", "8MiB",
+                   "16MiB", "64MiB", "256MiB", "1GiB", "4GiB"]
+    assert ladder("8B", "3GiB", 2, steps)[-2:] == [1 << 30, 3 << 30]   # a max off the grid still ends it
+    assert ladder("4KiB", "64KiB", 8, ["4KiB:x2"]) == [4096, 32768, 65536]   # never finer than sizes.factor
+    assert ladder("8B", "1MiB", 2, []) == sweep("8B", "1MiB", 2)
+
+
+@pytest.mark.parametrize("steps, message", [(["1MiB"], "not SIZE:xFACTOR"), (["1MiB:x1"], "factor >= 2"),
+                                            (["lots:x2"], "not a size")])
+def test_bad_ladders_are_one_line(steps, message):
+    with pytest.raises(ConfigError, match=message):
+        _cfg(f"sizes.collectives.ladder=[{','.join(steps)}]")
+
+
+def test_the_old_x2_sweep_is_one_setting_away():
+    cfg = _cfg("sizes.collectives.ladder=[]")
+    assert config.suite_sizes(cfg, "collectives", "cuda") == sweep("8B", "4GiB", 2)
+    assert len(config.suite_sizes(_cfg(), "collectives", "cuda")) == 16
+
+
+def _line_errors(series: pd.DataFrame, kept: list[int]) -> list[float]:
+    """Each left-out size's distance from the log-log line through the kept sizes around it."""
+    x, t = np.log(series.index.to_numpy(float)), np.log(series.to_numpy(float))
+    keep = np.isin(series.index, kept)
+    return [abs(math.exp(np.interp(x[i], x[keep], t[keep]) - t[i]) - 1) for i in np.flatnonzero(~keep)]
+
+
+def test_the_ladder_leaves_out_only_what_its_neighbours_predict():
+    # On the committed 2x H200 sweep, the x2 points the default ladder leaves out sit no further
+    # from the line through their ladder neighbours than measured x2 points sit from the line
+    # through theirs (the curves' own roughness, mostly noise), and within 2% where bandwidth
+    # is flat (64 MiB and up).
+    frame = pd.read_parquet(MAIN_SWEEP / "samples.parquet")
+    frame = frame[(frame.suite == "collectives") & (frame.part == "total")]
+    steps = _cfg().sizes.collectives.ladder
+    left_out, roughness, flat = [], [], []
+    for _, g in frame.groupby(["op", "launch"]):
+        series = g.groupby("size_bytes").time_s.median()
+        sizes = series.index.to_list()
+        kept = [s for s in sizes if any(abs(math.log2(s / k)) < 0.5 for k in ladder(min(sizes), max(sizes), 2, steps))]
+        errors = _line_errors(series, kept)
+        left_out += errors
+        flat += [e for e, s in zip(errors, [s for s in sizes if s not in kept]) if s >= 64 << 20]
+        roughness += _line_errors(series, sizes[::2]) + _line_errors(series, sizes[:1] + sizes[1::2] + sizes[-1:])
+    assert np.median(left_out) <= np.median(roughness)
+    assert np.median(flat) <= 0.02
