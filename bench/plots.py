@@ -654,6 +654,206 @@ def scaling_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[s
     return _save(fig, Path(out_dir), "scaling_collectives", formats)
 
 
+# ---------------------------------------------------------------- overlap and the input pipeline
+
+
+def _paired_bars(ax, rows: list[tuple[str, str, float, float]], colours: dict, fmt: str) -> None:
+    """Per row (label, series, light value, solid value): a light bar above a solid one, both in
+    the series' colour, each value at its bar's end (a missing value draws no bar)."""
+    for i, (_, series, light, solid) in enumerate(rows):
+        for dy, value, alpha in ((-0.2, light, 0.35), (0.2, solid, 1.0)):
+            if pd.notna(value):
+                ax.barh(i + dy, value, height=0.38, color=colours[series], alpha=alpha)
+                ax.text(value, i + dy, " " + fmt % value, va="center", fontsize=7)
+    ax.set_yticks(range(len(rows)), [label for label, *_ in rows], fontsize=8)
+    ax.set_ylim(len(rows) - 0.5, -0.5)
+    ax.grid(True, axis="x", alpha=0.35)
+    ax.grid(False, axis="y")
+
+
+def _per_series(frame: pd.DataFrame, table) -> pd.DataFrame:
+    """table(rows of one series) for every series, stacked, with the SERIES column."""
+    parts = [table(d).assign(**{SERIES: s}) for s, d in with_series(frame).groupby(SERIES, sort=True)]
+    parts = [p for p in parts if len(p.columns) > 1]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+def _with_series_line(labels: pd.Series, series: pd.Series) -> list[str]:
+    return list(labels + "\n" + series) if series.nunique() > 1 else list(labels)
+
+
+def overlap_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",),
+                   colours: dict | None = None) -> list[Path]:
+    """The overlap suite's pairs: transfer GB/s and product TFLOP/s, alone (light) and at once
+    (solid), and the overlap with both on one stream (light) and on two (solid)."""
+    if not (frame["suite"] == "overlap").any():
+        return []
+    from bench.suites import overlap
+
+    pairs = _per_series(frame, overlap.table)
+    if pairs.empty:
+        return []
+    colours = colours or palette(frame)
+    names = pairs["op"] + " " + pairs["memory"].replace("device", "") + " " + pairs["size"]
+    labels = _with_series_line(names.str.replace("  ", " "), pairs[SERIES])
+    panels = (("copy_gbps", "copy_gbps_computing", "%.1f", "Transfer GB/s (all_reduce: algbw)"),
+              ("tflops", "tflops_copying", "%.0f", "bf16 product TFLOP/s"),
+              ("overlap_one_stream", "overlap", "%.2f", "Overlap = serial time / time at once"))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 0.55 * len(pairs) + 1.9), sharey=True, layout="constrained")
+    for ax, (light, solid, fmt, xlabel) in zip(axes, panels):
+        _paired_bars(ax, list(zip(labels, pairs[SERIES], pairs[light], pairs[solid])), colours, fmt)
+        ax.set_xlabel(xlabel, fontsize=9)
+    for x in (1.0, 2.0):
+        axes[2].axvline(x, color="black", linewidth=0.8, linestyle="--")
+    axes[2].set_xlim(0, 2.3)
+    fig.suptitle("A transfer on its own stream beside a bf16 matrix product\n"
+                 "light: each alone (overlap: both on one stream); solid: both at once on two streams", fontsize=10)
+    _legend(fig, {s: colours[s] for s in sorted(pairs[SERIES].unique())}, {}, None)
+    return _save(fig, Path(out_dir), "overlap", formats)
+
+
+def sync_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",),
+                colours: dict | None = None) -> list[Path]:
+    """The overlap suite's synchronizations, the µs each adds to a step on an idle (light) and a
+    busy (solid) GPU; and the time to make a tensor on the host and move it, or on the device."""
+    if not (frame["suite"] == "overlap").any():
+        return []
+    from bench.suites import overlap
+
+    syncs = _per_series(frame, overlap.sync_table)
+    made = with_series(usable_rows(frame))
+    made = made[(made["suite"] == "overlap") & (made["op"] == "make_tensor")]
+    if syncs.empty and made.empty:
+        return []
+    colours = colours or palette(frame)
+    fig, axes = plt.subplots(1, 2, figsize=(11, max(3.4, 0.55 * len(syncs) + 1.8)), layout="constrained")
+    if not syncs.empty:
+        idle, busy = (syncs.get(c, pd.Series(np.nan, index=syncs.index)) for c in ("cost_us_idle", "cost_us_busy"))
+        labels = _with_series_line(syncs["op"].str.removeprefix("sync_"), syncs[SERIES])
+        _paired_bars(axes[0], list(zip(labels, syncs[SERIES], idle, busy)), colours, "%.1f")
+        axes[0].set_xlabel("µs a synchronization adds to a step", fontsize=9)
+        axes[0].set_title("light: idle GPU; solid: busy GPU", fontsize=9)
+    else:
+        axes[0].set_axis_off()
+    if not made.empty:
+        styles = dict(zip(["pageable", "pinned", "device"], DASHES))
+        stats = made.groupby([SERIES, "memory", "size_bytes"])["time_s"].median().mul(1e6).reset_index()
+        several = stats[SERIES].nunique() > 1
+        for (series, memory), g in stats.groupby([SERIES, "memory"]):
+            axes[1].plot(g["size_bytes"], g["time_s"], color=colours[series], linestyle=styles.get(memory, ":"),
+                         marker="o", markersize=3, label=f"{memory} ({series})" if several else memory)
+        _size_axis(axes[1], stats["size_bytes"].unique())
+        _log_y(axes[1], stats["time_s"].max() / stats["time_s"].min())
+        axes[1].set_xlabel("Tensor size", fontsize=9)
+        axes[1].set_ylabel("µs per tensor", fontsize=9)
+        axes[1].set_title("made on the host and moved (pageable, pinned), or on the device", fontsize=9)
+        axes[1].legend(fontsize=8, frameon=False)
+    else:
+        axes[1].set_axis_off()
+    fig.suptitle("What synchronizing costs, and where to make a tensor", fontsize=10)
+    drawn = sorted(set(syncs.get(SERIES, [])) | set(made[SERIES]))
+    _legend(fig, {s: colours[s] for s in drawn}, {}, None)
+    return _save(fig, Path(out_dir), "sync", formats)
+
+
+def pipeline_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",),
+                    colours: dict | None = None) -> list[Path]:
+    """The pipeline suite: GB/s a DataLoader-fed loop delivers against the batch size, a panel per
+    run and worker count, a line per setting; dashed, the pinned h2d copy of each size (the link)."""
+    rows = usable_rows(frame)
+    rows = with_series(rows[rows["suite"] == "pipeline"])
+    loops = rows[rows["op"] != "h2d"]
+    if loops.empty:
+        return []
+    from bench.suites.pipeline import Loop
+
+    parsed = [Loop.of(m, mode) for m, mode in zip(loops["memory"], loops["mode"])]
+    loops = loops.assign(workers=[p.workers for p in parsed],
+                         setting=[" ".join([p.memory if m == "cuda" else "", *mode.split()[1:]]).strip() or "loader"
+                                  for p, m, mode in zip(parsed, loops["backend"], loops["mode"])])
+    settings = sorted(loops["setting"].unique())
+    line_colours = dict(zip(settings, sns.color_palette("tab10", len(settings))))
+    panels = sorted(set(zip(loops[SERIES], loops["workers"])))
+    ncols = min(3, len(panels))
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 0.4, 3.1 * nrows + 1.5), squeeze=False,
+                             sharey=True, layout="constrained")
+    for ax in axes.flat[len(panels):]:
+        ax.set_axis_off()
+    positive = rows.loc[rows["algbw_gbps"] > 0, "algbw_gbps"]
+    span = positive.max() / positive.min()
+    for ax, (series, workers) in zip(axes.flat, panels):
+        d = loops[(loops[SERIES] == series) & (loops["workers"] == workers)]
+        for setting, g in d.groupby("setting"):
+            med = g.groupby("size_bytes")["algbw_gbps"].median()
+            ax.plot(med.index, med.values, color=line_colours[setting], marker="o", markersize=3)
+        link = rows[(rows[SERIES] == series) & (rows["op"] == "h2d")].groupby("size_bytes")["algbw_gbps"].median()
+        if not link.empty:
+            ax.plot(link.index, link.values, color="black", linestyle="--", linewidth=1.2)
+        _size_axis(ax, rows["size_bytes"].unique())
+        _log_y(ax, span)
+        ax.grid(True, which="major", alpha=0.35)
+        ax.set_title(f"{series} · {workers} worker{'' if workers == 1 else 's'}", fontsize=10)
+        ax.set_xlabel("Batch size", fontsize=9)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("GB/s delivered", fontsize=9)
+    handles = [Line2D([], [], color=c, linewidth=2, label=s) for s, c in line_colours.items()]
+    if (rows["op"] == "h2d").any():
+        handles.append(Line2D([], [], color="black", linestyle="--", label="pinned h2d copy (the link)"))
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), frameon=False, fontsize=8)
+    fig.suptitle("Input pipeline: a DataLoader feeding the GPU, each batch checked as it arrives", fontsize=11)
+    return _save(fig, Path(out_dir), "pipeline", formats)
+
+
+def _per_world(g: pd.DataFrame, pick, column: str) -> pd.Series:
+    """Per world size, the median of `column` at the size `pick` (min or max) chooses there:
+    split ops round sizes to whole elements per rank, so each world has its own."""
+    at = g["size_bytes"] == g.groupby("world_size")["size_bytes"].transform(pick)
+    return g[at].groupby("world_size")[column].median()
+
+
+def scaling_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",),
+                   colours: dict | None = None) -> list[Path]:
+    """Collectives against GPU count (collectives.nproc=[2,4,8]): per op, bus bandwidth at the
+    largest size and the time of the smallest message (8 B), eager launches. Drawn for runs
+    that measured two or more world sizes."""
+    data = _curves(frame)
+    data = data[(data["suite"] == "collectives") & (data["launch"] == "eager")]
+    data = data[data.groupby(SERIES)["world_size"].transform("nunique") > 1]
+    if data.empty:
+        return []
+    ops = _order(data["op"], OP_ORDER)
+    colours = colours or palette(frame)
+    styles = dict(zip(_order(data["api"].astype(str), VALUE_ORDER), DASHES))
+    fig, axes = plt.subplots(2, len(ops), figsize=(PANEL_IN[0] * len(ops) + 0.4, PANEL_IN[1] * 2 + 1.0),
+                             squeeze=False, layout="constrained")
+    rows = (("max", "bandwidth_gbps", f"Bus bandwidth (GB/s) at {format_size(int(data['size_bytes'].max()))}"),
+            ("min", "time_us", "Time per op (µs) at 8 B"))
+    data = data.assign(time_us=data["time_s"] * 1e6)
+    worlds = sorted(data["world_size"].unique())
+    for col, op in enumerate(ops):
+        for row, (pick, column, label) in enumerate(rows):
+            ax = axes[row][col]
+            for (series, api), g in data[data["op"] == op].groupby([SERIES, "api"]):
+                values = _per_world(g, pick, column)
+                ax.plot(values.index, values.to_numpy(), color=colours[series], linestyle=styles[str(api)],
+                        marker="o", markersize=3, linewidth=1.6)
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_locator(FixedLocator(worlds))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_ylim(bottom=0)
+            ax.grid(True, which="major", alpha=0.35)
+            ax.tick_params(labelsize=8)
+            ax.set_title(op if row == 0 else "", fontsize=10)
+            ax.set_xlabel("GPUs (ranks)" if row == 1 else "", fontsize=9)
+            ax.set_ylabel(label if col == 0 else "", fontsize=9)
+    fig.suptitle("Collectives against GPU count: bus bandwidth at the largest size, time of the smallest "
+                 "message\nmedian of each point's trials, eager launches", fontsize=12)
+    _legend(fig, {s: colours[s] for s in sorted(data[SERIES].unique())}, styles, "api")
+    return _save(fig, Path(out_dir), "scaling_collectives", formats)
+
+
 # ---------------------------------------------------------------- files and entry point
 
 
@@ -674,7 +874,8 @@ def _save(fig, out_dir: Path, stem: str, formats: Iterable[str]) -> list[Path]:
 
 
 FIGURES = (peak_fraction_figure, bandwidth_figures, latency_figures, p2p_heatmaps, concurrent_figure,
-           per_dollar_figure, api_overhead_figure, scaling_figure)
+           per_dollar_figure, api_overhead_figure, scaling_figure,
+           overlap_figure, sync_figure, pipeline_figure)
 
 
 def render(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",)) -> list[Path]:

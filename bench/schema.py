@@ -18,7 +18,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 
 from bench import ConfigError
 from bench.settings import Choice, InstanceSettings, SizesSettings, TimingSettings, nonempty
-from bench.suites import SUITES, collectives, copy, p2p
+from bench.suites import SUITES, collectives, copy, overlap, p2p, pipeline
 
 SuiteName = Choice("SuiteName", [(name, name) for name in SUITES])
 
@@ -44,6 +44,8 @@ class Config:
     copy: copy.Settings = field(default_factory=copy.Settings)
     p2p: p2p.Settings = field(default_factory=p2p.Settings)
     collectives: collectives.Settings = field(default_factory=collectives.Settings)
+    overlap: overlap.Settings = field(default_factory=overlap.Settings)
+    pipeline: pipeline.Settings = field(default_factory=pipeline.Settings)
 
     def __post_init__(self) -> None:
         nonempty("suites", self.suites)

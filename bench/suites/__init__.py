@@ -16,7 +16,7 @@ from bench import ConfigError
 from bench.results import Sample
 from bench.timing import Trial, TimingConfig
 
-SUITES = ("copy", "p2p", "collectives")
+SUITES = ("copy", "p2p", "collectives", "overlap", "pipeline")
 
 
 def check_fits(what: str, need: int, devices) -> None:
