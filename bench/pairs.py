@@ -31,8 +31,11 @@ def class_representatives(n: int, links: dict[str, str]) -> dict[str, Pair]:
     return chosen
 
 
+def class_pairs(n: int, links: dict[str, str]) -> list[Pair]:
+    """One pair per link class, in (src, dst) order: what a curve per kind of link needs."""
+    return sorted(class_representatives(n, links).values())
+
+
 def pairs_at_size(size: int, sizes: list[int], n: int, links: dict[str, str]) -> list[Pair]:
     """The ordered pairs measured at `size`: all of them at the sweep's ends, else one per link class."""
-    if size in (min(sizes), max(sizes)):
-        return all_pairs(n)
-    return sorted(class_representatives(n, links).values())
+    return all_pairs(n) if size in (min(sizes), max(sizes)) else class_pairs(n, links)

@@ -1,5 +1,5 @@
 """bench.pairs: the default P2P pairs per size, on link matrices of real topologies' shapes."""
-from bench.pairs import UNKNOWN, all_pairs, class_representatives, link_class, pairs_at_size
+from bench.pairs import UNKNOWN, all_pairs, class_pairs, class_representatives, link_class, pairs_at_size
 from bench.system import link_matrix
 
 SIZES = [4096, 65536, 1 << 20, 1 << 30]
@@ -23,6 +23,7 @@ def test_link_matrix_of_the_fixture_names_every_pair():
 def test_one_pair_per_link_class_the_first_in_order():
     reps = class_representatives(4, link_matrix(TOPO_4))
     assert reps == {"NV4": (0, 1), "NODE": (0, 2), "SYS": (0, 3)}
+    assert class_pairs(4, link_matrix(TOPO_4)) == [(0, 1), (0, 2), (0, 3)]
 
 
 def test_every_pair_at_the_sweep_ends_one_per_class_between():
