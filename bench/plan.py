@@ -74,13 +74,14 @@ class Overhead:
 # Before a reference run refines per_point_s. Collectives on GPUs: a least-squares fit to the five
 # 2x H200 runs of 2026-11 (8 B to 4 GiB, 20 to 364 points), which it matches within 1 s each:
 # 5.5 s a world, 22 ms a point, 0.23 s a GB (buffers and checks of large messages). Host copies
-# touch every byte on the host; the CPU figures are from a 2-core machine's gloo runs.
+# touch every byte on the host. The CPU figures are from a 2-core machine (16 MiB to 1 GiB runs),
+# where making random source data and checking results cost seconds a GB.
 DEFAULT_OVERHEAD = {
     ("copy", "cuda"): Overhead(0.04, 0.2e-9, 0.005, 1.0, 30e-6),
     ("p2p", "cuda"): Overhead(0.03, 0.01e-9, 0.005, 1.0, 30e-6),
     ("collectives", "cuda"): Overhead(0.022, 0.23e-9, 0.005, 5.5, 100e-6),
-    ("copy", "cpu"): Overhead(0.02, 0.2e-9, 0.0, 0.5, 10e-6),
-    ("collectives", "cpu"): Overhead(0.15, 1e-9, 0.0, 4.0, 1e-3),
+    ("copy", "cpu"): Overhead(0.02, 3e-9, 0.0, 0.5, 10e-6),
+    ("collectives", "cpu"): Overhead(0.15, 20e-9, 0.0, 4.0, 1e-3),
 }
 _FALLBACK_OVERHEAD = Overhead(0.04, 0.2e-9, 0.005, 1.0, 50e-6)
 
@@ -177,7 +178,7 @@ def model_op_time(point: Point, machine: Machine) -> float:
     pcie = _pcie_gbps(machine) * 0.87          # what copies reach of PCIe, on the reference machines
     if point.suite == "copy":
         if point.backend == "cpu":
-            return 2e-6 + size / 5e9
+            return 2e-6 + size / 15e9
         bandwidth = {"pinned": pcie, "pageable": pcie / 4, "device": 1500.0}.get(point.memory, pcie)
         moved = 2 * size if point.op == "bidir" else size
         return (3e-6 if graph else 7e-6) + moved / (bandwidth * (1.7 if point.op == "bidir" else 1) * 1e9)
@@ -193,7 +194,7 @@ def model_op_time(point: Point, machine: Machine) -> float:
     n = max(point.world_size, 1)
     factor = max(bus_factor(point.op, n), 1 / n)
     if point.backend == "gloo":
-        return 0.5e-3 + size * factor / 1.5e9
+        return 0.5e-3 + size * factor / 0.7e9
     nvlink = _nvlink_gbps(machine)
     busbw = 3.0 if point.mode == "socket" else (0.75 * nvlink if nvlink else 0.5 * pcie)
     return (20e-6 if graph else 40e-6) + size * factor / (busbw * 1e9)
