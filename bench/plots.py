@@ -605,55 +605,6 @@ def api_overhead_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Itera
     return _save(fig, Path(out_dir), "api_overhead", formats)
 
 
-def _per_world(g: pd.DataFrame, pick, column: str) -> pd.Series:
-    """Per world size, the median of `column` at the size `pick` (min or max) chooses there:
-    split ops round sizes to whole elements per rank, so each world has its own."""
-    at = g["size_bytes"] == g.groupby("world_size")["size_bytes"].transform(pick)
-    return g[at].groupby("world_size")[column].median()
-
-
-def scaling_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",),
-                   colours: dict | None = None) -> list[Path]:
-    """Collectives against GPU count (collectives.nproc=[2,4,8]): per op, bus bandwidth at the
-    largest size and the time of the smallest message (8 B), eager launches. Drawn for runs
-    that measured two or more world sizes."""
-    data = _curves(frame)
-    data = data[(data["suite"] == "collectives") & (data["launch"] == "eager")]
-    data = data[data.groupby(SERIES)["world_size"].transform("nunique") > 1]
-    if data.empty:
-        return []
-    ops = _order(data["op"], OP_ORDER)
-    colours = colours or palette(frame)
-    styles = dict(zip(_order(data["api"].astype(str), VALUE_ORDER), DASHES))
-    fig, axes = plt.subplots(2, len(ops), figsize=(PANEL_IN[0] * len(ops) + 0.4, PANEL_IN[1] * 2 + 1.0),
-                             squeeze=False, layout="constrained")
-    rows = (("max", "bandwidth_gbps", f"Bus bandwidth (GB/s) at {format_size(int(data['size_bytes'].max()))}"),
-            ("min", "time_us", "Time per op (µs) at 8 B"))
-    data = data.assign(time_us=data["time_s"] * 1e6)
-    worlds = sorted(data["world_size"].unique())
-    for col, op in enumerate(ops):
-        for row, (pick, column, label) in enumerate(rows):
-            ax = axes[row][col]
-            for (series, api), g in data[data["op"] == op].groupby([SERIES, "api"]):
-                values = _per_world(g, pick, column)
-                ax.plot(values.index, values.to_numpy(), color=colours[series], linestyle=styles[str(api)],
-                        marker="o", markersize=3, linewidth=1.6)
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_locator(FixedLocator(worlds))
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.set_ylim(bottom=0)
-            ax.grid(True, which="major", alpha=0.35)
-            ax.tick_params(labelsize=8)
-            ax.set_title(op if row == 0 else "", fontsize=10)
-            ax.set_xlabel("GPUs (ranks)" if row == 1 else "", fontsize=9)
-            ax.set_ylabel(label if col == 0 else "", fontsize=9)
-    fig.suptitle("Collectives against GPU count: bus bandwidth at the largest size, time of the smallest "
-                 "message\nmedian of each point's trials, eager launches", fontsize=12)
-    _legend(fig, {s: colours[s] for s in sorted(data[SERIES].unique())}, styles, "api")
-    return _save(fig, Path(out_dir), "scaling_collectives", formats)
-
-
 # ---------------------------------------------------------------- overlap and the input pipeline
 
 
@@ -874,8 +825,8 @@ def _save(fig, out_dir: Path, stem: str, formats: Iterable[str]) -> list[Path]:
 
 
 FIGURES = (peak_fraction_figure, bandwidth_figures, latency_figures, p2p_heatmaps, concurrent_figure,
-           per_dollar_figure, api_overhead_figure, scaling_figure,
-           overlap_figure, sync_figure, pipeline_figure)
+           per_dollar_figure, api_overhead_figure,
+           overlap_figure, sync_figure, pipeline_figure, scaling_figure)
 
 
 def render(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",)) -> list[Path]:
