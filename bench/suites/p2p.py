@@ -31,6 +31,7 @@ from typing import Any, List
 import torch
 
 from bench import ConfigError, kernels, timing
+from bench.pairs import pairs_at_size
 from bench.results import Sample
 from bench.settings import Choice, nonempty
 from bench.suites import Context, Point, check_fits, trial_rows
@@ -59,13 +60,14 @@ class P2PMode(Choice):
     staged = "staged"
 
 
-_PAIRS_HELP = "use all, ring, or a list of [src, dst] pairs like [[0,1],[1,0]]"
+_PAIRS_HELP = "use auto, all, ring, or a list of [src, dst] pairs like [[0,1],[1,0]]"
 
 
 @dataclass
 class Settings:
-    # all | ring | [[src, dst], ...]: one of two shapes, so it is checked here rather than typed
-    pairs: Any = "all"
+    # auto | all | ring | [[src, dst], ...]: one of two shapes, so it is checked here rather than typed.
+    # auto: every ordered pair at the sweep's smallest and largest size, one pair per link class between
+    pairs: Any = "auto"
     ops: List[P2POp] = field(default_factory=lambda: list(P2POp))
     modes: List[P2PMode] = field(default_factory=lambda: list(P2PMode))
     engine: List[Engine] = field(default_factory=lambda: list(Engine))
@@ -75,7 +77,7 @@ class Settings:
         nonempty("p2p.modes", self.modes)
         nonempty("p2p.engine", self.engine)
         if isinstance(self.pairs, str):
-            if self.pairs not in ("all", "ring"):
+            if self.pairs not in ("auto", "all", "ring"):
                 raise ConfigError(f"p2p.pairs={self.pairs!r} is unknown; {_PAIRS_HELP}")
             return
         try:
@@ -90,7 +92,7 @@ class Settings:
 
 def select_pairs(spec: str | list, n: int) -> list[tuple[int, int]]:
     """'all' ordered pairs, a 'ring' (i -> i+1), or an explicit list of [src, dst]."""
-    if spec == "all":
+    if spec in ("auto", "all"):  # auto: every pair at the sweep's ends; points() picks the rest
         return [(i, j) for i in range(n) for j in range(n) if i != j]
     if spec == "ring":
         return [(i, (i + 1) % n) for i in range(n)] if n > 2 else [(0, 1), (1, 0)][: 2 if n == 2 else 0]
@@ -123,9 +125,11 @@ def points(cfg, ctx: Context) -> list[Point]:
     out = [Point(NAME, "latency", RING_BYTES, memory="device", mode="peer", backend="cuda", src=f"cuda:{i}",
                  dst=f"cuda:{j}", engine="sm") for i, j in pairs if "latency" in ops]
     for size in ctx.sizes:
-        for i, j in pairs:
+        here = (pairs_at_size(size, ctx.sizes, ctx.gpu_count, ctx.extra.get("links", {}))
+                if cfg.p2p.pairs == "auto" else pairs)
+        for i, j in here:
             for op in (o for o in ops if o in PAIR_OPS):
-                if op == "bidir" and (j, i) in pairs and j < i:
+                if op == "bidir" and (j, i) in here and j < i:
                     continue  # i<->j at once is one measurement, whichever way it is named
                 for mode in modes:
                     for engine in engines:
