@@ -41,7 +41,7 @@ def test_copies_with_every_gpu_at_once(xferbench):
     assert set(df.engine) == {"ce", "sm"} and set(df.numa) == {"local"}
     alone = df[(df.src == "host") & (df.world_size == 1)]
     assert alone.note.str.contains("host memory on NUMA node").all()   # each row says where its host memory is
-    at_once = df[df.dst == "all"]
+    at_once = df[(df.dst == "all") | (df.src == "all")]  # h2d and bidir: host -> all; d2h: all -> host
     assert set(at_once.part) == {f"cuda:{i}" for i in range(n)} | {"total"} and set(at_once.world_size) == {n}
     big = 64 << 20
     for op in ("h2d", "d2h", "bidir"):
