@@ -172,7 +172,7 @@ def test_cpu_points_are_unchanged():
 
 
 def test_p2p_points_on_three_gpus():
-    pts = p2p.points(config(), context(3))
+    pts = p2p.points(config(**{"p2p.pairs": "all"}), context(3))  # every pair at every size
     assert len({point_key(p) for p in pts}) == len(pts)
     machine = copy.machine_sizes(SIZES)
     concurrent = [p for p in pts if p.op in ("all_to_one", "one_to_all")]
@@ -185,7 +185,7 @@ def test_p2p_points_on_three_gpus():
     assert len([p for p in pts if p.op == "uni" and p.engine == "ce"]) == 6 * 2 * len(SIZES)   # pairs x modes x sizes
     assert {(p.src, p.dst) for p in pts if p.op == "latency"} == {(f"cuda:{i}", f"cuda:{j}")
                                                                  for i in range(3) for j in range(3) if i != j}
-    staged = p2p.points(config(**{"p2p.modes": "[staged]"}), context(3))
+    staged = p2p.points(config(**{"p2p.modes": "[staged]", "p2p.pairs": "all"}), context(3))
     assert {(p.op, p.engine) for p in staged} == {("uni", "ce"), ("bidir", "ce"), ("latency", "sm")}
 
 
