@@ -401,9 +401,9 @@ def p2p_heatmaps(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str
 # ---------------------------------------------------------------- every GPU at once
 
 
-def _concurrent_title(keys: tuple, d: pd.DataFrame) -> str:
+def _concurrent_title(keys: tuple, d: pd.DataFrame, one_series: bool) -> str:
     series, suite, op, memory, mode, engine, numa = keys
-    words = [series, suite, op, memory if suite == "copy" else mode, engine, f"numa {numa}" if numa else "",
+    words = ["" if one_series else series, suite, op, memory if suite == "copy" else mode, engine, f"numa {numa}" if numa else "",
              format_size(int(d["size_bytes"].iloc[0]))]
     totals = d[d["gpu"] == "total"].set_index("when")["gbps"]
     total = "; ".join(f"total {totals[w]:.1f} GB/s {w}" for w in (AT_ONCE, ALONE) if w in totals)
@@ -434,12 +434,14 @@ def concurrent_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterabl
                     palette={ALONE: (0.75, 0.75, 0.75), AT_ONCE: colours[keys[0]]})
         for container in ax.containers:
             ax.bar_label(container, fmt="%.0f", fontsize=7)
-        ax.set_title(_concurrent_title(keys, d), fontsize=9)
+        ax.set_title(_concurrent_title(keys, d, table[SERIES].nunique() == 1), fontsize=9)
         ax.set_xlabel("")
         ax.set_ylabel("GB/s", fontsize=9)
         ax.tick_params(labelsize=8)
         ax.legend(fontsize=7, title=None, loc="lower right")
-    fig.suptitle("Every GPU at once: GB/s per GPU (copies: beside the same GPU alone)", fontsize=11)
+    runs = table[SERIES].unique()
+    fig.suptitle("Every GPU at once: GB/s per GPU (copies: beside the same GPU alone)"
+                 + (f"\n{runs[0]}" if len(runs) == 1 else ""), fontsize=11)
     return _save(fig, Path(out_dir), "concurrent_traffic", formats)
 
 
@@ -483,7 +485,10 @@ def peak_table(frame: pd.DataFrame) -> pd.DataFrame:
     with the link's theoretical peak, the achieved share, and the instance's price."""
     data = _curves(frame).dropna(subset=["bandwidth_gbps"])
     # Graph mode stops at timing.graph_max_size, so its largest figure is no peak: eager only.
-    data = data[data["launch"] != "graph"]
+    # Collectives through NCCL directly peak where torch.distributed's do (the wire, not the host,
+    # bounds large messages): one row, torch's, what a job calls.
+    # Every GPU at once is many links' traffic: concurrent_figure shows it, not one link's share.
+    data = data[(data["launch"] != "graph") & (data["api"] != "nccl") & (data["src"] != "all") & (data["dst"] != "all")]
     if data.empty:
         return pd.DataFrame(columns=["instance", "run_id", SERIES, "label", "peak_gbps", "link", "link_gbps",
                                      "percent", "usd_per_hour"])
