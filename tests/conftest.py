@@ -70,3 +70,22 @@ def xferbench_samples(request: pytest.FixtureRequest):
         run = Path(out)
         RunWriter(run, run.name).add_point(samples)
         write_json(run / "meta.json", _meta(run.name))
+
+
+@pytest.fixture
+def xferbench_in_process(tmp_path, monkeypatch, capsys):
+    """The real `main()` in this process (no interpreter start-up: bad-input cases are many and
+    each would pay seconds of imports); returns (exit code, stderr, run folders)."""
+    import bench.__main__ as entry
+
+    def run(*args: str) -> tuple[int, str, list[Path]]:
+        out = tmp_path / "results"
+        monkeypatch.setattr(sys, "argv", ["xferbench", f"out_dir={out}", "progress=false", *args])
+        monkeypatch.setattr(entry, "_started", False)
+        monkeypatch.chdir(tmp_path)
+        with pytest.raises(SystemExit) as exit_info:
+            entry.main()
+        runs = sorted(p.parent for p in out.rglob("meta.json"))
+        return exit_info.value.code, capsys.readouterr().err, runs
+
+    return run

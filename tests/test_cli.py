@@ -46,12 +46,12 @@ def test_skipped_suite_says_why_and_run_goes_on(xferbench):
     (["launch=sometimes"], "launch='sometimes' is unknown; choose from: both, eager, graph"),
     (["suite=p2p"], "nothing to run here: p2p: skipped, needs 2 or more GPUs, found 0"),
 ])
-def test_bad_input_is_one_line_exit_2(xferbench, args, message):
-    proc, runs = xferbench(*args, timeout=60)
-    assert proc.returncode == 2, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert lines == [f"xferbench: error: {message}"] or (len(lines) == 1 and message in lines[0]), proc.stderr
-    assert not any(r.joinpath("samples.parquet").exists() for r in runs)
+def test_bad_input_is_one_line_exit_2(xferbench_in_process, args, message):
+    code, stderr, runs = xferbench_in_process(*args)
+    assert code == 2, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert lines == [f"xferbench: error: {message}"] or (len(lines) == 1 and message in lines[0]), stderr
+    assert not runs
 
 
 def test_unknown_key_is_exit_2(xferbench):

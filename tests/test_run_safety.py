@@ -46,9 +46,9 @@ def test_reused_run_id_is_refused_and_nothing_is_touched(xferbench):
     assert ((runs[0] / "samples.csv").read_bytes(), (runs[0] / "meta.json").read_bytes()) == before
 
 
-def test_bad_config_makes_no_folder(xferbench, tmp_path):
-    proc, runs = xferbench("copy.memory=[pinnd]", timeout=60)
-    assert proc.returncode == 2 and not runs and not (tmp_path / "results").exists()
+def test_bad_config_makes_no_folder(xferbench_in_process, tmp_path):
+    code, _, runs = xferbench_in_process("copy.memory=[pinnd]")
+    assert code == 2 and not runs and not (tmp_path / "results").exists()
 
 
 def test_bare_value_is_a_one_element_list():
@@ -72,10 +72,10 @@ def test_bare_value_runs(xferbench):
     (("suite=copy", "sizes.max=1TiB"), "needs 2.0 TiB of host memory but only"),
     (("out_dir=/proc/nope",), "out_dir=/proc/nope: cannot create"),
 ])
-def test_more_bad_input_is_one_line(xferbench, args, message):
-    proc, runs = xferbench(*args, timeout=60)
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+def test_more_bad_input_is_one_line(xferbench_in_process, args, message):
+    code, stderr, runs = xferbench_in_process(*args)
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and message in lines[0], stderr
     assert not runs
 
 
