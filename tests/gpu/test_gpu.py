@@ -65,3 +65,24 @@ def test_more_ranks_than_gpus_are_capped_with_a_note(xferbench):
                            "sizes.max=64B", "timing.trials=1", timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert f"capped at the {n} GPU(s) present" in proc.stderr and set(load(runs).world_size) == {n}
+
+
+@multigpu
+@pytest.mark.parametrize("mixing", ["0", "1"])
+def test_both_apis_pass_their_checks_with_and_without_graph_mixing_support(tmp_path, mixing):
+    """NCCL_GRAPH_MIXING_SUPPORT: 0 is xferbench's default; a user's 1 must still give a correct run."""
+    import json
+    import subprocess
+
+    from conftest import env, xferbench_cmd
+
+    cmd = xferbench_cmd(tmp_path / "results", "suite=collectives", "collectives.nproc=2", "sizes.max=1MiB",
+                        "sizes.collectives.ladder=[]", "sizes.factor=16", "timing.trials=2")
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**env(), "NCCL_GRAPH_MIXING_SUPPORT": mixing})
+    assert proc.returncode == 0, proc.stderr
+    runs = sorted(p.parent for p in (tmp_path / "results").rglob("meta.json"))
+    df = load(runs)
+    assert (df.status == "ok").all() and df.verified.all()
+    assert set(zip(df.api, df.launch)) == {("torch", "eager"), ("torch", "graph"), ("nccl", "eager"), ("nccl", "graph")}
+    assert json.loads((runs[0] / "meta.json").read_text())["system"]["env"]["NCCL_GRAPH_MIXING_SUPPORT"] == mixing
