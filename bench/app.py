@@ -112,12 +112,6 @@ def _open_run(cfg: Config, device: str, resumed: tuple[str, dict] | None, job: i
     return run_dir, _meta(cfg, device, run_dir, system)
 
 
-def _local_gpus() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 def _machine(cfg: Config, device: str, system: dict) -> planning.Machine:
     """This machine as the planner sees it: its label, GPUs, links and, under a launcher, its ranks."""
     from bench.dist import launcher_layout
@@ -125,7 +119,7 @@ def _machine(cfg: Config, device: str, system: dict) -> planning.Machine:
     label = config.instance_label(cfg.instance.name)
     first = (system.get("gpus") or [{}])[0]
     model = re.fullmatch(r"(.+)-x\d+", label)
-    return planning.Machine(label, device, _local_gpus() if device == "cuda" else 0, system.get("links") or {},
+    return planning.Machine(label, device, config.local_gpus() if device == "cuda" else 0, system.get("links") or {},
                             cfg.instance.pcie_gen or first.get("pcie_gen_max"),
                             cfg.instance.pcie_width or first.get("pcie_width_max"),
                             cfg.instance.nvlink_gbps_per_gpu, model.group(1) if model else "",
@@ -138,7 +132,7 @@ def _finished_points(resumed: tuple[str, dict] | None) -> set:
 
 def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = None) -> int:
     """The whole run; returns the process exit code."""
-    if cfg.plan and cfg.instance.gpu_count is not None and cfg.instance.gpu_count != _local_gpus():
+    if cfg.plan and cfg.instance.gpu_count is not None and cfg.instance.gpu_count != config.local_gpus():
         # A catalogued machine that is not this one: plan for it, from its catalogue entry.
         print(planning.format_plan(planning.plan_machine(cfg, planning.catalogue_machine(cfg.instance))))
         return 0

@@ -70,6 +70,17 @@ def instance_label(name: str) -> str:
     return detect()
 
 
+def _new_folder(path: Path, out_dir: str) -> bool:
+    """mkdir that reports a taken name as False and any other failure as one line."""
+    try:
+        path.mkdir()
+        return True
+    except FileExistsError:
+        return False
+    except OSError as exc:
+        raise ConfigError(f"out_dir={out_dir}: cannot create {path} ({exc.strerror})") from None
+
+
 def make_run_dir(out_dir: str, label: str, run_id: str | None, job: int | None = None) -> Path:
     """Create this run's folder exclusively and return it.
 
@@ -82,25 +93,16 @@ def make_run_dir(out_dir: str, label: str, run_id: str | None, job: int | None =
     except OSError as exc:
         raise ConfigError(f"out_dir={out_dir}: cannot create {parent} ({exc.strerror})") from None
     if run_id is not None:
-        name = run_id if job is None else f"{run_id}-{job}"
-        try:
-            (parent / name).mkdir()
-        except FileExistsError:
-            raise ConfigError(f"run_id={name}: {parent / name} already exists; choose another run_id, "
-                              f"or resume={parent / name} to finish it") from None
-        except OSError as exc:
-            raise ConfigError(f"out_dir={out_dir}: cannot create {parent / name} ({exc.strerror})") from None
-        return parent / name
+        chosen = parent / (run_id if job is None else f"{run_id}-{job}")
+        if not _new_folder(chosen, out_dir):
+            raise ConfigError(f"run_id={chosen.name}: {chosen} already exists; choose another run_id, "
+                              f"or resume={chosen} to finish it")
+        return chosen
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     for n in range(1, 1000):
         candidate = parent / (stamp if n == 1 else f"{stamp}-{n}")
-        try:
-            candidate.mkdir()
+        if _new_folder(candidate, out_dir):
             return candidate
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise ConfigError(f"out_dir={out_dir}: cannot create {candidate} ({exc.strerror})") from None
     raise ConfigError(f"out_dir={out_dir}: could not find a free run folder under {parent}")
 
 
@@ -132,11 +134,18 @@ def detect_device(choice: str) -> str:
     return str(choice)
 
 
+def local_gpus() -> int:
+    """CUDA GPUs visible to this process (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def machine_identity() -> dict:
     """What a resumed run must share with the run it continues: host, GPU model and count."""
     import torch
 
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    count = local_gpus()
     return {"hostname": socket.gethostname(), "gpu_count": count,
             "gpu_name": torch.cuda.get_device_name(0) if count else "cpu"}
 
