@@ -24,7 +24,7 @@ import torch.distributed as tdist
 from bench import ConfigError
 from bench.results import Sample
 from bench.settings import Choice, nonempty, require
-from bench.suites import Context, Point, check_fits, trial_rows
+from bench.suites import Context, Point, check_fits, check_host_fits, trial_rows
 from bench import timing
 from bench.timing import EventClock, HostClock
 
@@ -140,8 +140,6 @@ def check(cfg, ctx: Context) -> str | None:
     if ctx.device == "cuda":
         check_fits("collectives (about 2 x sizes.max per GPU)", 2 * max(ctx.sizes), range(max(sizes)))
     else:
-        from bench.suites import check_host_fits
-
         check_host_fits(f"collectives ({max(sizes)} ranks x about 3 x sizes.max)", 3 * max(sizes) * max(ctx.sizes))
     return None
 
@@ -219,7 +217,6 @@ class _Op:
     def __init__(self, op: str, nbytes: int, dtype: str, api: str, ctx: Context) -> None:
         self.op, self.ctx, self.n, self.rank = op, ctx, ctx.world_size, ctx.rank
         self.comm = communicator(ctx) if api == Api.nccl else None
-        self._launch = None
         self.dtype, self.device = DTYPES[dtype], _device(ctx)
         count = nbytes // _elsize(dtype)
         self.chunk = count // self.n if op in _SPLIT else count
@@ -230,6 +227,7 @@ class _Op:
         self.out = torch.empty(size_out, dtype=self.dtype, device=self.device) if size_out else None
         if op == "sendrecv":
             self.out = torch.empty(count, dtype=self.dtype, device=self.device)
+        self._launch = self._nccl_launch() if self.comm is not None else None
 
     def fill(self) -> None:
         for lo in range(0, self.inp.numel(), _CHECK_CHUNK):
@@ -239,29 +237,25 @@ class _Op:
             self.out.zero_()
 
     def __call__(self, n: int = 1) -> None:
-        if self.comm is not None:
-            launch = self._nccl_launch()
+        if self._launch is not None:
             stream = torch.cuda.current_stream().cuda_stream  # the capture stream inside a capture
             for _ in range(n):
-                launch(stream)
+                self._launch(stream)
             return
         for _ in range(n):
             self._once()
 
     def _nccl_launch(self):
         """This op's NCCL call, its buffers checked once (eager small ops are host-bound)."""
-        if self._launch is None:
-            op, comm = self.op, self.comm
-            if op == "all_reduce":
-                self._launch = comm.prepare("all_reduce", self.inp)
-            elif op in ("all_gather", "reduce_scatter", "all_to_all"):
-                self._launch = comm.prepare(op, self.out, self.inp)
-            elif op in ("broadcast", "reduce"):
-                self._launch = comm.prepare(op, self.inp, 0)
-            else:  # the same ring as torch's: send to the next rank, receive from the previous
-                self._launch = comm.prepare("sendrecv", self.inp, self.out, (self.rank + 1) % self.n,
-                                            (self.rank - 1) % self.n)
-        return self._launch
+        op, comm = self.op, self.comm
+        if op == "all_reduce":
+            return comm.prepare("all_reduce", self.inp)
+        if op in ("all_gather", "reduce_scatter", "all_to_all"):
+            return comm.prepare(op, self.out, self.inp)
+        if op in ("broadcast", "reduce"):
+            return comm.prepare(op, self.inp, 0)
+        # the same ring as torch's: send to the next rank, receive from the previous
+        return comm.prepare("sendrecv", self.inp, self.out, (self.rank + 1) % self.n, (self.rank - 1) % self.n)
 
     def _once(self) -> None:
         op = self.op
