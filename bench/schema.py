@@ -66,11 +66,9 @@ def to_config(cfg: DictConfig | dict) -> Config:
 
 def _known_keys(full_key: str) -> list[str]:
     """The setting names allowed beside `full_key` (its parent's fields)."""
-    node: object = Config
+    node: object = Config()
     for part in full_key.split(".")[:-1]:
-        hints = {f.name: f.default_factory() if callable(f.default_factory) else f.default
-                 for f in fields(node)} if is_dataclass(node) else {}
-        node = hints.get(part)
+        node = getattr(node, part, None)
     return [f.name for f in fields(node)] if is_dataclass(node) else []
 
 
@@ -100,22 +98,18 @@ def one_line(exc: BaseException) -> str:
 
 
 # Settings whose schema type is a list: a bare value there means a one-element list.
-def _list_keys() -> set[str]:
+def _list_keys(node: object, prefix: str = "") -> set[str]:
     keys = set()
-
-    def walk(cls, prefix: str) -> None:
-        for f in fields(cls):
-            default = f.default_factory() if callable(f.default_factory) else f.default
-            if is_dataclass(default):
-                walk(type(default), f"{prefix}{f.name}.")
-            elif isinstance(default, list):
-                keys.add(f"{prefix}{f.name}")
-
-    walk(Config, "")
+    for f in fields(node):
+        value = getattr(node, f.name)
+        if is_dataclass(value):
+            keys |= _list_keys(value, f"{prefix}{f.name}.")
+        elif isinstance(value, list):
+            keys.add(f"{prefix}{f.name}")
     return keys
 
 
-LIST_KEYS = _list_keys()
+LIST_KEYS = _list_keys(Config())
 _AUTO = {"collectives.nproc": "[]"}  # 'auto' spelled out: the default, one rank per GPU
 
 
