@@ -588,16 +588,14 @@ def api_overhead_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Itera
     what a PyTorch job pays over the library's floor (1.0: nothing)."""
     from bench.summary import OVERHEAD_SIZES, api_overhead
 
-    data = with_series(frame)
+    table = _per_series(frame, api_overhead)
     rows = []
-    for series, d in data.groupby(SERIES):
-        table = api_overhead(d)
-        for size in OVERHEAD_SIZES if not table.empty else ():
-            column = f"torch/nccl@{format_size(size)}"
-            if column in table:
-                rows += [{SERIES: series, "label": f"{r.op} {r.launch} @{format_size(size)}", "ratio": r[column],
-                          "suite": "collectives", "link": format_size(size), "op": r.op, "memory": "",
-                          "mode": r.launch} for _, r in table.dropna(subset=[column]).iterrows()]
+    for size in OVERHEAD_SIZES:
+        column = f"torch/nccl@{format_size(size)}"
+        if column in table:
+            rows += [{SERIES: r[SERIES], "label": f"{r.op} {r.launch} @{format_size(size)}", "ratio": r[column],
+                      "suite": "collectives", "link": format_size(size), "op": r.op, "memory": "",
+                      "mode": r.launch} for _, r in table.dropna(subset=[column]).iterrows()]
     if not rows:
         return []
     ratios = pd.DataFrame(rows)
