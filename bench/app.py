@@ -196,5 +196,6 @@ def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = 
             signal.signal(s, handler)
         meta.update(end_time=_now(), status=status, skipped_suites=skipped)
         write_json(run_dir / "meta.json", meta)
+    # Opened again: every writer's rows (the ranks' too), and samples.parquet whole with them.
     print(format_summary(RunWriter(run_dir, meta["run_id"]).frame))
     return code

@@ -147,6 +147,8 @@ def _run_rank(suite: ModuleType, cfg, ctx: Context, run_dir: Path | None, run_id
         done = [writer.done if writer is not None else None]
         tdist.broadcast_object_list(done, src=0)  # a resumed run: every rank skips the same points
         run_suite(suite, cfg, ctx, writer, progress=cfg.progress, done=done[0])
+        if writer is not None:
+            writer.close()
         tdist.barrier()
         comm = ctx.extra.pop("nccl_comm", None)
         if comm is not None:

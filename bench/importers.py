@@ -470,7 +470,8 @@ def write_import(out_dir: str | Path, imported: Imported, tool: str, sources: It
         raise ResultsError(f"nothing to import from {', '.join(map(str, sources))}")
     run_id = run_id or out_dir.name
     writer = RunWriter(out_dir, run_id)
-    writer.add_point(number_trials(imported.samples))  # one batch: a single atomic write
+    writer.add_point(number_trials(imported.samples))
+    writer.close()
     write_json(out_dir / "meta.json", {
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "start_time": "",
         "instance": instance_meta(instance, instance or imported.system.get("hostname")),

@@ -68,7 +68,9 @@ def xferbench_samples(request: pytest.FixtureRequest):
     out = request.config.getoption("--xferbench-run")
     if out and samples:
         run = Path(out)
-        RunWriter(run, run.name).add_point(samples)
+        writer = RunWriter(run, run.name)
+        writer.add_point(samples)
+        writer.close()
         write_json(run / "meta.json", _meta(run.name))
 
 

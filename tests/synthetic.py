@@ -90,6 +90,7 @@ def write_run(run_dir: str | Path, samples: list[Sample], instance: str = "test-
     run_id = run_id or run_dir.name
     writer = RunWriter(run_dir, run_id)
     writer.add_point(samples)
+    writer.close()
     write_json(run_dir / "meta.json", {
         "schema_version": SCHEMA_VERSION, "run_id": run_id, "start_time": "2026-01-01T00:00:00",
         "instance": {"name": instance, "label": instance, **instance_fields},

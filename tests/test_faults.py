@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.results import RunWriter, load, read_meta
+from bench.results import RunWriter, load, read_meta, read_samples, samples_file
 from bench.runner import run_suite
 from bench.suites import Context, Point
 from bench.timing import TimingConfig
@@ -52,9 +52,9 @@ def _wait_for_points(tmp_path, proc, at_least=1, timeout=120) -> Path:
     deadline = time.time() + timeout
     while time.time() < deadline:
         assert proc.poll() is None, proc.communicate()
-        for f in (tmp_path / "results").rglob("samples.parquet"):
+        for f in (tmp_path / "results").rglob("samples.csv"):   # the journal: every finished point
             try:
-                if len(pd.read_parquet(f)) >= at_least:
+                if len(read_samples(samples_file(f.parent))) >= at_least:
                     return f.parent
             except Exception:
                 pass
@@ -100,7 +100,7 @@ def test_hung_rank_ends_run_within_timeout(tmp_path):
 
 
 def test_ctrl_c_keeps_points_and_resume_finishes_the_run(tmp_path):
-    args = ("suite=copy", "sizes.max=4MiB", "timing.trials=20")
+    args = ("suite=copy", "sizes.max=4MiB", "sizes.copy.ladder=[]", "timing.trials=20")
     proc = _start(tmp_path, *args)
     run = _wait_for_points(tmp_path, proc, at_least=20 * 3 * 2)  # two points, even split 3 ways
     proc.send_signal(signal.SIGINT)

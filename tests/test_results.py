@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bench.results import (COLUMNS, SCHEMA_VERSION, ResultsError, RunWriter, Sample, load, read_samples, run_status,
-                           write_json)
+                           samples_file, write_json)
 from bench.suites import Point, trial_rows
 from bench.timing import Trial
 
@@ -27,6 +27,7 @@ def test_round_trip_keeps_types_and_joins_meta(tmp_path):
     w = RunWriter(run, "r1")
     w.add_point([Sample("copy", "h2d", 4096, time_s=1e-6, iters=10, trial=i, algbw_gbps=4.1, verified=True)
                  for i in range(3)])
+    w.close()
     _meta(run)
     df = load(tmp_path)
     assert list(df.columns[: len(COLUMNS)]) == COLUMNS
@@ -43,7 +44,34 @@ def test_reopened_writer_keeps_rows_and_knows_finished_points(tmp_path):
     assert len(w.frame) == 1
     assert ("copy", "d2d", "", "", "", "", "", "1", "1", "uint8", "eager", "", "", "", "8") in w.done
     w.add_point([Sample("copy", "d2d", 16, trial=0)])
+    assert len(read_samples(tmp_path / "samples.csv")) == 2   # the journal has it at once
+    w.close()
     assert len(read_samples(tmp_path / "samples.parquet")) == 2
+
+
+def test_the_journal_keeps_every_point_of_a_writer_that_never_closed(tmp_path):
+    """A killed run: its Parquet lags, the CSV holds every point, and a torn last line is dropped."""
+    w = RunWriter(tmp_path, "r")
+    for size in (8, 16, 32):
+        w.add_point([Sample("copy", "d2d", size, trial=t, verified=True) for t in range(2)])
+    with open(tmp_path / "samples.csv", "ab") as f:
+        f.write(b"copy,d2d,64,1e-06")   # a writer killed in the middle of an append
+    assert samples_file(tmp_path).name == "samples.csv"
+    assert sorted(read_samples(samples_file(tmp_path)).size_bytes) == [8, 8, 16, 16, 32, 32]
+    reopened = RunWriter(tmp_path, "r")   # resume: both files whole again, the torn line gone
+    assert len(reopened.done) == 3 and samples_file(tmp_path).name == "samples.parquet"
+    assert not (tmp_path / "samples.csv").read_bytes().endswith(b"1e-06")
+
+
+def test_a_stale_writer_closing_late_loses_no_other_writers_rows(tmp_path):
+    """The parent's writer, left open while rank 0 appended to the same run, then closed."""
+    parent = RunWriter(tmp_path, "r")
+    parent.add_point([Sample("copy", "d2d", 8, trial=0)])
+    rank0 = RunWriter(tmp_path, "r")
+    rank0.add_point([Sample("collectives", "all_reduce", 8, trial=0)])
+    rank0.close()
+    parent.close()   # its Parquet lacks rank 0's row: readers take the journal
+    assert sorted(read_samples(samples_file(tmp_path)).suite) == ["collectives", "copy"]
 
 
 def test_resume_of_a_csv_only_run_keeps_its_rows(tmp_path):
@@ -52,6 +80,7 @@ def test_resume_of_a_csv_only_run_keeps_its_rows(tmp_path):
     w = RunWriter(tmp_path, "r")
     assert len(w.done) == 1
     w.add_point([Sample("copy", "d2d", 16, trial=0)])
+    w.close()
     assert sorted(read_samples(tmp_path / "samples.parquet").size_bytes) == [8, 16]
     assert sorted(read_samples(tmp_path / "samples.csv").size_bytes) == [8, 16]
 
@@ -94,6 +123,8 @@ def _load(paths):
 def test_corrupt_or_foreign_files_are_named(tmp_path):
     run = _run(tmp_path / "run")
     (run / "samples.parquet").write_bytes(b"garbage, not parquet")
+    assert len(_load(run)[0]) == 1   # the journal (samples.csv) still holds every row
+    (run / "samples.csv").unlink()
     with pytest.raises(ResultsError, match="no usable run .*samples.parquet: unreadable"):
         _load(run)
     (run / "samples.parquet").unlink()
@@ -124,6 +155,7 @@ def test_one_bad_run_folder_is_skipped_with_one_warning_each(tmp_path):
     (bad_json / "meta.json").write_text("{truncated")
     bad_parquet = _run(tmp_path / "box" / "bad-parquet")
     (bad_parquet / "samples.parquet").write_bytes(b"PAR1 then\nnothing")
+    (bad_parquet / "samples.csv").unlink()   # with the journal there, its rows would still load
     _run(tmp_path / "box" / "future", schema_version=99)
     frame, warnings = _load(tmp_path)
     assert set(frame.run_dir) == {str(good)} and list(frame.size_bytes) == [4096]
