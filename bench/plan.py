@@ -144,13 +144,14 @@ def timing_seconds(per_op: float, cfg: TimingConfig, graph: bool = False, per_tr
     if not graph:
         timing.measure(clock.enqueue, clock, cfg)
         return clock.elapsed
-    # measure_graph's steps (it needs a GPU to run): warm-up and calibration of the ops per
-    # graph, one capture and one replay, the calibration of replays per trial, the trials.
-    ops = min(GRAPH_OPS, timing.calibrate(clock.enqueue, clock, cfg))
+    # measure_graph's steps (it needs a GPU to run): a warm-up on a side stream and the timed
+    # warm-up whose rate sizes the graph, one replay, the calibration of replays per trial, the trials.
+    per = timing.warm_up(clock.enqueue, clock, replace(cfg, warmup=max(1, cfg.warmup)))
+    ops = max(1, min(GRAPH_OPS, math.ceil(1.2 * cfg.min_trial_s / max(per, 1e-9))))
     replays = _VirtualClock(ops * clock.per_op, per_trial)
     k = timing.calibrate(replays.enqueue, replays, TimingConfig(0, 1, cfg.min_trial_s, 1, max(1, cfg.max_iters // ops)))
     trials = cfg.trials * (k * replays.per_op + per_trial)
-    return clock.elapsed + (max(1, cfg.warmup) + ops) * clock.per_op + replays.elapsed + trials
+    return clock.elapsed + (1 + ops) * clock.per_op + replays.elapsed + trials
 
 
 # ---------------------------------------------------------------- times per operation: a model

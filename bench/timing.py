@@ -6,8 +6,9 @@ both sides where the host itself blocks (pageable copies, CPU and gloo work). N 
 jumps by the measured rate) until trials at N last `min_trial_s` by the median of three readings,
 so timer resolution and the interpreter's launch cost are dwarfed and no single outlier reading
 sets N. A trial shorter than half of `min_trial_s` is measured once more, and flagged `short` if
-it still is. In graph mode the N operations are captured once in a CUDA graph and each trial
-replays it: the trial then measures the wire, not Python.
+it still is. Warm-up is `warmup` operations, or one that alone lasts min_trial_s. In graph mode
+about min_trial_s of operations are captured once in a CUDA graph and each trial replays it:
+the trial then measures the wire, not Python.
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ class TimingConfig:
 
     warmup: int = 3
     trials: int = 5
-    min_trial_s: float = 0.01
+    min_trial_s: float = 0.005
     min_iters: int = 1
     max_iters: int = 10000
 
@@ -163,6 +164,17 @@ SMALL_OP_S = 100e-6
 SMALL_OP_SPLIT = 3
 
 
+def warm_up(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Callable[[float], float] = _same) -> float:
+    """cfg.warmup untimed operations, or one where one alone lasts min_trial_s (a 1 GiB copy needs
+    no second to be warm); returns the agreed time per operation of the last reading."""
+    if not cfg.warmup:
+        return math.nan
+    t = agree(_run_trial(enqueue, clock, 1).time_s)
+    if cfg.warmup > 1 and t < cfg.min_trial_s:
+        t = agree(_run_trial(enqueue, clock, cfg.warmup - 1).time_s) / (cfg.warmup - 1)
+    return t
+
+
 def measure(
     enqueue: Enqueue,
     clock: Clock,
@@ -171,8 +183,7 @@ def measure(
 ) -> list[Trial]:
     """Warm up, calibrate N, then cfg.trials trials of N back-to-back operations each
     (small ops: SMALL_OP_SPLIT times as many trials of a SMALL_OP_SPLIT-th of N)."""
-    if cfg.warmup:
-        _run_trial(enqueue, clock, cfg.warmup)
+    warm_up(enqueue, clock, cfg, agree)
     n = calibrate(enqueue, clock, cfg, agree)
     if n * SMALL_OP_S > cfg.min_trial_s:  # under SMALL_OP_S per op; N is agreed, so every rank decides alike
         cfg = replace(cfg, trials=cfg.trials * SMALL_OP_SPLIT, min_trial_s=cfg.min_trial_s / SMALL_OP_SPLIT)
@@ -210,16 +221,19 @@ def measure_graph(
 ) -> list[Trial]:
     """Capture up to `max_graph_ops` operations in one CUDA graph; a trial replays it k times.
 
-    The graph's size and k both come from calibration, so a trial still lasts min_trial_s.
+    The graph holds about min_trial_s of operations by the eager warm-up's rate (eager is no
+    faster than a replay, so a replay lasts at most that); k comes from calibration, so a trial
+    still lasts min_trial_s.
     """
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # libraries (NCCL, cuBLAS) must be warm before a capture
-        enqueue(max(1, cfg.warmup))
+        enqueue(1)
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
 
-    ops_per_graph = min(max_graph_ops, calibrate(enqueue, clock, cfg, agree))
+    per_op = warm_up(enqueue, clock, replace(cfg, warmup=max(1, cfg.warmup)), agree)  # agreed: same graph on every rank
+    ops_per_graph = max(1, min(max_graph_ops, math.ceil(1.2 * cfg.min_trial_s / max(per_op, 1e-9))))
     graph = torch.cuda.CUDAGraph()
     with capture(graph):
         enqueue(ops_per_graph)

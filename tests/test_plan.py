@@ -27,7 +27,8 @@ from bench.timing import HostClock, TimingConfig, measure
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 MAIN_SWEEP = REFERENCE / "h200-x2" / "20261122-212206"
 # What the committed runs were measured with; today's defaults thin the sweep and add the nccl api.
-THEN = ["sizes.collectives.ladder=[]", "sizes.p2p.ladder=[]", "collectives.api=[torch]", "p2p.pairs=all"]
+THEN = ["sizes.collectives.ladder=[]", "sizes.p2p.ladder=[]", "sizes.copy.ladder=[]", "collectives.api=[torch]",
+        "p2p.pairs=all", "timing.min_trial_s=0.01"]
 
 
 def _cfg(*overrides: str):
@@ -82,12 +83,13 @@ def test_replayed_timing_matches_the_timing_core_on_real_work(per_op):
 
 def test_graph_points_replay_measure_graphs_steps():
     # An op longer than a trial: 1 op a graph and 1 replay a trial, so every step is one op:
-    # 3 calibration readings, the warm-up's 3, capture's replay, 3 readings of replays, 5 trials.
+    # the side stream's warm-up, the timed warm-up's one (it alone lasts a trial), capture's
+    # replay, 3 readings of replays, 5 trials.
     cfg = TimingConfig(warmup=3, trials=5, min_trial_s=0.01)
-    assert plan.timing_seconds(0.02, cfg, graph=True) == pytest.approx(15 * 0.02)
-    # Small ops: about 3 + 3 readings and 5 trials of 1 to 1.6 x min_trial_s, whatever the op costs.
+    assert plan.timing_seconds(0.02, cfg, graph=True) == pytest.approx(11 * 0.02)
+    # Small ops: 3 readings of replays and 5 trials of 1 to 1.6 x min_trial_s, whatever the op costs.
     for per_op in (2e-6, 20e-6, 200e-6):
-        assert 11 * cfg.min_trial_s < plan.timing_seconds(per_op, cfg, graph=True) < 11 * 1.6 * cfg.min_trial_s
+        assert 8 * cfg.min_trial_s < plan.timing_seconds(per_op, cfg, graph=True) < 11 * 1.6 * cfg.min_trial_s
 
 
 # ---------------------------------------------------------------- the estimate against measured runs
@@ -256,7 +258,7 @@ def test_every_run_prints_its_estimate_first(xferbench):
     proc, runs = xferbench("suite=copy", "sizes.max=16KiB", "timing.trials=1")
     assert proc.returncode == 0, proc.stderr
     first = proc.stderr.splitlines()[0]
-    assert first.startswith("xferbench: 3 points (copy 3), about ") and len(runs) == 1
+    assert first.startswith("xferbench: 2 points (copy 2), about ") and len(runs) == 1   # 4 KiB, 16 KiB: x4 below 64 KiB
 
 
 # ---------------------------------------------------------------- the size ladder

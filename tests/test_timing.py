@@ -76,6 +76,16 @@ def test_small_ops_get_more_shorter_trials_for_the_same_budget():
     assert [t.iters for t in measure(slow.enqueue, slow, CFG)] == [60, 60, 60]
 
 
+def test_warm_up_is_one_operation_when_one_alone_lasts_a_trial():
+    cfg = TimingConfig(warmup=3, trials=3, min_trial_s=0.01)
+    long_op = ScriptedWork(0.02)   # a 1 GiB host copy: a second warm-up op would only cost time
+    measure(long_op.enqueue, long_op, cfg)
+    assert [n for n, _ in long_op.readings[:2]] == [1, 1]   # warm-up 1 op, then calibration at n=1
+    short_op = ScriptedWork(1e-4)
+    measure(short_op.enqueue, short_op, cfg)
+    assert [n for n, _ in short_op.readings[:3]] == [1, 2, 1]   # 1 + 2 warm-up ops, then calibration
+
+
 class Ranks:
     """agree() over threads standing in for the ranks of a collective: the max of every rank's value."""
 
