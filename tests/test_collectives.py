@@ -1,5 +1,6 @@
 """Collectives over gloo between real local processes: the same code path NCCL takes on GPUs."""
 import datetime as dt
+from dataclasses import replace
 
 import pytest
 import torch
@@ -41,6 +42,16 @@ def test_message_sizes_are_whole_elements_per_rank():
     assert collectives.message_bytes("all_gather", 8, "float32", 4) == 16
     assert collectives.message_bytes("all_reduce", 10, "float32", 4) == 8
     assert collectives.message_bytes("all_to_all", 1 << 20, "bfloat16", 3) == (1 << 20) // 6 * 6
+
+
+def test_one_rank_worlds_are_not_graphed():
+    """One rank moves nothing: NCCL's captured ops there are empty graphs or local copies."""
+    from bench.schema import Config
+
+    ctx = Context(device="cuda", timing=TimingConfig(), sizes=[8, 1 << 20], gpu_count=2,
+                  launches=("eager", "graph"), graph_max_bytes=16 << 20)
+    launches = {n: {p.launch for p in collectives.points(Config(), replace(ctx, world_size=n))} for n in (1, 2)}
+    assert launches == {1: {"eager"}, 2: {"eager", "graph"}}
 
 
 @pytest.fixture
