@@ -71,9 +71,9 @@ def test_triton_is_asked_for_in_one_line(monkeypatch):
 # ---------------------------------------------------------------- sizes and NUMA placement
 
 
-@pytest.mark.parametrize("low, high, expected", [("4KiB", "1GiB", [4 * MiB, 64 * MiB, GiB]),
-                                                 ("4KiB", "256MiB", [MiB, 16 * MiB, 256 * MiB]),
-                                                 ("64MiB", "1GiB", [64 * MiB, GiB]),
+@pytest.mark.parametrize("low, high, expected", [("4KiB", "1GiB", [MiB, 16 * MiB, 256 * MiB]),
+                                                 ("4KiB", "128MiB", [8 * MiB, 128 * MiB]),
+                                                 ("512MiB", "1GiB", [512 * MiB]),   # none up to 256 MiB: the smallest
                                                  ("4KiB", "512KiB", [512 * 1024])])  # below 1 MiB: the largest only
 def test_machine_sizes(low, high, expected):
     assert copy.machine_sizes(sweep(low, high, 2)) == expected
@@ -143,7 +143,8 @@ def test_one_gpu_adds_only_sm_and_latency_to_the_old_sweep():
     pts = copy.points(config(), context(1))
     old = [p for p in pts if p.engine == "ce"]
     assert len(old) == 153   # the sweep before whole-machine traffic: 4 KiB..1 GiB, both memories, eager+graph
-    assert Counter(p.op for p in pts if p.engine == "sm") == {"h2d": 4, "d2h": 4, "bidir": 3, "latency": 1}
+    # whole-machine sizes 1, 16 and 256 MiB, eager; graph at the two up to 16 MiB (not bidir)
+    assert Counter(p.op for p in pts if p.engine == "sm") == {"h2d": 5, "d2h": 5, "bidir": 3, "latency": 1}
 
 
 def test_selected_gpus_and_numa_modes():
@@ -187,6 +188,20 @@ def test_p2p_points_on_three_gpus():
                                                                  for i in range(3) for j in range(3) if i != j}
     staged = p2p.points(config(**{"p2p.modes": "[staged]", "p2p.pairs": "all"}), context(3))
     assert {(p.op, p.engine) for p in staged} == {("uni", "ce"), ("bidir", "ce"), ("latency", "sm")}
+
+
+def test_p2p_auto_points_on_an_nvswitch_box_of_eight():
+    """CE matrices of all 56 pairs at two sizes; the curve, SM copies and latency on one pair (one
+    link class); concurrent traffic into and out of each GPU at the largest whole-machine size."""
+    ctx = context(8)
+    ctx.extra["links"] = {f"{i},{j}": "NV18" for i in range(8) for j in range(8) if i != j}
+    pts = p2p.points(config(), ctx)
+    ce_uni = Counter(p.size_bytes for p in pts if p.op == "uni" and p.engine == "ce" and p.mode == "peer")
+    assert ce_uni[4096] == ce_uni[256 * MiB] == 56 and ce_uni[GiB] == ce_uni[MiB] == 1
+    assert {(p.src, p.dst) for p in pts if p.engine == "sm" and p.op != "all_to_one"
+            and p.op != "one_to_all"} == {("cuda:0", "cuda:1")}
+    concurrent = [p for p in pts if p.op in ("all_to_one", "one_to_all")]
+    assert len(concurrent) == 2 * 8 * 2 and {p.size_bytes for p in concurrent} == {256 * MiB}
 
 
 # ---------------------------------------------------------------- timing pieces that need no GPU

@@ -9,14 +9,15 @@ SMs storing into the peer's memory (engine 'sm', nvbandwidth's write; at the who
 of bench.suites.copy.machine_sizes). Timing uses CUDA events on the source GPU; the other GPU's
 work joins its stream.
 
-Concurrent peer traffic, for each GPU j as 'the one' (mode peer, whole-machine sizes):
+Concurrent peer traffic, for each GPU j as 'the one' (mode peer, whole-machine sizes; the largest
+with pairs=auto):
 all_to_one: every other GPU writes into j at once (src 'all', dst cuda:j); one_to_all: every
 other GPU reads from j at once (src cuda:j, dst 'all'; with engine ce, j's copy engines push,
 since torch runs a copy between GPUs on the source's stream; with sm, each reader's kernel
 loads). One row per peer (part cuda:i) and the total, started together and timed as the copy
 suite's 'all' points are (bench.suites.copy.Together).
 
-latency: for each selected pair, dst's SMs chase pointers through a 2 MiB ring in src's memory
+latency: for each selected pair (pairs=auto: one per link class), dst's SMs chase pointers through a 2 MiB ring in src's memory
 (seconds per dependent load in time_s, no bandwidth).
 
 Every point's destination is compared with the source after timing (latency: the chase's end).
@@ -31,7 +32,7 @@ from typing import Any, List
 import torch
 
 from bench import ConfigError, kernels, timing
-from bench.pairs import pairs_at_size
+from bench.pairs import class_pairs, pairs_at_size
 from bench.results import Sample
 from bench.settings import Choice, nonempty
 from bench.suites import Context, Point, check_fits, trial_rows
@@ -66,7 +67,8 @@ _PAIRS_HELP = "use auto, all, ring, or a list of [src, dst] pairs like [[0,1],[1
 @dataclass
 class Settings:
     # auto | all | ring | [[src, dst], ...]: one of two shapes, so it is checked here rather than typed.
-    # auto: every ordered pair at the sweep's smallest and largest size, one pair per link class between
+    # auto: every ordered pair at the smallest and the largest whole-machine size, one pair per link
+    # class at the others (see points())
     pairs: Any = "auto"
     ops: List[P2POp] = field(default_factory=lambda: list(P2POp))
     modes: List[P2PMode] = field(default_factory=lambda: list(P2PMode))
@@ -92,7 +94,7 @@ class Settings:
 
 def select_pairs(spec: str | list, n: int) -> list[tuple[int, int]]:
     """'all' ordered pairs, a 'ring' (i -> i+1), or an explicit list of [src, dst]."""
-    if spec in ("auto", "all"):  # auto: every pair at the sweep's ends; points() picks the rest
+    if spec in ("auto", "all"):  # auto: every pair at the matrix sizes; points() picks the rest
         return [(i, j) for i in range(n) for j in range(n) if i != j]
     if spec == "ring":
         return [(i, (i + 1) % n) for i in range(n)] if n > 2 else [(0, 1), (1, 0)][: 2 if n == 2 else 0]
@@ -119,25 +121,31 @@ def check(cfg, ctx: Context) -> str | None:
 
 
 def points(cfg, ctx: Context) -> list[Point]:
-    pairs = select_pairs(cfg.p2p.pairs, ctx.gpu_count)
+    """With pairs=auto: CE copies of every pair at the matrix sizes and of one pair per link class
+    at the others; SM copies and latency on one pair per link class (a property of the link, and
+    on 8 GPUs 56 pairs each); concurrent ops at the largest whole-machine size, bandwidth being
+    their question. Otherwise every selected pair at every size."""
+    pairs, auto = select_pairs(cfg.p2p.pairs, ctx.gpu_count), cfg.p2p.pairs == "auto"
+    links = ctx.extra.get("links", {})
     machine = machine_sizes(ctx.sizes)
+    matrix = (min(ctx.sizes), max(machine))
+    per_link = class_pairs(ctx.gpu_count, links) if auto else pairs
     ops, modes, engines = ([str(x) for x in values] for values in (cfg.p2p.ops, cfg.p2p.modes, cfg.p2p.engine))
     out = [Point(NAME, "latency", RING_BYTES, memory="device", mode="peer", backend="cuda", src=f"cuda:{i}",
-                 dst=f"cuda:{j}", engine="sm") for i, j in pairs if "latency" in ops]
+                 dst=f"cuda:{j}", engine="sm") for i, j in per_link if "latency" in ops]
     for size in ctx.sizes:
-        here = (pairs_at_size(size, ctx.sizes, ctx.gpu_count, ctx.extra.get("links", {}))
-                if cfg.p2p.pairs == "auto" else pairs)
+        here = pairs_at_size(size, matrix, ctx.gpu_count, links) if auto else pairs
         for i, j in here:
             for op in (o for o in ops if o in PAIR_OPS):
                 if op == "bidir" and (j, i) in here and j < i:
                     continue  # i<->j at once is one measurement, whichever way it is named
                 for mode in modes:
                     for engine in engines:
-                        if engine == "sm" and (mode != "peer" or size not in machine):
+                        if engine == "sm" and (mode != "peer" or size not in machine or (i, j) not in per_link):
                             continue  # a kernel copies directly, at whole-machine sizes
                         out.append(Point(NAME, op, size, memory="device", mode=mode, backend="cuda",
                                          src=f"cuda:{i}", dst=f"cuda:{j}", engine=engine))
-        if size in machine and "peer" in modes:
+        if (size == max(machine) if auto else size in machine) and "peer" in modes:
             out += [Point(NAME, op, size, memory="device", mode="peer", backend="cuda", world_size=ctx.gpu_count,
                           engine=engine, **_ends(op, f"cuda:{j}"))
                     for op in ops if op in CONCURRENT_OPS for j in range(ctx.gpu_count) for engine in engines]
