@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import torch
@@ -48,12 +47,15 @@ def _copy_kernel(dst_w, src_w, n_words, dst_b, src_b, tail_start, n_bytes, BLOCK
         tl.store(dst_b + tail, tl.load(src_b + tail, mask=tail_mask), mask=tail_mask)
 
 
-def _chase_kernel(ring, start, steps, out):
-    idx = tl.cast(start, tl.int64)
-    for _ in range(steps):
-        # volatile: no cache on the way may answer, so every load crosses the link
-        idx = tl.load(ring + idx, volatile=True)
-    tl.store(out, idx)  # the loop's result is used: the compiler keeps every load
+def _chase_kernel(ring, start, steps, out, sm):
+    # One program per SM, and only program `sm` chases: nvbandwidth's way of choosing the SM,
+    # whose distance to the link shows in its latency (802-865 ns to the peer on 2x H200).
+    if tl.program_id(0) == sm:
+        idx = tl.cast(start, tl.int64)
+        for _ in range(steps):
+            # volatile: no cache on the way may answer, so every load crosses the link
+            idx = tl.load(ring + idx, volatile=True)
+        tl.store(out, idx)  # the loop's result is used: the compiler keeps every load
 
 
 @functools.cache
@@ -67,7 +69,7 @@ def _kernels() -> SimpleNamespace:
     # possibly inside a CUDA graph capture. n_words stays specialized (always a multiple of 16).
     return SimpleNamespace(
         copy=triton.jit(_copy_kernel, do_not_specialize=["tail_start", "n_bytes"]),
-        chase=triton.jit(_chase_kernel, do_not_specialize=["start", "steps"]),
+        chase=triton.jit(_chase_kernel, do_not_specialize=["start", "steps", "sm"]),
     )
 
 
@@ -180,10 +182,14 @@ def follow(ring: torch.Tensor, steps: int, start: int = 0) -> int:
     return idx
 
 
-def pointer_chase(ring: torch.Tensor, steps: int, device: int | None = None) -> torch.Tensor:
-    """Enqueue one thread of GPU `device` (default: the current one) doing `steps` dependent 8-byte
-    loads around `ring` from index 0, on that GPU's current stream; returns the one-element int64
-    tensor on that GPU where the kernel writes the index it ends on.
+def sm_count(device: int) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def pointer_chase(ring: torch.Tensor, steps: int, device: int | None = None, sm: int = 0) -> torch.Tensor:
+    """Enqueue one thread on SM `sm` of GPU `device` (default: the current one) doing `steps`
+    dependent 8-byte loads around `ring` from index 0, on that GPU's current stream; returns the
+    one-element int64 tensor on that GPU where the kernel writes the index it ends on.
 
     `ring` (from make_ring) is in pinned host memory, on a peer GPU, or on `device` itself.
     """
@@ -193,37 +199,5 @@ def pointer_chase(ring: torch.Tensor, steps: int, device: int | None = None) -> 
     _reach(worker, ring)
     out = torch.empty(1, dtype=torch.int64, device=f"cuda:{worker}")
     with torch.cuda.device(worker):
-        _kernels().chase[(1,)](ring, 0, steps, out, num_warps=1)
+        _kernels().chase[(sm_count(worker),)](ring, 0, steps, out, sm, num_warps=1)
     return out
-
-
-@dataclass(frozen=True)
-class Chase:
-    ns_per_access: float
-    steps: int
-    end: int  # the index the GPU ended on
-    expected: int  # the index the host ended on, following the same ring
-
-    @property
-    def verified(self) -> bool:
-        return self.end == self.expected
-
-
-def chase_latency(ring: torch.Tensor, steps: int = 100_000, device: int | None = None) -> Chase:
-    """Load-to-use latency from GPU `device` to the memory holding `ring`: one chase of `steps`
-    dependent loads timed with CUDA events, reported as elapsed / steps.
-
-    Nothing is subtracted: the one kernel launch (microseconds) is amortized by the long chase
-    (100k steps of ~1 us each by default). A shorter chase (a tenth) first compiles the kernel and
-    touches the ring's pages. The end index is compared with the host's walk of the same ring.
-    """
-    worker = torch.cuda.current_device() if device is None else device
-    expected = follow(ring, steps)
-    pointer_chase(ring, max(1, steps // 10), worker)
-    with torch.cuda.device(worker):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        out = pointer_chase(ring, steps, worker)
-        end.record()
-        end.synchronize()
-    return Chase(start.elapsed_time(end) * 1e6 / steps, steps, int(out.item()), expected)

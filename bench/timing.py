@@ -159,7 +159,9 @@ def _trials(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig, agree: Ca
 # Ops faster than this are bound by the host's launch cost, which comes in moods (a slow mode
 # ~3x the fast one was seen in torch.distributed's eager launches on 2x H200, for tens of ms):
 # their trials are split SMALL_OP_SPLIT ways, the same timed budget in more, shorter trials, so
-# one such moment moves a few trials of many rather than the median of five.
+# one such moment moves a few trials of many rather than the median of five. The warm-up's rate
+# says which ops are small (it errs slow: first calls cost more), so N is calibrated for the
+# shorter trials directly.
 SMALL_OP_S = 100e-6
 SMALL_OP_SPLIT = 3
 
@@ -181,14 +183,12 @@ def measure(
     cfg: TimingConfig,
     agree: Callable[[float], float] = _same,
 ) -> list[Trial]:
-    """Warm up, calibrate N, then cfg.trials trials of N back-to-back operations each
-    (small ops: SMALL_OP_SPLIT times as many trials of a SMALL_OP_SPLIT-th of N)."""
-    warm_up(enqueue, clock, cfg, agree)
-    n = calibrate(enqueue, clock, cfg, agree)
-    if n * SMALL_OP_S > cfg.min_trial_s:  # under SMALL_OP_S per op; N is agreed, so every rank decides alike
+    """Warm up, calibrate N, then cfg.trials trials of N back-to-back operations each (ops the
+    warm-up finds under SMALL_OP_S: SMALL_OP_SPLIT times as many trials of a SMALL_OP_SPLIT-th
+    of min_trial_s; without a warm-up no op is known to be small)."""
+    if warm_up(enqueue, clock, cfg, agree) < SMALL_OP_S:   # agreed: every rank decides alike
         cfg = replace(cfg, trials=cfg.trials * SMALL_OP_SPLIT, min_trial_s=cfg.min_trial_s / SMALL_OP_SPLIT)
-        n = math.ceil(n / SMALL_OP_SPLIT)
-    return _trials(enqueue, clock, n, cfg, agree)
+    return _trials(enqueue, clock, calibrate(enqueue, clock, cfg, agree), cfg, agree)
 
 
 _CAPTURE_STREAMS: dict[int, torch.cuda.Stream] = {}

@@ -54,6 +54,25 @@ def test_one_rank_worlds_are_not_graphed():
     assert launches == {1: {"eager"}, 2: {"eager", "graph"}}
 
 
+def test_the_nccl_api_stops_at_its_max_size():
+    from bench.schema import Config
+
+    ctx = Context(device="cuda", timing=TimingConfig(), sizes=[8, 16 << 20, 64 << 20], gpu_count=2, world_size=2,
+                  launches=("eager",))
+    cfg = Config()
+    assert {(p.api, p.size_bytes) for p in collectives.points(cfg, ctx) if p.op == "all_reduce"} == {
+        ("torch", 8), ("torch", 16 << 20), ("torch", 64 << 20), ("nccl", 8), ("nccl", 16 << 20)}
+    cfg.collectives.nccl_max_size = None   # every size through both
+    assert len([p for p in collectives.points(cfg, ctx) if p.op == "all_reduce"]) == 6
+
+
+def test_bad_nccl_max_size_is_one_line(xferbench):
+    proc, runs = xferbench("suite=collectives", "collectives.nccl_max_size=lots")
+    assert proc.returncode == 2 and not runs
+    assert proc.stderr.strip() == ("xferbench: error: collectives.nccl_max_size='lots': not a size "
+                                   "(use e.g. 4KiB, 1GiB, 4096)")
+
+
 @pytest.fixture
 def one_rank_group(tmp_path):
     tdist.init_process_group("gloo", rank=0, world_size=1, init_method=f"file://{tmp_path}/store",

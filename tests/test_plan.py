@@ -183,8 +183,9 @@ def test_scaling_worlds_are_capped_at_the_gpus_present():
 
 def test_eight_gpus_default_collectives_points():
     got = {s.name: s for s in plan.plan_machine(_cfg(), _h200(8)).suites}
-    # 16 ladder sizes eager, the 12 up to 16 MiB in graphs too; 7 ops, torch and nccl
-    assert got["collectives"].points == (16 + 12) * 7 * 2
+    # 16 ladder sizes eager, the 12 up to 16 MiB in graphs too; 7 ops through torch, and through
+    # nccl the 12 up to 16 MiB (collectives.nccl_max_size), eager and in graphs
+    assert got["collectives"].points == (16 + 12) * 7 + (12 + 12) * 7
     assert got["collectives"].basis.startswith("per-op times h200-x2")
 
 

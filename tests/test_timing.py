@@ -1,5 +1,6 @@
 import threading
 import time
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -68,12 +69,16 @@ def test_short_trial_is_measured_again_once_then_flagged():
 
 
 def test_small_ops_get_more_shorter_trials_for_the_same_budget():
+    warmed = replace(CFG, warmup=3)
     work = ScriptedWork(1e-5)  # 10 µs ops: host-bound territory
-    trials = measure(work.enqueue, work, CFG)
-    assert len(trials) == 3 * 3 and {t.iters for t in trials} == {400}  # 1200 ops / 3
+    trials = measure(work.enqueue, work, warmed)
+    assert len(trials) == 3 * 3 and {t.iters for t in trials} == {400}  # 1.2 x a third of 10 ms at 10 µs
     assert not any(t.short for t in trials)  # 4 ms trials are full-length for the split budget
+    assert max(n for n, _ in work.readings) == 400   # calibrated for the short trials: no reading at 1200
     slow = ScriptedWork(2e-4)  # 200 µs ops: left as they were
-    assert [t.iters for t in measure(slow.enqueue, slow, CFG)] == [60, 60, 60]
+    assert [t.iters for t in measure(slow.enqueue, slow, warmed)] == [60, 60, 60]
+    unwarmed = ScriptedWork(1e-5)  # no warm-up, no rate: five full trials
+    assert [t.iters for t in measure(unwarmed.enqueue, unwarmed, CFG)] == [1200] * 3
 
 
 def test_warm_up_is_one_operation_when_one_alone_lasts_a_trial():

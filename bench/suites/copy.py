@@ -9,8 +9,9 @@ on the GPU's SMs (engine 'sm', pinned memory only).
 Which GPUs (copy.gpus): the first GPU selected gets the full sweep (every op, memory, launch and
 size). Whole-machine traffic -- each other selected GPU alone, and every GPU at once ('all') --
 is pinned h2d, d2h and bidir at a few sizes (machine_sizes(): the largest up to 256 MiB, and
-every x16 step below it down to 1 MiB), and so are SM copies: bandwidth is the question there, and points cost
-time. 'all' gives one row per GPU (part cuda:i) plus the total; src/dst name it 'all'.
+every x16 step below it down to 1 MiB), and so are SM copies, of the first GPU alone and of
+every GPU at once: bandwidth is the question there, and points cost time. 'all' gives one row
+per GPU (part cuda:i) plus the total; src/dst name it 'all'.
 
 Every GPU at once: each GPU copies on its own streams and buffers. Together holds every GPU's
 copies behind a sleep kernel until all are enqueued, so the host's enqueue cost stays out; each
@@ -252,8 +253,8 @@ def _alone_points(cfg, ctx: Context, gpu: int, mode: str, full: bool) -> list[Po
                 if (op == "bidir" or not full) and mem == "pageable":
                     continue  # pageable copies block the host thread, so they cannot overlap
                 for engine in (str(e) for e in cfg.copy.engine):
-                    if engine == "sm" and (mem != "pinned" or size not in machine):
-                        continue  # kernels reach pinned memory only; SM copies at whole-machine sizes
+                    if engine == "sm" and (mem != "pinned" or size not in machine or not full):
+                        continue  # kernels reach pinned memory only; SM copies at whole-machine sizes, of one GPU alone
                     for launch in ctx.launches:
                         graphable = full and mem == "pinned" and op != "bidir" and size <= ctx.graph_max_bytes
                         if launch == "eager" or graphable:
@@ -276,11 +277,13 @@ def _together_points(cfg, ctx: Context, mode: str) -> list[Point]:
 
 
 class _Store:
-    """Largest-size buffers, made on first use and sliced for every point: a source and a
-    destination on each GPU, and each GPU's host buffers for one NUMA mode at a time."""
+    """Buffers made on first use and sliced for every point: a source and a destination on each
+    GPU, and each GPU's host buffers for one NUMA mode at a time. Each GPU's are as large as its
+    largest point: GPUs with only whole-machine points need no 1 GiB host buffers placed and
+    pinned (about half a second a GiB)."""
 
-    def __init__(self, size: int, plan: HostPlan) -> None:
-        self.size, self.plan = size, plan
+    def __init__(self, sizes: dict[int, int], plan: HostPlan) -> None:
+        self.sizes, self.plan = sizes, plan
         self._device: dict[tuple[int, str], torch.Tensor] = {}
         self._host: dict[tuple, torch.Tensor] = {}
         self._mode: str | None = None
@@ -290,9 +293,9 @@ class _Store:
             where = f"cuda:{gpu}"
             if name == "src":
                 seeded = torch.Generator(device=where).manual_seed(gpu + 1)
-                buf = torch.randint(0, 256, (self.size,), dtype=torch.uint8, device=where, generator=seeded)
+                buf = torch.randint(0, 256, (self.sizes[gpu],), dtype=torch.uint8, device=where, generator=seeded)
             else:
-                buf = torch.empty(self.size, dtype=torch.uint8, device=where)
+                buf = torch.empty(self.sizes[gpu], dtype=torch.uint8, device=where)
             self._device[gpu, name] = buf
         return self._device[gpu, name]
 
@@ -306,7 +309,7 @@ class _Store:
         self._use(mode)
         if (gpu, memory, name) not in self._host:
             cpus = self.plan.places[gpu, mode].cpus
-            buf = (numa.allocate_pinned_on if memory == "pinned" else numa.allocate_on)(cpus, self.size)
+            buf = (numa.allocate_pinned_on if memory == "pinned" else numa.allocate_on)(cpus, self.sizes[gpu])
             if name == "src":
                 buf.copy_(self.device(gpu, "src"))
             self._host[gpu, memory, name] = buf
@@ -324,7 +327,11 @@ class _Store:
 
 def _store(cfg, ctx: Context) -> _Store:
     if "copy_store" not in ctx.extra:
-        ctx.extra["copy_store"] = _Store(max(ctx.sizes), _host_plan(cfg, ctx))
+        largest: dict[int, int] = defaultdict(int)
+        for p in points(cfg, ctx):
+            for gpu in _gpus(p):
+                largest[gpu] = max(largest[gpu], p.size_bytes)
+        ctx.extra["copy_store"] = _Store(largest, _host_plan(cfg, ctx))
     return ctx.extra["copy_store"]
 
 
@@ -491,26 +498,35 @@ class SpanClock:
 
 
 class Chase:
-    """An enqueue(n) for link latency: one chase of n dependent loads by `gpu`'s SMs, so the timing
-    core's time per operation is the time per access. The one launch per trial is amortized over
-    the chase (~10,000 loads of about a microsecond at the default timing)."""
+    """An enqueue(n) for link latency: n dependent loads by `gpu`'s SMs, so the timing core's time
+    per operation is the time per access. The loads go in launches of up to STEPS_PER_SM, each on
+    the next SM in turn: a trial's time is an average over SMs, as nvbandwidth's is, rather than
+    the latency of the one SM a single launch lands on; a launch's start costs under 0.5% of its
+    loads' time."""
+
+    STEPS_PER_SM = 1024
 
     def __init__(self, ring: torch.Tensor, gpu: int) -> None:
         self.ring, self.gpu = ring, gpu
+        self.sms, self.next_sm = kernels.sm_count(gpu), 0
         self.last: tuple[int, torch.Tensor] | None = None
 
     def __call__(self, n: int) -> None:
-        self.last = (n, kernels.pointer_chase(self.ring, n, self.gpu))
+        while n > 0:
+            steps = min(n, self.STEPS_PER_SM)
+            self.last = (steps, kernels.pointer_chase(self.ring, steps, self.gpu, self.next_sm))
+            self.next_sm = (self.next_sm + 1) % self.sms
+            n -= steps
 
     def verified(self) -> bool:
         """The GPU's last chase ended where the host's walk of the same ring does."""
         torch.cuda.synchronize(self.gpu)
-        n, out = self.last
-        return int(out.item()) == kernels.follow(self.ring, n)
+        steps, out = self.last
+        return int(out.item()) == kernels.follow(self.ring, steps)
 
 
 LATENCY_NOTE = ("time_s: one dependent 8-byte load by the dst GPU's SMs of memory on src "
-                f"(pointer chase, {kernels.LINE}-byte stride, 2 MiB ring); no bandwidth")
+                f"(pointer chase, {kernels.LINE}-byte stride, 2 MiB ring, SMs in turn); no bandwidth")
 
 
 # ---------------------------------------------------------------- measuring

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from bench import kernels, timing
+from bench.suites.copy import Chase
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
@@ -153,25 +154,34 @@ def test_sm_copy_peer_bandwidth_is_sane(worker):
     assert gbps > 1
 
 
-def chase(ring: torch.Tensor, device: int) -> kernels.Chase:
-    result = kernels.chase_latency(ring, steps=20_000, device=device)
-    print(f"chase cuda:{device} -> {ring.device}: {result.ns_per_access:.0f} ns/access")
-    assert result.verified, result
-    return result
+def chase_ns(ring: torch.Tensor, device: int) -> float:
+    """ns per access through the suites' Chase and the timing core; its end index checked."""
+    chase = Chase(ring, device)
+    with torch.cuda.device(device):
+        trials = timing.measure(chase, timing.EventClock(), timing.TimingConfig(trials=3, min_trial_s=0.005))
+    ns = sorted(t.per_op_s for t in trials)[1] * 1e9
+    print(f"chase cuda:{device} -> {ring.device}: {ns:.0f} ns/access over SMs up to {chase.next_sm}")
+    assert chase.verified()
+    return ns
 
 
 def test_pointer_chase_to_host_memory():
-    result = chase(kernels.make_ring(2 << 20, pin=True), 0)
-    assert 100 < result.ns_per_access < 20_000
+    assert 100 < chase_ns(kernels.make_ring(2 << 20, pin=True), 0) < 20_000
 
 
 def test_pointer_chase_to_own_memory():
-    assert 20 < chase(kernels.make_ring(2 << 20, device="cuda:0"), 0).ns_per_access < 20_000
+    assert 20 < chase_ns(kernels.make_ring(2 << 20, device="cuda:0"), 0) < 20_000
 
 
 @multigpu
 def test_pointer_chase_to_peer_memory():
-    assert 100 < chase(kernels.make_ring(2 << 20, device="cuda:1"), 0).ns_per_access < 20_000
+    assert 100 < chase_ns(kernels.make_ring(2 << 20, device="cuda:1"), 0) < 20_000
+
+
+def test_pointer_chase_on_a_chosen_sm_ends_where_the_host_does():
+    ring = kernels.make_ring(1 << 16, pin=True, seed=3)
+    last = kernels.sm_count(0) - 1
+    assert int(kernels.pointer_chase(ring, 500, 0, sm=last).item()) == kernels.follow(ring, 500)
 
 
 def test_pointer_chase_end_index():
