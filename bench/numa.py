@@ -42,6 +42,7 @@ _LOCAL_DISTANCE, _REMOTE_DISTANCE = 10, 20   # what Linux assumes without a dist
 # (bench.kernels) load and store the pages through UVA. The flags are orthogonal: only flag 0
 # implies both, on UVA systems.
 _CUDA_HOST_REGISTER_FLAGS = 1 | 2
+_HUGE_PAGE = 2 << 20
 
 
 @dataclass(frozen=True)
@@ -241,6 +242,10 @@ def _first_touched(cpus: frozenset[int], nbytes: int, kind: type[mmap.mmap]) -> 
     # could hand the pages to its worker threads, which run anywhere).
     def touch() -> mmap.mmap:
         mapping = kind(-1, nbytes, flags=mmap.MAP_PRIVATE)
+        if nbytes >= _HUGE_PAGE and hasattr(mmap, "MADV_HUGEPAGE"):
+            # Where the kernel backs it with 2 MiB pages, a fault places 512 pages at once: a 1 GiB
+            # buffer is placed in a fraction of the time, on the same node (first touch still rules).
+            mapping.madvise(mmap.MADV_HUGEPAGE)
         numpy.frombuffer(mapping, dtype=numpy.uint8)[::mmap.PAGESIZE] = 0
         return mapping
 

@@ -46,7 +46,7 @@ def nonempty(key: str, values: list) -> None:
 class TimingSettings:
     warmup: int = 3                 # untimed operations before calibration
     trials: int = 5                 # timed trials per point, one result row each
-    min_trial_s: float = 0.005      # a trial repeats the operation until it lasts this long
+    min_trial_s: float = 0.004      # a trial repeats the operation until it lasts this long
     min_iters: int = 1
     max_iters: int = 10000
     graph_max_size: str = "16MiB"   # graph mode only up to this size

@@ -39,7 +39,7 @@ class TimingConfig:
 
     warmup: int = 3
     trials: int = 5
-    min_trial_s: float = 0.005
+    min_trial_s: float = 0.004
     min_iters: int = 1
     max_iters: int = 10000
 
