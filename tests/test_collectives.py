@@ -33,7 +33,8 @@ def test_every_op_runs_and_verifies_on_two_and_three_ranks_in_one_run(xferbench)
 
 
 @pytest.mark.parametrize("op, n, factor", [("all_reduce", 8, 1.75), ("all_gather", 4, 0.75),
-                                           ("reduce_scatter", 2, 0.5), ("sendrecv", 8, 1.0), ("reduce", 4, 1.0)])
+                                           ("reduce_scatter", 2, 0.5), ("sendrecv", 8, 1.0), ("reduce", 4, 1.0),
+                                           ("broadcast", 1, 0.0), ("all_reduce", 1, 0.0)])   # one rank: no bus
 def test_bus_factors_follow_nccl_tests(op, n, factor):
     assert collectives.bus_factor(op, n) == factor
 

@@ -90,6 +90,8 @@ _reduce_scatter = getattr(tdist, "reduce_scatter_single", None) or tdist.reduce_
 
 
 def bus_factor(op: str, n: int) -> float:
+    if n == 1:
+        return 0.0   # one rank moves nothing between GPUs (nccl-tests' all_reduce formula gives 0 too)
     if op == "all_reduce":
         return 2 * (n - 1) / n
     if op in _SPLIT:
