@@ -71,15 +71,16 @@ class Overhead:
     per_trial_s: float      # a trial's own clock readings, syncs and (collectives) barriers
 
 
-# Before a reference run refines per_point_s. Collectives on GPUs: a least-squares fit to the five
-# 2x H200 runs of 2026-11 (8 B to 4 GiB, 20 to 364 points), which it matches within 1 s each:
-# 5.5 s a world, 22 ms a point, 0.23 s a GB (buffers and checks of large messages). Host copies
+# Before a reference run refines per_point_s. Collectives on GPUs: the four 2x H200 runs of today's
+# timing core (2026-11-23; 196 to 364 points, wall less replayed timing 9-15 s), with the start
+# the profile showed (5.7 s to spawn the ranks, start NCCL and tear down): 6 s a world, 9 ms a
+# point, 10 ms more a graph point (two captures), 0.066 s a GB (buffers and checks). Host copies
 # touch every byte on the host. The CPU figures are from a 2-core machine (16 MiB to 1 GiB runs),
 # where making random source data and checking results cost seconds a GB.
 DEFAULT_OVERHEAD = {
     ("copy", "cuda"): Overhead(0.04, 0.2e-9, 0.005, 1.0, 30e-6),
     ("p2p", "cuda"): Overhead(0.03, 0.01e-9, 0.005, 1.0, 30e-6),
-    ("collectives", "cuda"): Overhead(0.022, 0.23e-9, 0.005, 5.5, 100e-6),
+    ("collectives", "cuda"): Overhead(0.009, 0.066e-9, 0.010, 6.0, 100e-6),
     ("copy", "cpu"): Overhead(0.02, 3e-9, 0.0, 0.5, 10e-6),
     ("collectives", "cpu"): Overhead(0.15, 20e-9, 0.0, 4.0, 1e-3),
 }
@@ -99,15 +100,22 @@ class SuiteEstimate:
         return self.timing_s + self.other_s
 
 
+# A run's own cost besides its suites: the interpreter and imports, CUDA's and NVML's start, the
+# machine's description, the plan, the summary and the exit. Measured as wall time less the
+# suites' times: 8.0-9.2 s on 2x H200 (three runs of 2026-11-23), 3.5 s on a 2-core CPU machine.
+RUN_START_S = {"cuda": 8.5, "cpu": 3.5}
+
+
 @dataclass
 class Plan:
     machine: Machine
     suites: list[SuiteEstimate]
     skipped: list[str] = field(default_factory=list)
+    startup_s: float = 0.0
 
     @property
     def seconds(self) -> float:
-        return sum(s.seconds for s in self.suites)
+        return self.startup_s + sum(s.seconds for s in self.suites)
 
     @property
     def points(self) -> int:
@@ -374,7 +382,8 @@ def estimate(cfg, planned: list[tuple[ModuleType, Context]], machine: Machine, s
              done: set = frozenset(), root: Path = REFERENCE_ROOT) -> Plan:
     """The plan for suites already checked (app.plan's contexts), on `machine`."""
     reference = Reference.find(machine, root)
-    return Plan(machine, [estimate_suite(m, cfg, ctx, machine, reference, done) for m, ctx in planned], list(skipped))
+    return Plan(machine, [estimate_suite(m, cfg, ctx, machine, reference, done) for m, ctx in planned], list(skipped),
+                RUN_START_S.get(machine.device, 0.0) if planned else 0.0)
 
 
 def catalogue_machine(instance) -> Machine:
@@ -449,6 +458,8 @@ def format_plan(plan: Plan) -> str:
     rows = [("suite", "points", "timing", "other", "estimate", "basis")]
     for s in plan.suites:
         rows.append((s.name, str(s.points), duration(s.timing_s), duration(s.other_s), duration(s.seconds), s.basis))
+    if plan.startup_s:
+        rows.append(("start-up", "", "", "", duration(plan.startup_s), "imports, CUDA, the machine's description, summary"))
     rows.append(("total", str(plan.points), "", "", duration(plan.seconds), ""))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = [f"xferbench plan for {plan.machine.label}: {plan.machine.describe()}; nothing measured"]
