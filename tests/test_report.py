@@ -19,6 +19,7 @@ from bench.results import load
 TESTS = Path(__file__).resolve().parent
 REFERENCE = TESTS.parent / "results" / "reference"
 PRICE = 2.0     # $/h given to h100-x1 here: the reference machines have no public price
+FIRST_H100 = "20261122-213018"
 FIGURE_KINDS = ["peak_vs_link", "bandwidth_copy", "bandwidth_p2p", "bandwidth_collectives", "latency_copy",
                 "latency_p2p", "latency_collectives", "p2p_heatmap_h200-x2", "bandwidth_per_dollar"]
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
@@ -27,7 +28,7 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 @pytest.fixture(scope="module")
 def chosen():
     frame = load(REFERENCE)
-    runs = plots.run_index(frame)
+    runs = plots.run_index(frame, [f"h100-x1/{FIRST_H100}"])   # its 1 GiB figure is below its peak
     frame = frame[frame["run_dir"].isin(runs.loc[runs["chosen"], "run_dir"])]
     return frame.assign(usd_per_hour=frame["usd_per_hour"].where(frame["instance"] != "h100-x1", PRICE)), runs
 
@@ -42,15 +43,15 @@ def page(chosen, tmp_path_factory):
 def test_headline_gives_each_instances_figures(chosen):
     table = report.headline(chosen[0])
     h2d = table["Host → device, pinned"]
-    assert h2d["h100-x1"].value == "46.4 GB/s"           # the README's reference table
+    assert h2d["h100-x1"].value == "46.4 GB/s"           # the first slice's H100 run
     # the H100's 1 GiB figure is below its peak, so the peak is named, and the share is of 1 GiB's
     assert h2d["h100-x1"].notes[:3] == ["at 1GiB", "74% of PCIe (63 GB/s)", "peak 55.0 GB/s at 256MiB"]
     assert "23.22 GB/s per $/h" in h2d["h100-x1"].notes      # 46.44 GB/s at $2/h
     assert not any("per $/h" in n for n in h2d["h200-x1"].notes)
     all_reduce = table["all_reduce, bus bandwidth"]["h200-x2"]
-    assert all_reduce.value == "341.6 GB/s" and "76% of NVLink (450 GB/s)" in all_reduce.notes  # 2026-11-23, api nccl
-    assert table["all_reduce latency: eager / graph"]["h200-x2"].value == "9.2 / 4.5 µs"  # the fastest api each
-    assert table["Device → device, one GPU (bytes copied)"]["h200-x1"].value == "2,127 GB/s"
+    assert all_reduce.value == "343.0 GB/s" and "76% of NVLink (450 GB/s)" in all_reduce.notes  # 2026-11-23, api torch
+    assert table["all_reduce latency: eager / graph"]["h200-x2"].value == "8.8 / 4.6 µs"  # the fastest api each
+    assert table["Device → device, one GPU (bytes copied)"]["h200-x1"].value == "2,102 GB/s"
     assert table["P2P one way, peer"]["h100-x1"] is None      # one GPU: not measured
 
 
@@ -83,11 +84,11 @@ def test_page_loads_nothing_from_elsewhere(page):
 
 def test_page_describes_machines_and_caveats(page):
     text = page.read_text()
-    for fact in ("580.159.04", "2.28.9", "2.11.0+cu130", "NV18", "2× NVIDIA H200", "xferbench out_dir=/tmp/results"):
+    for fact in ("580.159.04", "2.28.9", "2.11.0+cu130", "NV18", "2× NVIDIA H200", "xferbench out_dir=/tmp/r run_id=default"):
         assert fact in text, fact
     assert "\x1b" not in text                             # nvidia-smi's colour codes are stripped
     assert "Each column is a single run" in text and "shared or virtualised" in text
-    assert text.count(">left out</td>") == 9   # h200-x2's older sweeps and special-purpose runs
+    assert text.count(">left out</td>") == 18   # the older sweeps and special-purpose runs: h200-x2 14, h200-x1 3, h100-x1 1
 
 
 def test_caveats_name_a_run_that_did_not_finish():
