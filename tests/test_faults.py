@@ -63,7 +63,8 @@ def _wait_for_points(tmp_path, proc, at_least=1, timeout=120) -> Path:
 
 
 LONG_COLLECTIVES = ("suite=collectives", "collectives.nproc=2", "collectives.ops=[all_reduce]",
-                    "sizes.min=8B", "sizes.max=64KiB", "timing.trials=20", "collectives.timeout_s=6")
+                    "sizes.min=8B", "sizes.max=64KiB", "timing.trials=20", "timing.min_trial_s=0.01",
+                    "collectives.timeout_s=6")   # long enough to be stopped mid-sweep, whatever the defaults
 
 
 def test_killed_rank_ends_run_naming_it_and_keeps_points(tmp_path):
@@ -100,7 +101,7 @@ def test_hung_rank_ends_run_within_timeout(tmp_path):
 
 
 def test_ctrl_c_keeps_points_and_resume_finishes_the_run(tmp_path):
-    args = ("suite=copy", "sizes.max=4MiB", "sizes.copy.ladder=[]", "timing.trials=20")
+    args = ("suite=copy", "sizes.max=4MiB", "sizes.copy.ladder=[]", "timing.trials=20", "timing.min_trial_s=0.01")
     proc = _start(tmp_path, *args)
     run = _wait_for_points(tmp_path, proc, at_least=20 * 3 * 2)  # two points, even split 3 ways
     proc.send_signal(signal.SIGINT)

@@ -121,7 +121,7 @@ def test_resume_of_a_csv_only_run_keeps_its_rows(xferbench):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
 def test_term_and_hup_end_the_run_like_ctrl_c(tmp_path, sig):
-    proc = _start(tmp_path, "suite=copy", "sizes.max=16MiB", "timing.trials=30")
+    proc = _start(tmp_path, "suite=copy", "sizes.max=16MiB", "timing.trials=30", "timing.min_trial_s=0.01")
     run = _wait_for_points(tmp_path, proc, at_least=30)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
