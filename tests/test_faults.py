@@ -101,10 +101,11 @@ def test_hung_rank_ends_run_within_timeout(tmp_path):
 
 
 def test_ctrl_c_keeps_points_and_resume_finishes_the_run(tmp_path):
-    # 13 points of about half a second: the sweep is still going when the signal comes
+    # 13 points of about half a second, signalled once the first is on disk: the sweep is still
+    # going when the signal comes, however slowly this process gets to look (2 busy CPUs)
     args = ("suite=copy", "sizes.max=16MiB", "sizes.copy.ladder=[]", "timing.trials=20", "timing.min_trial_s=0.02")
     proc = _start(tmp_path, *args)
-    run = _wait_for_points(tmp_path, proc, at_least=20 * 3 * 2)  # two points, even split 3 ways
+    run = _wait_for_points(tmp_path, proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -112,7 +113,7 @@ def test_ctrl_c_keeps_points_and_resume_finishes_the_run(tmp_path):
     assert read_meta(run)["status"] == "interrupted"
     before = load(run)
     sizes = sorted(before.size_bytes.unique())
-    assert 2 <= len(sizes) < 13 and before.verified.all()
+    assert 1 <= len(sizes) < 13 and before.verified.all()
 
     proc = _start(tmp_path, f"resume={run}")  # the run's own settings: nothing else is given
     _, err = proc.communicate(timeout=300)
