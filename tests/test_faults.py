@@ -43,9 +43,15 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _default_sigint() -> None:
+    # A shell's background job (`cmd &` without job control) inherits SIGINT ignored, and so
+    # would the run, which then could not be interrupted: the run under test gets the default.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(tmp_path, *args):
     return subprocess.Popen(xferbench_cmd(tmp_path / "results", *args), cwd=tmp_path, env=env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)
 
 
 def _wait_for_points(tmp_path, proc, at_least=1, timeout=120) -> Path:
