@@ -243,6 +243,9 @@ def measure_graph(
             graph.replay()
 
     replay(1)
+    # The first replay (it uploads the graph) ends before calibration's first barrier: without
+    # NCCL's graph mixing support no eager collective may be issued while a replay still runs.
+    torch.cuda.synchronize()
     replays = calibrate(replay, clock, TimingConfig(0, 1, cfg.min_trial_s, 1, max(1, cfg.max_iters // ops_per_graph)), agree)
     trials = _trials(replay, clock, replays, cfg, agree)
     return [replace(t, iters=t.iters * ops_per_graph) for t in trials]
