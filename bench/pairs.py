@@ -5,8 +5,8 @@ Every ordered pair is measured at the matrix sizes (the suite's smallest, and it
 whole-machine size: the latency and bandwidth matrices); the other sizes are measured on one pair
 per distinct link class of `nvidia-smi topo -m` (NV18, PIX, PXB, PHB, NODE, SYS, ...), since
 pairs joined the same way draw the same curve. On 8 NVSwitch GPUs that is 56 pairs at two sizes
-and 1 pair at the rest, instead of 56 pairs at every size. Pure functions of the link matrix: the planner uses them on
-machines that are not this one.
+and 1 pair at the rest, instead of 56 pairs at every size. Pure functions of the link matrix: the
+planner uses them on machines that are not this one.
 """
 from __future__ import annotations
 

@@ -459,7 +459,8 @@ def format_plan(plan: Plan) -> str:
     for s in plan.suites:
         rows.append((s.name, str(s.points), duration(s.timing_s), duration(s.other_s), duration(s.seconds), s.basis))
     if plan.startup_s:
-        rows.append(("start-up", "", "", "", duration(plan.startup_s), "imports, CUDA, the machine's description, summary"))
+        rows.append(("start-up", "", "", "", duration(plan.startup_s),
+                     "imports, CUDA, the machine's description, summary"))
     rows.append(("total", str(plan.points), "", "", duration(plan.seconds), ""))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = [f"xferbench plan for {plan.machine.label}: {plan.machine.describe()}; nothing measured"]

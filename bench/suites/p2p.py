@@ -17,8 +17,8 @@ since torch runs a copy between GPUs on the source's stream; with sm, each reade
 loads). One row per peer (part cuda:i) and the total, started together and timed as the copy
 suite's 'all' points are (bench.suites.copy.Together).
 
-latency: for each selected pair (pairs=auto: one per link class), dst's SMs chase pointers through a 2 MiB ring in src's memory
-(seconds per dependent load in time_s, no bandwidth).
+latency: for each selected pair (pairs=auto: one per link class), dst's SMs chase pointers
+through a 2 MiB ring in src's memory (seconds per dependent load in time_s, no bandwidth).
 
 Every point's destination is compared with the source after timing (latency: the chase's end).
 """
