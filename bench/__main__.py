@@ -1,13 +1,16 @@
 """The xferbench command: `xferbench [key=value ...]` or `python -m bench ...` (torchrun too).
 
-Every override is checked before Hydra runs the job: the config is composed once through
-Hydra's compose API and built into the typed schema, so a bad key, type or value is one line
-and exit 2, with no folder made. `resume=FOLDER` continues a run with its own stored config
-and bypasses composition.
+Every override is checked before Hydra runs the job: each is read by Hydra's grammar alone (so
+an unreadable value is named, with how to quote it), then the config is composed once through
+Hydra's compose API, its interpolations resolved, and built into the typed schema, so a bad key,
+type or value is one line and exit 2, with no folder made. `resume=FOLDER` continues a run with
+its own stored config, as stored, and bypasses composition.
 """
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import sys
 
 import hydra
@@ -57,6 +60,31 @@ def _compose(overrides: list[str]) -> None:
         raise ConfigError(schema.one_line(exc)) from None
 
 
+def check_syntax(args: list[str], overrides: list[str], multirun: bool) -> None:
+    """Each override (`overrides`: `args` normalized) read as Hydra will: a value its grammar cannot
+    read, or several values without -m, is one line saying what to write instead."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    for arg, line in zip(args, overrides):
+        key, _, value = arg.partition("=")
+        try:
+            override = parser.parse_override(line)
+        except Exception as exc:  # Hydra's grammar: its message names the character
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            inner = '"' if "'" in value else "'"
+            quoted = f"{key}={inner}{value}{inner}"
+            shell = f'"{quoted}"' if not re.search(r'["$`\\!]', quoted) else shlex.quote(quoted)
+            raise ConfigError(f"{arg}: cannot be read ({reason}); quote the value inside the argument, e.g. "
+                              f"{shell} (in a list, each item)") from None
+        if override.is_sweep_override() and not multirun:
+            if key.lstrip("+~") in config.GROUPS:
+                hint = f", or use suites=[{value}]" if key.lstrip("+~") == "suite" else ""
+                raise ConfigError(f"{arg}: several values of a config group need -m (a multirun){hint}")
+            raise ConfigError(f"{arg}: several values need -m (a multirun, one run each); "
+                              "quote the value if the comma belongs to it")
+
+
 def precheck(overrides: list[str], multirun: bool) -> None:
     """Compose and type-check the config; in a multirun, each swept value once."""
     if not multirun:
@@ -96,6 +124,7 @@ def main() -> None:
             sys.exit(app.run(cfg, resumed=(resume[-1], meta)))
         config.precheck_groups(overrides)
         normalized = dict(zip(overrides, schema.normalize_overrides(overrides, multirun)))
+        check_syntax(overrides, [normalized[a] for a in overrides], multirun)
         args = [normalized.get(a, a) for a in args]
         if not flags & _NO_JOB_FLAGS:
             precheck([normalized[a] for a in overrides], multirun)

@@ -63,11 +63,16 @@ def external_rank() -> int | None:
 
 
 def instance_label(name: str) -> str:
+    """The run folder's parent name: the instance's name, or for `local` the detected label (checked
+    like any name, as it becomes a folder)."""
     if name != "local":
         return name
+    from bench.settings import check_name
     from bench.system import instance_label as detect
 
-    return detect()
+    label = detect()
+    check_name("instance label (detected)", label)
+    return label
 
 
 def _new_folder(path: Path, out_dir: str) -> bool:
@@ -81,6 +86,14 @@ def _new_folder(path: Path, out_dir: str) -> bool:
         raise ConfigError(f"out_dir={out_dir}: cannot create {path} ({exc.strerror})") from None
 
 
+def _within(out_dir: str, run_dir: Path) -> None:
+    """ConfigError unless run_dir lies below out_dir (the names were checked; this guards the path
+    itself). Compared as written, not through symlinks: a link the user made under out_dir is theirs."""
+    root, path = os.path.abspath(out_dir), os.path.abspath(run_dir)
+    if os.path.commonpath([root, path]) != root or len(Path(path).relative_to(root).parts) != 2:
+        raise ConfigError(f"out_dir={out_dir}: the run folder {run_dir} would not be <out_dir>/<instance>/<run_id>")
+
+
 def make_run_dir(out_dir: str, label: str, run_id: str | None, job: int | None = None) -> Path:
     """Create this run's folder exclusively and return it.
 
@@ -88,6 +101,7 @@ def make_run_dir(out_dir: str, label: str, run_id: str | None, job: int | None =
     the same second never share a folder; an id the user chose is refused if it exists.
     """
     parent = Path(out_dir) / label
+    _within(out_dir, parent / (run_id or "run"))
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

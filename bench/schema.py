@@ -2,9 +2,10 @@
 
 conf/config.yaml names `xferbench_schema` first in its defaults, so every value Hydra composes
 (yaml files, overrides) is checked against these dataclasses: a wrong type, an unknown key or
-a value outside an enum fails before anything runs. `to_config` then builds the dataclass
-objects (running their range checks), and `one_line` turns any of these failures into the
-single line the user sees.
+a value outside an enum fails before anything runs. `resolved` evaluates every `${...}` once,
+at the start; `to_config` then builds the dataclass objects from plain values (running their
+range checks) and evaluates nothing, so a stored config resumes as it was written; `one_line`
+turns any of these failures into the single line the user sees.
 """
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from typing import List, Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException, ValidationError
+from omegaconf import errors as omegaconf_errors
+from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, InterpolationResolutionError,
+                              OmegaConfBaseException, ValidationError)
 
 from bench import ConfigError
-from bench.settings import Choice, InstanceSettings, SizesSettings, TimingSettings, nonempty
+from bench.settings import Choice, InstanceSettings, SizesSettings, TimingSettings, check_name, nonempty
 from bench.suites import SUITES, collectives, copy, overlap, p2p, pipeline
 
 SuiteName = Choice("SuiteName", [(name, name) for name in SUITES])
@@ -49,17 +52,54 @@ class Config:
 
     def __post_init__(self) -> None:
         nonempty("suites", self.suites)
-        if self.run_id is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", self.run_id):
-            raise ConfigError(f"run_id={self.run_id!r}: use letters, digits, '.', '_' and '-' only")
+        if not self.out_dir.strip():
+            raise ConfigError("out_dir is empty; name the folder runs go under (default: results)")
+        if self.run_id is not None:
+            check_name("run_id", self.run_id)
 
 
 ConfigStore.instance().store(name="xferbench_schema", node=Config)
 
 
-def to_config(cfg: DictConfig | dict) -> Config:
-    """The typed Config for a composed (or stored) config; ConfigError with one line otherwise."""
+def resolved(cfg: DictConfig) -> dict:
+    """A composed config as plain values: every `${...}` evaluated here, once, at the start of the
+    run; ConfigError naming the key when one cannot be (an unset environment variable)."""
     try:
-        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), cfg))
+        return OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(one_line(exc, _raw(cfg, getattr(exc, "full_key", None) or ""))) from None
+
+
+def _raw(cfg: DictConfig, key: str) -> object:
+    """The value at `key` (e.g. copy.memory[0]) as written, before any interpolation is evaluated."""
+    node: object = OmegaConf.to_container(cfg, resolve=False)
+    for part in re.findall(r"[^.\[\]]+", key):
+        try:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        except (KeyError, IndexError, ValueError, TypeError):
+            return None
+    return node
+
+
+def _literal(value: object) -> object:
+    """`value` with every `${` escaped, so OmegaConf takes strings as they are and evaluates nothing."""
+    if isinstance(value, dict):
+        return {k: _literal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_literal(v) for v in value]
+    if isinstance(value, str):  # str(): a Choice member is a str too
+        return re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", str(value))
+    return value
+
+
+def to_config(values: DictConfig | dict) -> Config:
+    """The typed Config; ConfigError with one line otherwise. A composed config is resolved first;
+    plain values (a run's stored config) are taken as they are: a string that looks like an
+    interpolation stays that string."""
+    if isinstance(values, DictConfig):
+        values = resolved(values)
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config), _literal(values)))
     except OmegaConfBaseException as exc:
         raise ConfigError(one_line(exc)) from None
 
@@ -72,26 +112,54 @@ def _known_keys(full_key: str) -> list[str]:
     return [f.name for f in fields(node)] if is_dataclass(node) else []
 
 
-def one_line(exc: BaseException) -> str:
-    """One line naming the key and what is allowed, from Hydra's or OmegaConf's error."""
+# Hydra names only the file when a config group's YAML (a catalogue entry) does not fit the schema.
+_IN_GROUP = re.compile(r"In '(\w+)/([^']+)': (\w+) raised while composing config:\n(.*)\n\s+full_key: (\S*)")
+
+
+def one_line(exc: BaseException, raw: object = None) -> str:
+    """One line naming the key and what is allowed, from Hydra's or OmegaConf's error; `raw` is
+    the value as written, when it was an interpolation."""
     while not isinstance(exc, OmegaConfBaseException) and exc.__cause__ is not None:
         exc = exc.__cause__
     if isinstance(exc, ConfigError):
         return str(exc)
+    mark = getattr(exc, "problem_mark", None)   # PyYAML's: a config file that is not YAML
+    if mark is not None:
+        return f"{mark.name}, line {mark.line + 1}: not valid YAML ({getattr(exc, 'problem', None) or exc})"
+    m = _IN_GROUP.match(str(exc))
+    if m:
+        group, option, kind, msg, key = m.groups()
+        cls = getattr(omegaconf_errors, kind, OmegaConfBaseException)
+        return f"{group}={option} ({group}/{option}.yaml): {_describe(cls, key, msg, None)}"
     key = getattr(exc, "full_key", None) or ""
     msg = (getattr(exc, "msg", None) or str(exc)).splitlines()[0]
-    if isinstance(exc, (ConfigKeyError, ConfigAttributeError)) or re.match(r"Key '.*' not in '.*'", msg):
+    return _describe(type(exc), key, msg, raw)
+
+
+def _describe(kind: type, key: str, msg: str, raw: object) -> str:
+    m = re.match(r"While dereferencing interpolation '(.*?)': (.*)", msg)
+    if m:  # the interpolation resolved to a value the schema refuses
+        raw, msg = m.groups()
+    if issubclass(kind, InterpolationResolutionError) and not issubclass(kind, ValidationError):
+        m = re.search(r"raised while resolving interpolation: (.*)", msg)
+        why = m.group(1).strip("\"'") if m else msg
+        why = re.sub(r"Environment variable '(.*)' not found", r"environment variable \1 is not set", why)
+        return f"{key}={raw}: cannot be resolved: {why}" if raw is not None else f"{key}: {why}"
+    if issubclass(kind, (ConfigKeyError, ConfigAttributeError)) or re.match(r"Key '.*' not in '.*'", msg):
         known = _known_keys(key)
         where = key.rsplit(".", 1)[0] if "." in key else "the config"
         return f"{key} is not a setting" + (f"; {where} has: {', '.join(known)}" if known else "")
-    if isinstance(exc, ValidationError):
+    if issubclass(kind, ValidationError):
         m = re.match(r"Invalid value '(.*)', expected one of \[(.*)\]", msg)
         if m:
-            return f"{key.split('[')[0]}: {m.group(1)!r} is not allowed; choose from: {m.group(2)}"
+            given = f"{raw} gives {m.group(1)!r}, which" if raw is not None else repr(m.group(1))
+            return f"{key.split('[')[0]}: {given} is not allowed; choose from: {m.group(2)}"
         m = re.match(r"Value '(.*)' of type '(\w+)' could not be converted to (\w+)", msg)
         if m:
-            kind = {"Integer": "a whole number", "Float": "a number", "Boolean": "true or false"}.get(m.group(3), m.group(3))
-            return f"{key}={m.group(1)}: must be {kind}"
+            names = {"Integer": "a whole number", "Float": "a number", "Boolean": "true or false"}
+            what = names.get(m.group(3), m.group(3))
+            given = f"{raw} (gives {m.group(1)!r})" if raw is not None else m.group(1)
+            return f"{key}={given}: must be {what}"
         if "is not a ListConfig" in msg:
             return f"{key}: expects a list, e.g. {key}=[a,b]"
     return f"{key}: {msg}" if key else msg
@@ -125,7 +193,9 @@ def normalize_overrides(argv: list[str], multirun: bool) -> list[str]:
             key = bare  # `+key=` would add a key the schema does not have: set it, so a typo is refused
         if sep and bare in _AUTO and value == "auto":
             value = _AUTO[bare]
-        elif sep and bare in LIST_KEYS and value and not value.startswith(("[", "'", '"', "$")):
+        elif sep and bare in LIST_KEYS and value.startswith(("'", '"')):
+            value = f"[{value}]"  # one quoted item, commas and all
+        elif sep and bare in LIST_KEYS and value and not value.startswith(("[", "$")):
             items = value.split(",") if multirun else [value]
             value = ",".join(f"[{v}]" for v in items) if multirun else f"[{value}]"
         out.append(f"{key}{sep}{value}" if sep else arg)

@@ -6,6 +6,8 @@ live in `__post_init__` and raise ConfigError naming the key, so bad input is on
 """
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import List, Optional
@@ -42,6 +44,23 @@ def nonempty(key: str, values: list) -> None:
         raise ConfigError(f"{key} is empty; name at least one value")
 
 
+def positive(key: str, value: float) -> None:
+    """ConfigError unless value is a positive, finite number (inf would overflow a time or a count)."""
+    require(0 < value < math.inf, key, value, "must be a positive, finite number")
+
+
+# A name that becomes a folder (instance label, run_id): one path component, safe in a shell and
+# in a spreadsheet (no leading '-' or formula character), never '.' or '..'.
+_NAME = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]*")
+
+
+def check_name(key: str, value: str | None) -> None:
+    """ConfigError in one line unless `value` is a usable folder name."""
+    if value is None or not _NAME.fullmatch(value) or ".." in value or value == ".":
+        raise ConfigError(f"{key}={value!r}: a folder name: use letters, digits, '.', '_' and '-', not starting "
+                          "with '-', without '..' or '/'")
+
+
 @dataclass
 class TimingSettings:
     warmup: int = 3                 # untimed operations before calibration
@@ -57,7 +76,7 @@ class TimingSettings:
 
         require(self.warmup >= 0, "timing.warmup", self.warmup, "must be >= 0")
         require(self.trials >= 1, "timing.trials", self.trials, "must be >= 1")
-        require(self.min_trial_s > 0, "timing.min_trial_s", self.min_trial_s, "must be > 0")
+        positive("timing.min_trial_s", self.min_trial_s)
         require(self.min_iters >= 1, "timing.min_iters", self.min_iters, "must be >= 1")
         require(self.min_iters <= self.max_iters, "timing.min_iters", self.min_iters,
                 f"is above timing.max_iters={self.max_iters}")
@@ -118,3 +137,12 @@ class InstanceSettings:
     network_gbps: Optional[float] = None
     usd_per_hour: Optional[float] = None
     price_date: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        check_name("instance.name", self.name)   # the run folder's parent: <out_dir>/<name>/<run_id>
+        # results/reference/<instance>/<run_id> holds the project's reference runs, where no run lands.
+        require(self.name != "reference", "instance.name", self.name, "is kept for the project's reference runs")
+        for key in ("gpu_count", "pcie_gen", "pcie_width", "nvlink_gen", "nvlink_gbps_per_gpu", "network_gbps",
+                    "usd_per_hour"):
+            value = getattr(self, key)
+            require(value is None or 0 <= value < math.inf, f"instance.{key}", value, "must be a finite number >= 0")

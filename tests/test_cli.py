@@ -45,6 +45,17 @@ def test_skipped_suite_says_why_and_run_goes_on(xferbench):
     (["resume=/nonexistent/run"], "resume=/nonexistent/run: not an xferbench run folder"),
     (["launch=sometimes"], "launch='sometimes' is unknown; choose from: both, eager, graph"),
     (["suite=p2p"], "nothing to run here: p2p: skipped, needs 2 or more GPUs, found 0"),
+    (["timing.min_trial_s=inf"], "timing.min_trial_s=inf: must be a positive, finite number"),
+    (["collectives.timeout_s=inf"], "collectives.timeout_s=inf: must be a positive, finite number"),
+    (["instance.gpu=Größe"], "instance.gpu=Größe: cannot be read (token recognition error at: 'ö'); quote the value "
+                             "inside the argument, e.g. \"instance.gpu='Größe'\" (in a list, each item)"),
+    (["instance.gpu=NVIDIA H100 (SXM)"], "e.g. \"instance.gpu='NVIDIA H100 (SXM)'\""),
+    (["suite=copy,p2p"], "suite=copy,p2p: several values of a config group need -m (a multirun), "
+                         "or use suites=[copy,p2p]"),
+    (["sizes.max=4KiB,8KiB"], "sizes.max=4KiB,8KiB: several values need -m (a multirun, one run each)"),
+    (["timing.trials=${oc.env:XFB_NEVER_SET}"],
+     "timing.trials=${oc.env:XFB_NEVER_SET}: cannot be resolved: environment variable XFB_NEVER_SET is not set"),
+    (["timing.trials=${nowhere}"], "timing.trials=${nowhere}: cannot be resolved: Interpolation key 'nowhere' not found"),
 ])
 def test_bad_input_is_one_line_exit_2(xferbench_in_process, args, message):
     code, stderr, runs = xferbench_in_process(*args)
@@ -52,6 +63,14 @@ def test_bad_input_is_one_line_exit_2(xferbench_in_process, args, message):
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert lines == [f"xferbench: error: {message}"] or (len(lines) == 1 and message in lines[0]), stderr
     assert not runs
+
+
+def test_interpolation_that_resolves_to_a_bad_value_names_both(xferbench_in_process, monkeypatch):
+    monkeypatch.setenv("XFB_MEMORY", "pinnd")
+    code, stderr, runs = xferbench_in_process("copy.memory=[${oc.env:XFB_MEMORY}]")
+    assert code == 2 and not runs
+    assert stderr.strip() == ("xferbench: error: copy.memory: ${oc.env:XFB_MEMORY} gives 'pinnd', which is not "
+                              "allowed; choose from: pinned, pageable")
 
 
 def test_unknown_key_is_exit_2(xferbench):

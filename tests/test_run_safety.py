@@ -57,6 +57,7 @@ def test_bare_value_is_a_one_element_list():
     assert normalize_overrides(["copy.memory=pinned,pageable"], False) == ["copy.memory=[pinned,pageable]"]
     assert normalize_overrides(["copy.memory=pinned,pageable"], True) == ["copy.memory=[pinned],[pageable]"]
     assert normalize_overrides(["+timing.trails=3"], False) == ["timing.trails=3"]  # the schema refuses it
+    assert normalize_overrides(["instance.gpu='a,b'", "copy.gpus='0'"], True) == ["instance.gpu='a,b'", "copy.gpus=['0']"]
 
 
 def test_bare_value_runs(xferbench):
@@ -77,6 +78,94 @@ def test_more_bad_input_is_one_line(xferbench_in_process, args, message):
     lines = stderr.strip().splitlines()
     assert code == 2 and len(lines) == 1 and message in lines[0], stderr
     assert not runs
+
+
+NAME_RULE = "a folder name: use letters, digits, '.', '_' and '-', not starting with '-', without '..' or '/'"
+
+
+@pytest.mark.parametrize("arg, message", [
+    ("instance.name=../../x", f"instance.name='../../x': {NAME_RULE}"),
+    ("instance.name=a/b", f"instance.name='a/b': {NAME_RULE}"),
+    ("instance.name=", f"instance.name='': {NAME_RULE}"),
+    ("instance.name=.", f"instance.name='.': {NAME_RULE}"),
+    ("instance.name=-rf", f"instance.name='-rf': {NAME_RULE}"),
+    ("instance.name='=SUM(A1)'", f"instance.name='=SUM(A1)': {NAME_RULE}"),
+    ("instance.name='@x'", f"instance.name='@x': {NAME_RULE}"),
+    ("instance.name=reference", "instance.name=reference: is kept for the project's reference runs"),
+    ("run_id=..", f"run_id='..': {NAME_RULE}"),
+    ("run_id='+1'", f"run_id='+1': {NAME_RULE}"),
+    ("out_dir=", "out_dir is empty; name the folder runs go under (default: results)"),
+])
+def test_names_that_become_folders_are_checked_first(xferbench_in_process, tmp_path, arg, message):
+    code, stderr, runs = xferbench_in_process(*QUICK, arg)
+    assert code == 2 and stderr.strip().splitlines() == [f"xferbench: error: {message}"], stderr
+    # no folder: not out_dir, not cpu/ in the working folder (tmp_path), not ../../x above out_dir
+    assert not any(tmp_path.iterdir()) and not (tmp_path.parent / "x").exists()
+
+
+def test_run_folder_must_lie_in_out_dir(tmp_path):
+    for label, run_id in (("../x", "r"), ("a/b", "r"), ("cpu", "."), ("cpu", "../r")):
+        with pytest.raises(ConfigError, match=r"would not be <out_dir>/<instance>/<run_id>"):
+            make_run_dir(str(tmp_path / "results"), label, run_id)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.fixture
+def catalogue(tmp_path, monkeypatch):
+    """A copy of conf/ that the command uses, to add catalogue entries (conf/instance/*.yaml) to."""
+    import shutil
+
+    from bench import config
+
+    conf = tmp_path / "conf"
+    shutil.copytree(config.CONF_DIR, conf)
+    monkeypatch.setattr(config, "CONF_DIR", conf)
+    return conf / "instance"
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("name: reference/h200-x2\n", f"instance.name='reference/h200-x2': {NAME_RULE}"),
+    ("name: bad\ngpu_count: eight\n", "instance=bad (instance/bad.yaml): instance.gpu_count=eight: must be a whole number"),
+    ("name: bad\ngpus: 8\n", "instance=bad (instance/bad.yaml): instance.gpus is not a setting; instance has: name,"),
+    ("name: bad\nnvlink_gbps_per_gpu: .inf\n", "instance.nvlink_gbps_per_gpu=inf: must be a finite number >= 0"),
+    ("name: [unclosed\n", "instance/bad.yaml, line 2: not valid YAML (expected ',' or ']'"),
+])
+def test_a_bad_catalogue_entry_is_one_line_naming_the_key(xferbench_in_process, catalogue, entry, message):
+    (catalogue / "bad.yaml").write_text(entry)
+    code, stderr, runs = xferbench_in_process(*QUICK, "instance=bad")
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("xferbench: error: ") and message in lines[0], stderr
+    assert not runs
+
+
+def test_stored_values_are_taken_as_they_are():
+    from bench.schema import to_config
+
+    for text in ("${oc.env:HOME}", "a\\${x}", "C:\\dir\\", "}${${}}"):
+        assert to_config({"instance": {"gpu": text}}).instance.gpu == text
+
+
+def test_interpolations_are_resolved_once_and_resume_evaluates_nothing(xferbench, monkeypatch):
+    monkeypatch.setenv("XFB_TRIALS", "2")
+    proc, runs = xferbench("suite=copy", "sizes.max=16KiB", "timing.trials=${oc.env:XFB_TRIALS}",
+                           "instance.gpu='\\${oc.env:XFB_TRIALS}'")   # escaped: the text itself
+    assert proc.returncode == 0, proc.stderr
+    run = runs[0]
+    config = read_meta(run)["config"]
+    assert config["timing"]["trials"] == 2 and config["instance"]["gpu"] == "${oc.env:XFB_TRIALS}"
+    rows = pd.read_csv(run / "samples.csv")
+    rows[rows.size_bytes < 16384].to_csv(run / "samples.csv", index=False)
+    (run / "samples.parquet").unlink()
+    meta = read_meta(run)
+    meta["status"] = "interrupted"
+    (run / "meta.json").write_text(json.dumps(meta))
+    monkeypatch.setenv("XFB_TRIALS", "7")
+    proc, _ = xferbench(f"resume={run}")
+    assert proc.returncode == 0, proc.stderr
+    after = load(run)
+    assert after.groupby("size_bytes").trial.nunique().isin([2, 6]).all()   # the stored 2, not 7
+    meta = read_meta(run)
+    assert meta["status"] == "complete" and meta["config"]["instance"]["gpu"] == "${oc.env:XFB_TRIALS}"
 
 
 def _interrupted_run(xferbench):

@@ -23,7 +23,7 @@ import torch.distributed as tdist
 
 from bench import ConfigError
 from bench.results import Sample
-from bench.settings import Choice, nonempty, require
+from bench.settings import Choice, nonempty, positive, require
 from bench.sizes import parse_size
 from bench.suites import Context, Point, check_fits, check_host_fits, trial_rows
 from bench import timing
@@ -77,7 +77,7 @@ class Settings:
         nonempty("collectives.dtypes", self.dtypes)
         for n in self.nproc:
             require(n >= 1, "collectives.nproc", n, "must be >= 1")
-        require(self.timeout_s > 0, "collectives.timeout_s", self.timeout_s, "must be a positive number of seconds")
+        positive("collectives.timeout_s", self.timeout_s)
         if self.nccl_max_size is not None:
             parse_size(self.nccl_max_size, "collectives.nccl_max_size")
 

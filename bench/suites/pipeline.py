@@ -33,7 +33,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from bench import ConfigError, timing
 from bench.results import Sample
-from bench.settings import Choice, nonempty, require
+from bench.settings import Choice, nonempty, positive, require
 from bench.sizes import format_size, parse_size, sweep
 from bench.suites import Context, Point, format_bytes, host_available_bytes, trial_rows
 from bench.suites.copy import same_data
@@ -75,7 +75,7 @@ class Settings:
         require(sample <= lo, "pipeline.sample_size", self.sample_size,
                 f"is larger than pipeline.min_size={self.min_size}: a batch holds at least one sample")
         require(self.size_factor >= 2, "pipeline.size_factor", self.size_factor, "must be an integer >= 2")
-        require(self.min_trial_s > 0, "pipeline.min_trial_s", self.min_trial_s, "must be > 0")
+        positive("pipeline.min_trial_s", self.min_trial_s)
 
 
 @dataclass(frozen=True)
