@@ -46,8 +46,9 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def plan(cfg: Config) -> tuple[str, list[tuple], list[str]]:
-    """Every check that needs no GPU work: (device, [(suite module, context)], skip lines)."""
+def plan(cfg: Config, explicit: frozenset[str] = frozenset()) -> tuple[str, list[tuple], list[str]]:
+    """Every check that needs no GPU work: (device, [(suite module, context)], skip lines);
+    `explicit`: the settings the user named (config.explicit_keys)."""
     device = config.detect_device(cfg.device)
     timing = config.timing_config(cfg)
     from bench.sizes import parse_size
@@ -65,7 +66,7 @@ def plan(cfg: Config) -> tuple[str, list[tuple], list[str]]:
             skipped.append(f"{name}: skipped under torchrun/Slurm (run it without a launcher, once per node)")
             continue
         ctx = suites.Context(device=device, timing=timing, sizes=config.suite_sizes(cfg, str(name), device),
-                             gpu_count=gpus, launches=launches, graph_max_bytes=graph_max)
+                             gpu_count=gpus, launches=launches, graph_max_bytes=graph_max, explicit=explicit)
         reason = module.check(cfg, ctx)
         if reason:
             skipped.append(f"{name}: skipped, {reason}")
@@ -76,7 +77,7 @@ def plan(cfg: Config) -> tuple[str, list[tuple], list[str]]:
     return device, planned, skipped
 
 
-def _meta(cfg: Config, device: str, run_dir: Path, system: dict) -> dict:
+def _meta(cfg: Config, device: str, run_dir: Path, system: dict, mismatch: str) -> dict:
     from omegaconf import OmegaConf
 
     instance = config.config_dict(cfg)["instance"]
@@ -85,6 +86,8 @@ def _meta(cfg: Config, device: str, run_dir: Path, system: dict) -> dict:
     if cfg.instance.name == "local" and catalogued.exists():  # detected as a catalogued kind: its specs
         instance = {**OmegaConf.to_container(OmegaConf.load(catalogued)), "detected": True}
     instance["label"] = label
+    if mismatch:
+        instance["mismatch"] = mismatch
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run_dir.name,
@@ -102,14 +105,14 @@ def _meta(cfg: Config, device: str, run_dir: Path, system: dict) -> dict:
 
 
 def _open_run(cfg: Config, device: str, resumed: tuple[str, dict] | None, job: int | None,
-              system: dict) -> tuple[Path, dict]:
+              system: dict, mismatch: str) -> tuple[Path, dict]:
     if resumed:
         folder, meta = resumed
         meta.update(status="running", pid=os.getpid(), end_time=None)
         meta["resumed"] = meta.get("resumed", []) + [_now()]
         return Path(folder), meta
     run_dir = config.make_run_dir(cfg.out_dir, config.instance_label(cfg.instance.name), cfg.run_id, job)
-    return run_dir, _meta(cfg, device, run_dir, system)
+    return run_dir, _meta(cfg, device, run_dir, system, mismatch)
 
 
 def _machine(cfg: Config, device: str, system: dict) -> planning.Machine:
@@ -126,6 +129,13 @@ def _machine(cfg: Config, device: str, system: dict) -> planning.Machine:
                             launcher_layout(os.environ))
 
 
+def _gpu_names(device: str) -> list[str]:
+    """The GPUs this run measures on, by name (none when it runs on the CPU)."""
+    import torch
+
+    return [torch.cuda.get_device_name(i) for i in range(config.local_gpus())] if device == "cuda" else []
+
+
 def _finished_points(resumed: tuple[str, dict] | None) -> set:
     return RunWriter(resumed[0], resumed[1]["run_id"]).done if resumed else set()
 
@@ -136,7 +146,9 @@ def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = 
         # A catalogued machine that is not this one: plan for it, from its catalogue entry.
         print(planning.format_plan(planning.plan_machine(cfg, planning.catalogue_machine(cfg.instance))))
         return 0
-    device, planned, skipped = plan(cfg)
+    # The settings the user named: on resume, those of the command that started the run.
+    explicit = config.explicit_keys(resumed[1].get("argv", []) if resumed else sys.argv[1:])
+    device, planned, skipped = plan(cfg, explicit)
     if device == "cuda" and any(module.DISTRIBUTED for module, _ in planned):
         # NCCL's support for mixing graph and eager launches slows graph replays of collectives
         # (a 16 MiB all_reduce 96 µs against 73 µs on 2x H200). Without it NCCL asks that no eager
@@ -155,13 +167,16 @@ def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = 
     from bench.system import describe
 
     system = describe()
+    mismatch = "" if resumed else config.instance_mismatch(cfg.instance, _gpu_names(device))
+    if mismatch:
+        print(f"xferbench: warning: {mismatch}", file=sys.stderr)
     for _, ctx in planned:
         ctx.extra["links"] = system["links"]  # P2P picks one pair per link class
     estimate = planning.estimate(cfg, planned, _machine(cfg, device, system), skipped, _finished_points(resumed))
     if cfg.plan:
         print(planning.format_plan(estimate))
         return 0
-    run_dir, meta = _open_run(cfg, device, resumed, job, system)
+    run_dir, meta = _open_run(cfg, device, resumed, job, system, mismatch)
     for line in skipped:
         print(f"xferbench: {line}", file=sys.stderr)
     print(planning.start_line(estimate), file=sys.stderr)

@@ -75,6 +75,29 @@ def instance_label(name: str) -> str:
     return label
 
 
+def explicit_keys(args: list[str]) -> frozenset[str]:
+    """The settings named in command-line arguments (`key=value`; `~key` deletes, so it names none)."""
+    return frozenset(a.partition("=")[0].lstrip("+") for a in args
+                     if "=" in a and not a.startswith(("-", "~")))
+
+
+def instance_mismatch(instance, gpus: list[str]) -> str:
+    """What a named instance (a catalogue entry) says that the GPUs this run has (their names) are
+    not: its GPU count or model. '' when it fits, or is `local`, or names neither."""
+    if instance.name == "local" or (instance.gpu is None and instance.gpu_count is None):
+        return ""
+    count_ok = instance.gpu_count is None or instance.gpu_count == len(gpus)
+    # Loosely: the catalogue's words ('NVIDIA H200') among the device's name's ('NVIDIA H200 NVL').
+    model_ok = instance.gpu is None or bool(gpus) and set(instance.gpu.lower().split()) <= set(gpus[0].lower().split())
+    if count_ok and model_ok:
+        return ""
+    described = " ".join(str(x) for x in (f"{instance.gpu_count}x" if instance.gpu_count is not None else "",
+                                          instance.gpu or "GPUs") if x)
+    found = f"{len(gpus)}x {gpus[0]}" if gpus else "no GPU"
+    return (f"instance={instance.name} is {described}, but this run has {found}; its results are labelled "
+            f"{instance.name} with that entry's links and price all the same")
+
+
 def _new_folder(path: Path, out_dir: str) -> bool:
     """mkdir that reports a taken name as False and any other failure as one line."""
     try:

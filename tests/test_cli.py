@@ -22,6 +22,8 @@ def test_copy_run_writes_verified_tidy_results(xferbench):
     assert meta["status"] == "complete" and meta["device"] == "cpu" and meta["end_time"]
     assert meta["config"]["timing"]["trials"] == 3 and meta["system"]["torch"]
     assert "h2h" in proc.stdout and "peak_gbps" in proc.stdout  # the summary table
+    assert "no GPU" not in proc.stderr and not df.note.str.contains("no GPU").any()   # defaults: no note
+    assert "mismatch" not in meta["instance"]
 
 
 def test_skipped_suite_says_why_and_run_goes_on(xferbench):
@@ -71,6 +73,38 @@ def test_interpolation_that_resolves_to_a_bad_value_names_both(xferbench_in_proc
     assert code == 2 and not runs
     assert stderr.strip() == ("xferbench: error: copy.memory: ${oc.env:XFB_MEMORY} gives 'pinnd', which is not "
                               "allowed; choose from: pinned, pageable")
+
+
+def test_cpu_run_says_which_settings_it_drops_and_that_the_instance_is_another_machine(xferbench):
+    proc, runs = xferbench("suite=copy", "sizes.max=4KiB", "timing.trials=1", "copy.ops=[h2d,latency]",
+                           "copy.memory=[pinned,pageable]", "copy.gpus=[each,all]", "copy.numa=[local,remote,none]",
+                           "copy.engine=[ce,sm]", "instance=p5.48xlarge")
+    assert proc.returncode == 0, proc.stderr
+    note = ("no GPU: copy.ops=[h2d,latency], copy.memory=[pinned], copy.gpus=[all], copy.engine=[sm], "
+            "copy.numa=[local,remote] measured as pageable host-to-host copies")
+    lines = proc.stderr.splitlines()
+    assert lines.count(f"xferbench: copy: {note}") == 1
+    mismatch = ("instance=p5.48xlarge is 8x NVIDIA H100 80GB HBM3, but this run has no GPU; its results are "
+                "labelled p5.48xlarge with that entry's links and price all the same")
+    assert lines.count(f"xferbench: warning: {mismatch}") == 1
+    assert runs[0].parent.name == "p5.48xlarge"
+    assert json.loads((runs[0] / "meta.json").read_text())["instance"]["mismatch"] == mismatch
+    assert (load(runs).note.str.split("; ").str[0] == note).all()
+
+
+def test_instance_mismatch_compares_gpu_count_and_model():
+    from bench.config import instance_mismatch
+    from bench.settings import InstanceSettings
+
+    p5 = InstanceSettings(name="p5.48xlarge", gpu="NVIDIA H100 80GB HBM3", gpu_count=8)
+    assert instance_mismatch(p5, ["NVIDIA H100 80GB HBM3"] * 8) == ""
+    assert instance_mismatch(p5, ["NVIDIA H100 PCIe"] * 8).startswith(
+        "instance=p5.48xlarge is 8x NVIDIA H100 80GB HBM3, but this run has 8x NVIDIA H100 PCIe;")
+    assert "but this run has 2x NVIDIA H100 80GB HBM3" in instance_mismatch(p5, ["NVIDIA H100 80GB HBM3"] * 2)
+    h200 = InstanceSettings(name="h200-x2", gpu="NVIDIA H200", gpu_count=2)
+    assert instance_mismatch(h200, ["NVIDIA H200"] * 2) == ""
+    assert instance_mismatch(InstanceSettings(), []) == ""                    # local: detected, nothing claimed
+    assert instance_mismatch(InstanceSettings(name="mine"), []) == ""         # a label only
 
 
 def test_unknown_key_is_exit_2(xferbench):

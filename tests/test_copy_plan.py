@@ -316,6 +316,19 @@ def test_p2p_concurrent_ends():
     assert p2p._ends("one_to_all", "cuda:2") == {"src": "cuda:2", "dst": "all"}
 
 
+def test_no_gpu_note_names_only_what_the_user_set(capsys):
+    cfg = config(**{"copy.memory": "[pinned,pageable]", "copy.gpus": "[0,each]", "copy.numa": "[none]"})
+    assert copy.cpu_dropped(cfg, frozenset()) == ""   # defaults and unset keys: nothing to say
+    assert copy.cpu_dropped(cfg, frozenset({"copy.memory", "copy.gpus", "copy.numa"})) == (
+        "no GPU: copy.memory=[pinned], copy.gpus=[0] measured as pageable host-to-host copies")
+    ctx = Context("cpu", TimingConfig(), [4096], explicit=frozenset({"copy.engine"}))
+    assert copy.check(config(**{"copy.engine": "[sm]"}), ctx) is None
+    assert capsys.readouterr().err == \
+        "xferbench: copy: no GPU: copy.engine=[sm] measured as pageable host-to-host copies\n"
+    row = copy.measure(copy.points(config(), ctx)[0], config(), ctx)[0]
+    assert row.note.startswith("no GPU: copy.engine=[sm]") and row.verified
+
+
 def test_no_gpu_no_triton_needed():
     ctx = Context("cpu", TimingConfig(), [4096])
     assert copy.check(config(), ctx) is None   # engine sm and latency mean nothing without a GPU

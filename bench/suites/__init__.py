@@ -85,6 +85,9 @@ class Context:
     world_size: int = 1
     nnodes: int = 1
     local_rank: int = 0
+    # The settings the user named on the command line: a note about a setting this machine cannot
+    # honour is for these, not for defaults.
+    explicit: frozenset[str] = frozenset()
     extra: dict[str, Any] = field(default_factory=dict)
 
 

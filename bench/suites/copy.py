@@ -186,10 +186,27 @@ def need_triton(wanted: list[str]) -> None:
                           "(CUDA builds of torch ship it): pip install triton, or leave them out")
 
 
+def cpu_dropped(cfg, explicit: frozenset[str]) -> str:
+    """The copy settings the user named that a run without a GPU cannot honour (it measures pageable
+    host-to-host copies), as one note; '' when there are none."""
+    dropped = {
+        "ops": [str(o) for o in cfg.copy.ops],   # every copy op involves a GPU
+        "memory": [str(m) for m in cfg.copy.memory if m == HostMemory.pinned],
+        "gpus": [g for g in cfg.copy.gpus if g != EACH],
+        "engine": [str(e) for e in cfg.copy.engine if e == Engine.sm],
+        "numa": [str(n) for n in cfg.copy.numa if n != NumaMode.none],
+    }
+    named = [f"copy.{key}=[{','.join(items)}]" for key, items in dropped.items() if items and f"copy.{key}" in explicit]
+    return f"no GPU: {', '.join(named)} measured as pageable host-to-host copies" if named else ""
+
+
 def check(cfg, ctx: Context) -> str | None:
     biggest = max(ctx.sizes)
     if ctx.device != "cuda":
         check_host_fits("the copy suite (2 x sizes.max)", 2 * biggest)   # h2h: a source and a destination
+        ctx.extra["copy_cpu_note"] = note = cpu_dropped(cfg, ctx.explicit)
+        if note:
+            print(f"xferbench: copy: {note}", file=sys.stderr)
         return None
     selection = select_gpus(cfg.copy.gpus, ctx.gpu_count)
     need_triton([w for w, on in (("copy.engine=sm", Engine.sm in cfg.copy.engine),
@@ -572,7 +589,7 @@ def _measure_h2h(point: Point, ctx: Context) -> list[Sample]:
     dst, src = (buf[:point.size_bytes] for buf in ctx.extra["copy_h2h"])
     dst.zero_()
     trials = timing.measure(partial(_copies, dst, src, ce_copy), HostClock(), ctx.timing)
-    return trial_rows(point, trials, point.size_bytes, 1.0, same_data(dst, src))
+    return trial_rows(point, trials, point.size_bytes, 1.0, same_data(dst, src), ctx.extra.get("copy_cpu_note", ""))
 
 
 def _legs(store: _Store, gpu: int, point: Point) -> list[tuple[torch.Tensor, torch.Tensor]]:
