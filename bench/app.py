@@ -197,5 +197,7 @@ def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = 
         meta.update(end_time=_now(), status=status, skipped_suites=skipped)
         write_json(run_dir / "meta.json", meta)
     # Opened again: every writer's rows (the ranks' too), and samples.parquet whole with them.
-    print(format_summary(RunWriter(run_dir, meta["run_id"]).frame))
+    writer = RunWriter(run_dir, meta["run_id"])
+    writer.close()
+    print(format_summary(writer.frame))
     return code
