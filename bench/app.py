@@ -15,7 +15,8 @@ from pathlib import Path
 import bench
 from bench import ConfigError, config, suites
 from bench import plan as planning
-from bench.results import SCHEMA_VERSION, RunWriter, write_json
+from bench.results import (SCHEMA_VERSION, ResultsWriteError, RunWriter, point_key, run_samples, write_json,
+                           write_meta)
 from bench.runner import run_suite
 from bench.schema import Config
 from bench.summary import format_summary
@@ -137,7 +138,36 @@ def _gpu_names(device: str) -> list[str]:
 
 
 def _finished_points(resumed: tuple[str, dict] | None) -> set:
-    return RunWriter(resumed[0], resumed[1]["run_id"]).done if resumed else set()
+    return {point_key(r) for r in run_samples(resumed[0]).to_dict("records")} if resumed else set()
+
+
+def _reason(exc: OSError) -> str:
+    return (exc.strerror or str(exc)).lower()
+
+
+def _save_meta(run_dir: Path, meta: dict) -> str:
+    """meta.json's final state; '' when written whole, else what became of it, for the user."""
+    try:
+        if write_meta(run_dir, meta):
+            return ""
+        return f"meta.json marked {meta['status']} in place"
+    except OSError as exc:
+        return f"meta.json not updated ({_reason(exc)}): it says running, which loads as interrupted"
+
+
+def _final_rows(run_dir: Path, run_id: str, status: str, write: bool):
+    """Every writer's rows (the ranks' too), with samples.parquet made whole from them unless
+    writing is what failed; when it cannot be written, the journal is read as it is."""
+    if write:
+        try:
+            writer = RunWriter(run_dir, run_id)
+            writer.close()
+            return writer.frame
+        except ResultsWriteError as exc:
+            if status == "complete":  # otherwise the run's own message has said enough
+                print(f"xferbench: samples.parquet not written ({exc.reason}); samples.csv holds every row",
+                      file=sys.stderr)
+    return run_samples(run_dir)
 
 
 def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = None) -> int:
@@ -172,7 +202,8 @@ def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = 
         print(f"xferbench: warning: {mismatch}", file=sys.stderr)
     for _, ctx in planned:
         ctx.extra["links"] = system["links"]  # P2P picks one pair per link class
-    estimate = planning.estimate(cfg, planned, _machine(cfg, device, system), skipped, _finished_points(resumed))
+    finished = _finished_points(resumed)
+    estimate = planning.estimate(cfg, planned, _machine(cfg, device, system), skipped, finished)
     if cfg.plan:
         print(planning.format_plan(estimate))
         return 0
@@ -180,10 +211,15 @@ def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = 
     for line in skipped:
         print(f"xferbench: {line}", file=sys.stderr)
     print(planning.start_line(estimate), file=sys.stderr)
-    write_json(run_dir / "meta.json", meta)
+    try:
+        write_json(run_dir / "meta.json", meta)
+    except OSError as exc:
+        failed = ResultsWriteError(run_dir, exc, len(finished))
+        print(f"xferbench: error: {failed if resumed else failed.sentence(fresh=True)}", file=sys.stderr)
+        return 1
     print(f"xferbench: {device}, writing {run_dir}", file=sys.stderr)
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGHUP)}
-    status, code = "complete", 0
+    status, code, failed_write = "complete", 0, None
     wall = meta.setdefault("suite_wall_s", {})
     try:
         writer = RunWriter(run_dir, meta["run_id"])
@@ -202,6 +238,8 @@ def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = 
         status, code = "interrupted", 128 + signum
         print(f"\nxferbench: interrupted ({signal.Signals(signum).name}); finished points are in {run_dir} "
               f"(resume={run_dir})", file=sys.stderr)
+    except ResultsWriteError as exc:  # said once meta.json is settled: the line tells what became of it
+        status, code, failed_write = "failed", 1, exc
     except Exception as exc:
         status, code = "failed", 1
         print(f"xferbench: error: {exc}\nxferbench: finished points are in {run_dir} (resume={run_dir})",
@@ -210,7 +248,10 @@ def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = 
         for s, handler in previous.items():
             signal.signal(s, handler)
         meta.update(end_time=_now(), status=status, skipped_suites=skipped)
-        write_json(run_dir / "meta.json", meta)
-    # Opened again: every writer's rows (the ranks' too), and samples.parquet whole with them.
-    print(format_summary(RunWriter(run_dir, meta["run_id"]).frame))
+        meta_note = _save_meta(run_dir, meta)
+    if failed_write is not None:
+        print(f"xferbench: error: {failed_write.sentence(meta_note)}", file=sys.stderr)
+    elif meta_note:
+        print(f"xferbench: {meta_note}", file=sys.stderr)
+    print(format_summary(_final_rows(run_dir, meta["run_id"], status, write=failed_write is None)))
     return code

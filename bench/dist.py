@@ -26,7 +26,7 @@ import torch.distributed as tdist
 
 import bench
 from bench import ConfigError
-from bench.results import RunWriter
+from bench.results import ResultsWriteError, RunWriter
 from bench.runner import run_suite
 from bench.suites import Context
 
@@ -136,7 +136,11 @@ def _rank_main(rank: int, world_size: int, env: dict, parent_pid: int, suite_nam
     from bench import suites
 
     ctx.rank, ctx.local_rank, ctx.world_size = rank, rank, world_size
-    _run_rank(suites.get(suite_name), cfg, ctx, Path(run_dir) if run_dir else None, run_id)
+    try:
+        _run_rank(suites.get(suite_name), cfg, ctx, Path(run_dir) if run_dir else None, run_id)
+    except ResultsWriteError as exc:  # rank 0 could not write (a full disk): one line, not a traceback
+        # (the parent then names the rank and stops the others)
+        sys.exit(f"xferbench: error: {exc}")
 
 
 def _run_rank(suite: ModuleType, cfg, ctx: Context, run_dir: Path | None, run_id: str) -> None:

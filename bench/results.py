@@ -2,22 +2,26 @@
 
 A run is a folder: samples.parquet + samples.csv (one row per measured trial, plus one row
 per skipped or failed point) and meta.json (the machine, versions, the resolved config).
-samples.csv is the journal: each finished point's rows are appended to it in one write, so a
-crash, a kill or Ctrl-C keeps every point measured before it, at a cost that does not grow with
-the run. samples.parquet is rewritten (atomically) when a writer closes; a reader takes it only
-while it holds as many rows as the CSV, else the CSV. Loading reads Parquet/CSV/JSON only: no
-pickle, and skips (with a warning) a run folder it cannot read rather than losing every other
-run with it.
+samples.csv is the journal: each finished point's rows are appended to it, then a line to
+samples.commit (the journal's length and checksum after that point), so a crash, a kill, Ctrl-C
+or a full disk keeps every point measured before it, whole, at a cost that does not grow with
+the run; readers take the journal up to its last commit. samples.parquet is rewritten
+(atomically) when a writer closes; a reader takes it only while it holds as many rows as the
+journal, else the journal. Loading reads Parquet/CSV/JSON only: no pickle, and skips (with a
+warning) a run folder it cannot read rather than losing every other run with it.
 """
 from __future__ import annotations
 
+import errno
 import io
 import json
 import math
 import os
+import re
 import socket
 import sys
 import uuid
+import zlib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Iterable
@@ -124,28 +128,176 @@ def write_json(path: Path, data: dict) -> None:
     _atomic_write(path, dump)
 
 
-class RunWriter:
-    """Holds one run's rows: appends each finished point to samples.csv, writes samples.parquet on close.
+# A running run's status as write_json lays it out (a top-level key), and what follows it.
+_RUNNING_STATUS = re.compile(rb'\n  "status": "running"(,\s*)?')
 
-    Opening a run folder (new, resumed, or a rank appending to its parent's run) reads the rows
-    already there and rewrites both files from them (a CSV-only run gains its Parquet, a torn
-    last line from a killed writer is gone), so only one writer may be open at a time; `done`
-    holds the finished points.
+
+def write_meta(run_dir: str | Path, meta: dict) -> bool:
+    """meta.json written anew (atomically): True. When that fails (a new copy needs disk blocks a
+    full disk does not have), a running meta.json gets only its status, in the bytes it already
+    holds: False. OSError when neither can be done."""
+    path = Path(run_dir) / "meta.json"
+    try:
+        write_json(path, meta)
+        return True
+    except OSError as exc:
+        try:
+            _patch_status(path, str(meta.get("status")))
+        except OSError:
+            raise exc from None
+        return False
+
+
+def _patch_status(path: Path, status: str) -> None:
+    """Overwrites `"status": "running"` in place; JSON's whitespace takes up the difference in length."""
+    with open(path, "r+b") as f:
+        found = _RUNNING_STATUS.search(f.read())
+        if found is None:
+            raise OSError(f"{path}: holds no running status")
+        width, tail = len(found.group()), found.group(1) or b""
+        pretty = f'\n  "status": "{status}"'.encode()
+        if len(pretty) + len(tail) <= width:   # "failed" fits: `"status": "failed" ,`
+            new = pretty.ljust(width - len(tail)) + tail
+        else:                                   # "interrupted" takes the newline and spaces after it
+            new = (f'"status":"{status}"'.encode() + tail.strip()).ljust(width)
+        if len(new) > width:
+            raise OSError(f"{path}: no room for status {status!r}")
+        f.seek(found.start())
+        f.write(new)
+
+
+class ResultsWriteError(OSError):
+    """Results could not be written (a full disk, a read-only or vanished folder): one line says
+    where, what is on disk whole, and how to go on."""
+
+    def __init__(self, run_dir: Path, cause: OSError, points: int) -> None:
+        self.run_dir, self.points = run_dir, points
+        code = cause.errno
+        if code is None:  # pyarrow's OSError has the errno only in its text
+            found = re.search(r"\[errno (\d+)\]", str(cause), re.IGNORECASE)
+            code = int(found.group(1)) if found else None
+        self.reason = (os.strerror(code) if code else str(cause)).lower()
+        self.disk_full = code in (errno.ENOSPC, errno.EDQUOT)
+        super().__init__(self.sentence())
+
+    def sentence(self, meta_note: str = "", fresh: bool = False) -> str:
+        """The line; `meta_note` says what became of meta.json's final status; `fresh`: a new run
+        whose meta.json could not be written (no run to resume)."""
+        n = self.points
+        safe = f"the {n} point{'s' if n != 1 else ''} before it {'are' if n != 1 else 'is'} on disk whole"
+        note = f" ({meta_note})" if meta_note else ""
+        remedy = "free space" if self.disk_full else "fix that"
+        if fresh:
+            return f"{self.reason} writing {self.run_dir}: nothing measured; {remedy} and run again"
+        return f"{self.reason} writing {self.run_dir}: {safe}{note}; {remedy} and resume={self.run_dir}"
+
+
+def _append(path: Path, data: bytes) -> int:
+    """Appends `data` whole or not at all; returns the file's length before it."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        start = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:  # a full disk first takes part of a write, then refuses the rest
+                view = view[os.write(fd, view):]
+        except BaseException:  # ENOSPC, or a signal midway
+            os.ftruncate(fd, start)  # a truncation frees blocks; it never needs one
+            raise
+        return start
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True)
+class _Commit:
+    end: int        # the journal's length after the point
+    crc: int        # CRC-32 of the journal's first `end` bytes
+    line_end: int   # the commit file's length through this commit's line
+
+
+def _last_commit(journal: bytes, commits: Path) -> _Commit | None:
+    """The last commit the journal holds whole: a point torn by a full disk or a kill, or cut off
+    by hand, ends past it. None without a commit file, or with one that does not describe this
+    journal (a CSV rewritten by another tool): the journal is then read by whole lines."""
+    if not commits.exists():
+        return None
+    last, line_end = None, 0
+    for line in commits.read_bytes().split(b"\n")[:-1]:  # a torn last line was never a commit
+        line_end += len(line) + 1
+        try:
+            end, crc = (int(x, base) for x, base in zip(line.split(b" "), (10, 16), strict=True))
+        except ValueError:
+            return None
+        if end > len(journal):
+            break
+        last = _Commit(end, crc, line_end)
+    if last is None or zlib.crc32(journal[:last.end]) != last.crc:
+        return None
+    return last
+
+
+def _journal(path: Path) -> bytes:
+    """samples.csv up to its last commit (samples.commit beside it), or its whole lines without one."""
+    data = path.read_bytes()
+    commit = _last_commit(data, path.with_suffix(".commit"))
+    return data[:commit.end] if commit else _whole_lines(data)
+
+
+def _csv_bytes(table: pa.Table, header: bool) -> bytes:
+    sink = pa.BufferOutputStream()
+    pyarrow.csv.write_csv(table, sink, pyarrow.csv.WriteOptions(include_header=header))
+    return sink.getvalue().to_pybytes()
+
+
+class RunWriter:
+    """Holds one run's rows: appends each finished point to the journal (samples.csv), commits it
+    in samples.commit, and writes samples.parquet on close.
+
+    Opening a run folder (new, resumed, or a rank appending to its parent's run) reads the
+    committed rows and cuts the journal back to its last commit, in place: a point torn by a kill
+    or a full disk is gone, and is measured again. A journal without commits (an older run, a CSV
+    from another tool) is rewritten from its whole lines, with them. Only one writer may append
+    at a time; `done` holds the finished points. Any failure to write is a ResultsWriteError.
     An append costs the same at the 10th point and the 5,000th: rewriting the whole table after
     every point cost ~10 ms a point by the end of a 2-GPU sweep, while the other ranks waited.
     """
 
     def __init__(self, run_dir: str | Path, run_id: str) -> None:
         self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         self.run_id = run_id
+        self.done: set = set()
+        self._journal, self._commits = self.run_dir / "samples.csv", self.run_dir / "samples.commit"
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._open()
+        except OSError as exc:
+            raise ResultsWriteError(self.run_dir, exc, len(self.done)) from exc
+
+    def _open(self) -> None:
+        """Takes the rows already committed; then makes the journal end at its last commit."""
+        data = self._journal.read_bytes() if self._journal.exists() else b""
+        commit = _last_commit(data, self._commits)
+        if commit is not None:
+            self._hold(read_samples(self._journal))
+            if len(data) > commit.end:
+                os.truncate(self._journal, commit.end)
+            if self._commits.stat().st_size > commit.line_end:
+                os.truncate(self._commits, commit.line_end)
+            self._crc = commit.crc
+            return
         existing = samples_file(self.run_dir)
-        old = read_samples(existing) if existing else _frame([])
-        self._table = _arrow(old)
-        self.done = {point_key(r) for r in old.to_dict("records")}
-        table = self._table
-        _atomic_write(self.run_dir / "samples.csv", lambda tmp: pyarrow.csv.write_csv(table, tmp))
-        self.close()
+        self._hold(read_samples(existing) if existing else _frame([]))
+        self._commits.unlink(missing_ok=True)  # it did not describe this journal
+        csv = _csv_bytes(self._table, header=True)
+        _atomic_write(self._journal, lambda tmp: Path(tmp).write_bytes(csv))
+        self._crc = zlib.crc32(csv)
+        # Torn by a kill, this line is no commit, and the journal reads by its whole lines: all committed.
+        self._commits.write_bytes(f"{len(csv)} {self._crc:08x}\n".encode())
+
+    def _hold(self, rows: pd.DataFrame) -> None:
+        self._table = _arrow(rows)
+        self.done = {point_key(r) for r in rows.to_dict("records")}
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -156,10 +308,18 @@ class RunWriter:
             s.run_id = self.run_id
         # Straight to Arrow: through pandas this cost ~4 ms a point, 2 s of a 2-GPU sweep.
         rows = pa.Table.from_pylist([asdict(s) for s in samples], schema=_ARROW_SCHEMA)
-        sink = pa.BufferOutputStream()
-        pyarrow.csv.write_csv(rows, sink, pyarrow.csv.WriteOptions(include_header=False))
-        with open(self.run_dir / "samples.csv", "ab") as f:
-            f.write(sink.getvalue().to_pybytes())  # one write: a point is in the journal whole, or not at all
+        data = _csv_bytes(rows, header=False)
+        crc = zlib.crc32(data, self._crc)
+        try:
+            start = _append(self._journal, data)
+            try:
+                _append(self._commits, f"{start + len(data)} {crc:08x}\n".encode())
+            except BaseException:
+                os.truncate(self._journal, start)  # rows without their commit: not part of the run
+                raise
+        except OSError as exc:
+            raise ResultsWriteError(self.run_dir, exc, len(self.done)) from exc
+        self._crc = crc
         self._table = pa.concat_tables([self._table, rows])
         self.done.update(point_key(s) for s in samples)
 
@@ -167,7 +327,10 @@ class RunWriter:
         """samples.parquet from the rows held. The journal is never rewritten here: a writer left
         behind by another that appended since would otherwise drop that writer's rows."""
         table = self._table = self._table.combine_chunks()  # one row group, not one per point
-        _atomic_write(self.run_dir / "samples.parquet", lambda tmp: pyarrow.parquet.write_table(table, tmp))
+        try:
+            _atomic_write(self.run_dir / "samples.parquet", lambda tmp: pyarrow.parquet.write_table(table, tmp))
+        except OSError as exc:
+            raise ResultsWriteError(self.run_dir, exc, len(self.done)) from exc
 
 
 def _arrow(frame: pd.DataFrame) -> pa.Table:
@@ -193,23 +356,18 @@ def _typed(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def samples_file(run_dir: str | Path) -> Path | None:
-    """The run's complete samples file: Parquet while it holds every row of the journal (the
-    CSV), else the CSV (a run still going, or killed before its writer closed); None if neither."""
+    """The run's complete samples file: Parquet while it holds every committed row of the journal
+    (the CSV), else the CSV (a run still going, or stopped before its writer closed); None if neither."""
     parquet, csv = Path(run_dir) / "samples.parquet", Path(run_dir) / "samples.csv"
     if not csv.exists():
         return parquet if parquet.exists() else None
     if parquet.exists():
         try:
-            if pyarrow.parquet.ParquetFile(parquet).metadata.num_rows == _csv_lines(csv) - 1:
+            if pyarrow.parquet.ParquetFile(parquet).metadata.num_rows == _journal(csv).count(b"\n") - 1:
                 return parquet
         except Exception:  # noqa: BLE001 - a torn or foreign Parquet file: the CSV still holds every row
             pass
     return csv
-
-
-def _csv_lines(path: Path) -> int:
-    """Whole lines (header included): a torn last line, from a writer killed mid-append, is not one."""
-    return _whole_lines(path.read_bytes()).count(b"\n")
 
 
 def _whole_lines(data: bytes) -> bytes:
@@ -217,11 +375,12 @@ def _whole_lines(data: bytes) -> bytes:
 
 
 def read_samples(path: str | Path) -> pd.DataFrame:
-    """One samples file (.parquet or .csv), checked against the schema; ResultsError names it."""
+    """One samples file (.parquet, or .csv up to its last commit), checked against the schema;
+    ResultsError names it."""
     path = Path(path)
     try:
         frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(
-            io.BytesIO(_whole_lines(path.read_bytes())), keep_default_na=False,
+            io.BytesIO(_journal(path)), keep_default_na=False,
             na_values={c: ["", "nan", "NaN"] for c in _FLOAT_COLUMNS})
     except Exception as exc:  # pyarrow and pandas raise many types for a corrupt file
         raise ResultsError(f"{path}: unreadable results file ({type(exc).__name__}: {exc})") from None
@@ -235,6 +394,12 @@ def read_samples(path: str | Path) -> pd.DataFrame:
         return _typed(frame[COLUMNS])
     except (ValueError, TypeError) as exc:
         raise ResultsError(f"{path}: a column has values of the wrong type ({exc})") from None
+
+
+def run_samples(run_dir: str | Path) -> pd.DataFrame:
+    """A run's rows as readers see them, writing nothing (a folder without samples: no rows)."""
+    found = samples_file(run_dir)
+    return read_samples(found) if found else _typed(_frame([]))
 
 
 def read_meta(run_dir: str | Path) -> dict:

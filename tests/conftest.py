@@ -91,3 +91,44 @@ def xferbench_in_process(tmp_path, monkeypatch, capsys):
         return exit_info.value.code, capsys.readouterr().err, runs
 
     return run
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """`small_disk(size)`: a tmpfs of that size at tmp_path/disk, to fill (root only: skipped
+    elsewhere); called again, it remounts it at the new size. Unmounted after the test."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = False
+
+    def mount(size: str) -> Path:
+        nonlocal mounted
+        if mounted:
+            subprocess.run(["mount", "-o", f"remount,size={size}", str(disk)], check=True)
+            return disk
+        if os.geteuid() != 0:
+            pytest.skip("mounting a tmpfs needs root")
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+        mounted = True
+        return disk
+
+    try:
+        yield mount
+    finally:
+        if mounted:
+            subprocess.run(["umount", "--lazy", str(disk)], check=False)
+
+
+def fill(folder: Path) -> None:
+    """Takes every block left on folder's file system (a file named filler)."""
+    fd = os.open(folder / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"\0" * 4096)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

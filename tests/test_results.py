@@ -8,8 +8,9 @@ import sys
 import pandas as pd
 import pytest
 
-from bench.results import (COLUMNS, SCHEMA_VERSION, ResultsError, RunWriter, Sample, load, read_samples, run_status,
-                           samples_file, write_json)
+from bench.results import (COLUMNS, SCHEMA_VERSION, ResultsError, ResultsWriteError, RunWriter, Sample, load,
+                           read_meta, read_samples, run_status, samples_file, write_json, write_meta)
+from conftest import fill
 from bench.suites import Point, trial_rows
 from bench.timing import Trial
 
@@ -58,9 +59,82 @@ def test_the_journal_keeps_every_point_of_a_writer_that_never_closed(tmp_path):
         f.write(b"copy,d2d,64,1e-06")   # a writer killed in the middle of an append
     assert samples_file(tmp_path).name == "samples.csv"
     assert sorted(read_samples(samples_file(tmp_path)).size_bytes) == [8, 8, 16, 16, 32, 32]
-    reopened = RunWriter(tmp_path, "r")   # resume: both files whole again, the torn line gone
-    assert len(reopened.done) == 3 and samples_file(tmp_path).name == "samples.parquet"
-    assert not (tmp_path / "samples.csv").read_bytes().endswith(b"1e-06")
+    reopened = RunWriter(tmp_path, "r")   # resume: the torn line gone, in place
+    assert len(reopened.done) == 3 and not (tmp_path / "samples.csv").read_bytes().endswith(b"1e-06")
+    reopened.close()
+    assert samples_file(tmp_path).name == "samples.parquet"
+
+
+def _cut_inside_last_point(journal, rows_kept):
+    """The journal cut at a line boundary inside its last point, as a full disk leaves it."""
+    lines = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(b"".join(lines[:len(lines) - rows_kept]))
+
+
+def test_a_point_cut_short_is_not_read_and_is_measured_again(tmp_path):
+    w = RunWriter(tmp_path, "r")
+    for size in (8, 16):
+        w.add_point([Sample("copy", "d2d", size, trial=t, verified=True) for t in range(3)])
+    w.close()
+    _cut_inside_last_point(tmp_path / "samples.csv", 1)   # 2 of the 16 B point's 3 rows left, each whole
+    assert samples_file(tmp_path).name == "samples.csv"   # the Parquet holds rows the journal lost
+    assert sorted(read_samples(tmp_path / "samples.csv").size_bytes) == [8] * 3
+    reopened = RunWriter(tmp_path, "r")
+    assert len(reopened.done) == 1
+    reopened.add_point([Sample("copy", "d2d", 16, trial=t, verified=True) for t in range(3)])
+    assert read_samples(tmp_path / "samples.csv").groupby("size_bytes").trial.count().to_dict() == {8: 3, 16: 3}
+    # Plain CSV for any reader: the header and the rows, nothing else.
+    assert len(pd.read_csv(tmp_path / "samples.csv")) == 6
+
+
+def test_a_journal_without_commits_reads_by_whole_lines(tmp_path):
+    """An older run, or a CSV another tool wrote: every whole line is a row, as before commits."""
+    w = RunWriter(tmp_path, "r")
+    for size in (8, 16):
+        w.add_point([Sample("copy", "d2d", size, trial=t) for t in range(2)])
+    (tmp_path / "samples.commit").unlink()
+    _cut_inside_last_point(tmp_path / "samples.csv", 1)
+    assert sorted(read_samples(tmp_path / "samples.csv").size_bytes) == [8, 8, 16]
+    assert len(RunWriter(tmp_path, "r").done) == 2   # rewritten from its lines, with a commit for them
+    assert sorted(read_samples(tmp_path / "samples.csv").size_bytes) == [8, 8, 16]
+
+
+def test_a_csv_rewritten_by_another_tool_is_not_judged_by_stale_commits(tmp_path):
+    w = RunWriter(tmp_path, "r")
+    for size in (8, 16):
+        w.add_point([Sample("copy", "d2d", size, trial=t) for t in range(2)])
+    rows = pd.read_csv(tmp_path / "samples.csv")
+    rows[rows.size_bytes == 16].to_csv(tmp_path / "samples.csv", index=False)   # same header, other bytes
+    assert sorted(read_samples(tmp_path / "samples.csv").size_bytes) == [16, 16]
+
+
+def test_a_full_disk_leaves_every_point_whole_and_the_journal_at_its_last_commit(small_disk):
+    disk = small_disk("16k")
+    w = RunWriter(disk / "run", "r")
+    with pytest.raises(ResultsWriteError) as failed:
+        for size in range(1, 1000):   # ~2 KiB a point: the disk is full within a few
+            w.add_point([Sample("copy", "h2h", size, trial=t, note="x" * 80) for t in range(10)])
+    sizes = sorted(set(read_samples(disk / "run" / "samples.csv").size_bytes))
+    assert sizes == list(range(1, len(sizes) + 1)) and len(sizes) == len(w.done) > 0
+    assert len(pd.read_csv(disk / "run" / "samples.csv")) == 10 * len(sizes)   # nothing torn left on disk
+    assert str(failed.value) == (f"no space left on device writing {disk / 'run'}: the {len(sizes)} points "
+                                 f"before it are on disk whole; free space and resume={disk / 'run'}")
+
+
+@pytest.mark.parametrize("status", ["failed", "interrupted", "complete"])
+def test_meta_json_on_a_full_disk_gets_its_final_status_in_place(small_disk, status):
+    disk = small_disk("16k")
+    meta = {"schema_version": SCHEMA_VERSION, "run_id": "r", "end_time": None, "status": "running", "pid": 1,
+            "config": {"status": "running"}}
+    write_json(disk / "meta.json", meta)
+    size = (disk / "meta.json").stat().st_size
+    fill(disk)
+    with pytest.raises(OSError):   # a new copy has no room
+        write_json(disk / "meta.json", {**meta, "status": status})
+    assert write_meta(disk, {**meta, "status": status, "end_time": "now"}) is False
+    assert read_meta(disk)["status"] == status and (disk / "meta.json").stat().st_size == size
+    assert read_meta(disk)["config"] == {"status": "running"}   # only the run's own status
+    assert sorted(p.name for p in disk.iterdir()) == ["filler", "meta.json"]   # no temp file left
 
 
 def test_a_stale_writer_closing_late_loses_no_other_writers_rows(tmp_path):
@@ -76,7 +150,7 @@ def test_a_stale_writer_closing_late_loses_no_other_writers_rows(tmp_path):
 
 def test_resume_of_a_csv_only_run_keeps_its_rows(tmp_path):
     RunWriter(tmp_path, "r").add_point([Sample("copy", "d2d", 8, trial=0)])
-    (tmp_path / "samples.parquet").unlink()  # e.g. a run copied without it, or written by a CSV tool
+    assert not (tmp_path / "samples.parquet").exists()  # a writer that never closed wrote only the journal
     w = RunWriter(tmp_path, "r")
     assert len(w.done) == 1
     w.add_point([Sample("copy", "d2d", 16, trial=0)])
@@ -208,20 +282,24 @@ def test_load_adds_run_status(tmp_path):
 def test_writes_are_atomic(tmp_path):
     w = RunWriter(tmp_path, "r")
     w.add_point([Sample("copy", "h2d", 8)])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["samples.csv", "samples.parquet"]  # no temp files left
+    w.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["samples.commit", "samples.csv", "samples.parquet"]  # no temp files left
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
 def test_files_get_the_users_umask(tmp_path, umask):
     old = os.umask(umask)
     try:
-        RunWriter(tmp_path, "r").add_point([Sample("copy", "h2d", 8)])
+        w = RunWriter(tmp_path, "r")
+        w.add_point([Sample("copy", "h2d", 8)])
+        w.close()
         write_json(tmp_path / "meta.json", {"a": 1})
         (tmp_path / "plain").write_text("")  # what a normal open() gives
     finally:
         os.umask(old)
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
-    assert modes == dict.fromkeys(["samples.csv", "samples.parquet", "meta.json", "plain"], 0o666 & ~umask)
+    assert modes == dict.fromkeys(["samples.csv", "samples.commit", "samples.parquet", "meta.json", "plain"],
+                                  0o666 & ~umask)
 
 
 def test_schema_1_runs_still_load_with_their_implicit_values(tmp_path):

@@ -1,6 +1,7 @@
 """Runs never share, mix or lose results: exclusive folders, guarded resume, signals, dead parents."""
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -10,7 +11,7 @@ import pytest
 
 from bench import ConfigError
 from bench.config import make_run_dir
-from bench.results import load, read_meta, run_status
+from bench.results import load, read_meta, run_status, samples_file
 from bench.schema import normalize_overrides
 from conftest import env, xferbench_cmd
 from test_faults import LONG_COLLECTIVES, _alive, _ranks, _start, _wait_for_points
@@ -206,6 +207,70 @@ def test_resume_of_a_csv_only_run_keeps_its_rows(xferbench):
     after = load(run)
     assert len(after) == len(rows) and after.groupby("size_bytes").trial.count().isin([2, 6]).all()
     assert read_meta(run)["status"] == "complete"
+
+
+def test_a_point_torn_on_disk_is_not_loaded_and_resume_measures_it_again(xferbench):
+    run = _interrupted_run(xferbench)   # 2 points of 2 (or 6) trials
+    whole = load(run)
+    last = whole.size_bytes.max()
+    journal = (run / "samples.csv").read_bytes().splitlines(keepends=True)
+    (run / "samples.csv").write_bytes(b"".join(journal[:-1]))   # cut at a line, inside the last point
+    assert sorted(load(run).size_bytes.unique()) == sorted(set(whole.size_bytes) - {last})
+    proc, _ = xferbench(f"resume={run}")
+    assert proc.returncode == 0, proc.stderr
+    after = load(run)
+    assert read_meta(run)["status"] == "complete" and set(after.size_bytes) == set(whole.size_bytes)
+    assert after.groupby("size_bytes").trial.count().isin([2, 6]).all()
+
+
+def _one_error_line(err: str, run) -> str:
+    """The run's error, the last line on stderr, the only one saying error; no traceback."""
+    assert "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if "error" in line]
+    assert errors == [err.splitlines()[-1]] and str(run) in errors[0], err
+    return errors[0]
+
+
+def test_a_full_disk_ends_the_run_in_one_line_and_resume_finishes_it(small_disk):
+    disk = small_disk("24k")   # meta.json and a few points: the sweep fills it midway
+    args = ("suite=copy", "sizes.min=1B", "sizes.max=16KiB", "timing.trials=5", "timing.min_trial_s=0.001")
+    proc = subprocess.run(xferbench_cmd(disk, *args), capture_output=True, text=True, env=env(), timeout=120)
+    run = next(disk.rglob("meta.json")).parent
+    assert proc.returncode == 1, proc.stderr
+    line = _one_error_line(proc.stderr, run)
+    assert line.startswith(f"xferbench: error: no space left on device writing {run}: the ") and \
+        "before it are on disk whole" in line and line.endswith(f"; free space and resume={run}")
+    assert run_status(read_meta(run)) in ("failed", "interrupted")
+    points = int(re.search(r"(\d+) points", proc.stderr).group(1))
+    before = load(run)
+    per_point = before.groupby("size_bytes").trial.count()
+    assert 0 < len(per_point) < points and per_point.isin([5, 15]).all()   # stopped midway, every point whole
+    assert len(pd.read_csv(run / "samples.csv")) == len(before)   # no torn rows left in the plain CSV
+
+    small_disk("1m")
+    proc = subprocess.run(xferbench_cmd(disk, f"resume={run}"), capture_output=True, text=True, env=env(),
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    after = load(run)
+    per_point = after.groupby("size_bytes").trial.count()
+    assert read_meta(run)["status"] == "complete" and len(per_point) == points and per_point.isin([5, 15]).all()
+    assert samples_file(run).name == "samples.parquet"
+
+
+def test_a_full_disk_under_rank_0_reaches_the_user_in_one_line(small_disk):
+    """Rank 0 writes a distributed suite's rows: its write failure is one line, not its traceback."""
+    disk = small_disk("16k")
+    args = ("suite=collectives", "collectives.nproc=2", "collectives.ops=[all_reduce]", "sizes.max=64KiB",
+            "timing.trials=5", "timing.min_trial_s=0.001")
+    proc = subprocess.run(xferbench_cmd(disk, *args), capture_output=True, text=True, env=env(), timeout=120)
+    run = next(disk.rglob("meta.json")).parent
+    assert proc.returncode == 1, proc.stderr
+    causes = [line for line in proc.stderr.splitlines() if "no space left on device" in line]
+    assert causes == [f"xferbench: error: {causes[0].partition('error: ')[2]}"] and str(run) in causes[0], proc.stderr
+    # The parent may see rank 1 fail first, of rank 0's leaving: it names whichever it saw.
+    assert re.search(r"rank [01] of 2 failed", proc.stderr) and "ResultsWriteError" not in proc.stderr
+    assert run_status(read_meta(run)) in ("failed", "interrupted")
+    assert load(run).groupby("size_bytes").trial.count().isin([5, 15]).all()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
