@@ -85,12 +85,14 @@ def _error(line: str) -> int:
 
 
 def _add(store: str, current: list[str], keep: int) -> list[Path] | None:
-    """add_to_store(), or None after saying in one line why the store could not be written."""
+    """add_to_store(), or None after saying in one line why the runs could not be added."""
     try:
         return add_to_store(store, current, keep)
+    except ResultsError as exc:
+        _error(str(exc))
     except OSError as exc:
         _error(f"cannot add to the baseline store {store}: {exc.strerror or exc}")
-        return None
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -311,7 +311,7 @@ def _run_with_meta(path: Path, **changes) -> Path:
 @pytest.mark.parametrize("case", ["missing", "empty", "schema", "disjoint", "two_instances", "one_path",
                                   "store_and_both", "add_without_store", "alpha", "same_run", "overlapping_sides",
                                   "current_in_the_store", "json_unwritable", "markdown_unwritable",
-                                  "markdown_unwritable_on_a_regression", "store_unwritable"])
+                                  "markdown_unwritable_on_a_regression", "store_unwritable", "seed_missing"])
 def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
     base, extra = str(runs["base0"]), []
     if case == "missing":
@@ -334,6 +334,8 @@ def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
         args = ["--baseline-dir", str(runs["bases"]), base, "--current", base]
     elif case == "add_without_store":
         args = [base, base, "--add-on-pass"]
+    elif case == "seed_missing":
+        args = ["--baseline-dir", str(tmp_path / "new_store"), str(tmp_path / "nope"), "--add-on-pass"]
     elif case == "same_run":
         args = [base, base]
     elif case == "overlapping_sides":    # base0 is one of the runs in bases
