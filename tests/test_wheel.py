@@ -9,9 +9,9 @@ system_site_packages would not see (it sees the base interpreter's).
 """
 import os
 import shutil
+import site
 import subprocess
 import sys
-import site
 import sysconfig
 import venv
 from pathlib import Path
