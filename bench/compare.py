@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import NormalDist
@@ -324,10 +325,20 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, tolerance: float = 0.
                       only_in_current=[_label(k) for k in sorted(cur_keys - base_keys)])
 
 
+def _run_folders(paths: Iterable[str | Path] | str | Path) -> set[Path]:
+    return {run.resolve() for run in find_runs([paths] if isinstance(paths, (str, Path)) else paths)}
+
+
 def compare_paths(baseline: Iterable[str | Path] | str | Path, current: Iterable[str | Path] | str | Path,
                   tolerance: float = 0.05, alpha: float = 0.01, **load_args) -> Comparison:
-    """compare() on the runs at or below two sets of paths (ResultsError on unusable input);
+    """compare() on the runs at or below two sets of paths (ResultsError on unusable input, and
+    when a run is on both sides: judged against itself, a run shows no change whatever changed);
     load_args go to results.load (warn: where a skipped, unreadable run is reported)."""
+    both = sorted(_run_folders(baseline) & _run_folders(current))
+    if both:
+        shown = ", ".join(map(str, both[:3])) + (", ..." if len(both) > 3 else "")
+        raise ResultsError(f"{len(both)} run(s) on both sides, baseline and current ({shown}): "
+                           "judge runs against other runs")
     return compare(load(baseline, **load_args), load(current, **load_args), tolerance, alpha)
 
 
@@ -348,14 +359,27 @@ def store_runs(store: str | Path, last: int) -> list[Path]:
 
 def add_to_store(store: str | Path, runs: Iterable[str | Path], keep: int = 0) -> list[Path]:
     """Copy run folders into the store (a run already there by name is left as it is), then
-    remove all but its newest `keep` runs (0: keep them all); the new folders."""
+    remove all but its newest `keep` runs (0: keep them all); the new folders. Each copy is whole
+    or absent: made beside its place, meta.json last, then renamed; a run removed loses its
+    meta.json first, so no half run is ever taken as a baseline. OSError when the store cannot
+    be written."""
+    store = Path(store)
+    store.mkdir(parents=True, exist_ok=True)
     added = []
     for run in find_runs(runs):
-        dest = Path(store) / run.name
-        if not dest.exists():
-            shutil.copytree(run, dest)
-            added.append(dest)
+        dest = store / run.name
+        if dest.exists():
+            continue
+        partial = store / f".{run.name}.partial-{uuid.uuid4().hex[:8]}"
+        try:
+            shutil.copytree(run, partial, ignore=lambda folder, names: ["meta.json"] if Path(folder) == run else [])
+            shutil.copy2(run / "meta.json", partial / "meta.json")
+            partial.rename(dest)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+        added.append(dest)
     for old in _oldest_first(store)[:-keep] if keep else []:
+        (old / "meta.json").unlink()
         shutil.rmtree(old)
     return added
 

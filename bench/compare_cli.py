@@ -16,7 +16,8 @@ whose data check now fails counts as a regression too. See README, "Plots and co
                                                  (--keep N then prunes STORE to its newest N runs)
 
 Exit status: 0 no regression, 1 a real regression, 2 unusable input (missing or corrupt
-results, another schema version, several instances on one side, no points in common).
+results, another schema version, several instances on one side, a run on both sides, no points
+in common) or an output that cannot be written (--markdown, --json, the baseline store).
 """
 from __future__ import annotations
 
@@ -78,10 +79,20 @@ def _sides(args: argparse.Namespace) -> tuple[list[Path] | None, list[str]]:
     return [Path(p) for p in args.paths[:-1]], args.paths[-1:]
 
 
-def _seed(store: str, current: list[str], keep: int) -> int:
-    added = add_to_store(store, current, keep)
-    print(f"compare: baseline store {store} was empty; it now holds {len(added)} run(s), the baseline from now on")
-    return 0
+def _error(line: str) -> int:
+    print(f"compare: {line}", file=sys.stderr)
+    return 2
+
+
+def _add(store: str, current: list[str], keep: int) -> list[Path] | None:
+    """add_to_store(), or None after saying in one line why the runs could not be added."""
+    try:
+        return add_to_store(store, current, keep)
+    except ResultsError as exc:
+        _error(str(exc))
+    except OSError as exc:
+        _error(f"cannot add to the baseline store {store}: {exc.strerror or exc}")
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,22 +100,33 @@ def main(argv: list[str] | None = None) -> int:
     skipped: list[str] = []   # unreadable runs load() left out: shown only if the comparison goes on
     try:
         baseline, current = _sides(args)
-        if baseline is None:
-            if not args.add_on_pass:
-                raise ResultsError(f"{args.baseline_dir}: no runs in the baseline store (seed it with --add-on-pass)")
-            return _seed(args.baseline_dir, current, args.keep)
-        result = compare_paths(baseline, current, args.tolerance, args.alpha, warn=skipped.append)
+        if baseline is None and not args.add_on_pass:
+            raise ResultsError(f"{args.baseline_dir}: no runs in the baseline store (seed it with --add-on-pass)")
+        result = None if baseline is None else compare_paths(baseline, current, args.tolerance, args.alpha,
+                                                            warn=skipped.append)
     except ResultsError as exc:
-        print(f"compare: {exc}", file=sys.stderr)
-        return 2
+        return _error(str(exc))
+    if result is None:   # an empty store: the current runs seed it
+        added = _add(args.baseline_dir, current, args.keep)
+        if added is None:
+            return 2
+        print(f"compare: baseline store {args.baseline_dir} was empty; it now holds {len(added)} run(s), "
+              "the baseline from now on")
+        return 0
     for line in skipped:
         print(line, file=sys.stderr)
     print(result.to_markdown())
-    write_outputs(result, markdown=args.markdown, json_path=args.json)
+    try:
+        write_outputs(result, markdown=args.markdown, json_path=args.json)
+    except OSError as exc:
+        option = "--markdown" if str(exc.filename) == str(args.markdown) else "--json"
+        return _error(f"cannot write {option} {exc.filename}: {exc.strerror or exc}")
     if result.regressed:
         return 1
     if args.add_on_pass:
-        added = add_to_store(args.baseline_dir, current, args.keep)
+        added = _add(args.baseline_dir, current, args.keep)
+        if added is None:
+            return 2
         print(f"compare: passed; added {len(added)} run(s) to the baseline store {args.baseline_dir}")
     return 0
 

@@ -39,6 +39,7 @@ import yaml
 
 from bench.config import CONF_DIR
 from bench.results import SCHEMA_VERSION, ResultsError, RunWriter, Sample, point_key, write_json
+from bench.sizes import format_size
 
 CONF_INSTANCES = CONF_DIR / "instance"
 
@@ -65,6 +66,7 @@ class Imported:
     tool_version: str = ""
     system: dict = field(default_factory=dict)
     not_imported: list[str] = field(default_factory=list)   # 'name: reason', for the user
+    incomplete: list[str] = field(default_factory=list)     # tests whose sweep stops short: 'what: why'
 
 
 def _nccl_op(binary: str) -> str:
@@ -106,6 +108,8 @@ class _NcclBlock:
         self.ranks: dict[int, tuple[str, int, str]] = {}   # rank -> (host, device, GPU name)
         self.iters = 0
         self.launch = "eager"
+        self.max_bytes: int | None = None      # the header's maxBytes: None until a '# nThread' line
+        self.footer = False                    # the '# Avg bus bandwidth' line a finished test prints
         self.prefix: list[str] | None = None   # the columns before the first time column
         self.rows: list[tuple[dict, list[str]]] = []
 
@@ -113,8 +117,12 @@ class _NcclBlock:
         if line.startswith("# nThread"):
             iters = re.search(r"\d\s+iters:\s*(\d+)", line)       # not 'warmup iters' or 'agg iters'
             graph = re.search(r"\bgraph:\s*(\d+)", line)
+            max_bytes = re.search(r"\bmaxBytes\s+(\d+)", line)
             self.iters = int(iters.group(1)) if iters else 0
             self.launch = "graph" if graph and int(graph.group(1)) > 0 else "eager"
+            self.max_bytes = int(max_bytes.group(1)) if max_bytes else 0
+        elif line.startswith("# Avg bus bandwidth"):
+            self.footer = True
         elif (m := _RANK_LINE.match(line)):
             self.ranks[int(m.group(1))] = (m.group(2), int(m.group(3)), m.group(4))
         else:
@@ -129,6 +137,18 @@ class _NcclBlock:
         if tokens[0].isdigit() and len(tokens) == len(prefix) + 8:
             self.rows.append((dict(zip(prefix, tokens)), tokens[len(prefix):]))
 
+    def unfinished(self) -> str | None:
+        """Why this test's sweep looks cut short, or None. Only a test whose header was seen is
+        judged (a log stripped of its '#' lines says nothing): it must end with the footer."""
+        if self.max_bytes is None or self.footer:
+            return None
+        op = self.op or "a test"
+        if not self.rows:
+            return f"{op}: started, no rows"
+        last = max(int(p["size"]) for p, _ in self.rows)
+        of = f" of the header's {format_size(self.max_bytes)}" if self.max_bytes else ""
+        return f"{op}: stops at {format_size(last)}{of}, no '# Avg bus bandwidth' line"
+
 
 def parse_nccl_tests(text: str, op: str | None = None, world_size: int | None = None,
                      source: str = "log") -> Imported:
@@ -136,7 +156,10 @@ def parse_nccl_tests(text: str, op: str | None = None, world_size: int | None = 
 
     A line naming a *_perf binary (a command line, '# Collective test starting: ...') or a
     '# nThread' line starts the next test once the current one has rows. `op` and
-    `world_size` fill in what a log does not say (no binary named, no '# Rank' lines).
+    `world_size` fill in what a log does not say (no binary named, no '# Rank' lines). A test
+    whose header was read but whose table ends without the '# Avg bus bandwidth' line that
+    nccl-tests prints after the last size (a log cut short: a killed job, a time limit) is
+    named in `incomplete`, as is one that started and printed no rows.
     """
     blocks = [_NcclBlock(None)]
     version = nccl = cuda = ""
@@ -158,6 +181,7 @@ def parse_nccl_tests(text: str, op: str | None = None, world_size: int | None = 
             blocks[-1].read_comment(line)
         elif not binary:
             blocks[-1].read_row(line)
+    incomplete = [why for b in blocks if (why := b.unfinished())]
     blocks = [b for b in blocks if b.rows]
     if not blocks:
         raise ResultsError(f"{source}: no nccl-tests result table found")
@@ -179,7 +203,7 @@ def parse_nccl_tests(text: str, op: str | None = None, world_size: int | None = 
     first_host = ranks[0][0] if ranks else ""
     system = {"hostname": first_host, "nccl": nccl, "cuda": cuda,
               "gpus": [{"index": dev, "name": name} for host, dev, name in ranks if host == first_host]}
-    return Imported(samples, version, {k: v for k, v in system.items() if v})
+    return Imported(samples, version, {k: v for k, v in system.items() if v}, incomplete=incomplete)
 
 
 def _nccl_sample(block: _NcclBlock, p: dict, ranks: int, nnodes: int, trial: int, placement: str,
@@ -462,7 +486,10 @@ def instance_meta(name: str | None, label: str | None = None) -> dict:
 
 def write_import(out_dir: str | Path, imported: Imported, tool: str, sources: Iterable[str | Path],
                  instance: str | None = None, run_id: str | None = None) -> Path:
-    """An xferbench run folder holding the imported rows; ResultsError if it already has rows."""
+    """An xferbench run folder holding the imported rows; ResultsError if it already has rows.
+    An import whose sweep stops short (imported.incomplete) gets status 'interrupted', which
+    plots, reports and the choice of runs treat as they treat a measured run cut short, and the
+    reasons as 'incomplete'; a whole import records no status (taken as complete)."""
     out_dir = Path(out_dir)
     if (out_dir / "samples.parquet").exists() or (out_dir / "meta.json").exists():
         raise ResultsError(f"{out_dir}: already holds a run; import into a new folder")
@@ -479,6 +506,7 @@ def write_import(out_dir: str | Path, imported: Imported, tool: str, sources: It
         "tool": {"name": tool, "version": imported.tool_version},
         "source": [str(s) for s in sources],
         "not_imported": imported.not_imported,
+        **({"status": "interrupted", "incomplete": imported.incomplete} if imported.incomplete else {}),
     })
     return out_dir
 
@@ -491,6 +519,7 @@ def import_nccl_tests(logs: Iterable[str | Path], out_dir: str | Path, instance:
     for log in logs:
         found = parse_nccl_tests(_read_text(log), op=op, world_size=world_size, source=str(log))
         merged.samples += found.samples
+        merged.incomplete += [f"{log.name}: {why}" for why in found.incomplete]
         merged.tool_version = merged.tool_version or found.tool_version
         merged.system = merged.system or found.system
     return write_import(out_dir, merged, "nccl-tests", logs, instance, run_id)

@@ -4,7 +4,12 @@ figure whose data is absent is skipped, never drawn empty.
 
 Which runs: select_runs() keeps one run per instance unless runs are named (see its docstring);
 render() draws whatever frame it is given, one colour per run ("series": the instance's name
-when it has one run here, else instance/run_id), so a band never merges two runs.
+when it has one run here, else instance/run_id, marked ' (failed)' or ' (interrupted)' where the
+run did not complete), so a band never merges two runs.
+
+Where: xferbench-plot writes into --out, or without it into the one run's folder (RUN/plots/;
+several runs need --out). write_figures() first removes the figures it wrote there before, as
+listed in the folder's MANIFEST, and nothing else.
 
 Curves use measured whole operations only (status ok, part total). A line is the median of a
 point's trials, its band their full range (min to max); points that differ only in device
@@ -19,7 +24,7 @@ import re
 import sys
 from collections import Counter
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import matplotlib
 
@@ -32,7 +37,8 @@ import seaborn as sns  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
-from bench.results import ResultsError, bandwidth_column, find_runs, load, read_meta, usable_rows  # noqa: E402
+from bench.results import (ResultsError, bandwidth_column, find_runs, load, read_meta, set_aside_note,  # noqa: E402
+                           usable_rows)
 from bench.sizes import format_size  # noqa: E402
 from bench.summary import ALONE, AT_ONCE, concurrent_table, p2p_peak_table  # noqa: E402
 
@@ -54,6 +60,8 @@ LOG_SPAN = 20                   # a panel whose values span more than this facto
 PANEL_IN = (3.5, 2.55)          # one panel's width and height, inches
 DPI = 100
 COMPLETE = ("complete", "")     # "": no status recorded (imports, hand-made folders): taken as whole
+MANIFEST = ".xferbench-plots"   # in an output folder: the figures written there last, which the next call removes
+MANIFEST_HEADER = "# figures xferbench-plot wrote here; its next call into this folder removes them\n"
 
 
 def pcie_gbps(gen, width) -> float:
@@ -146,10 +154,19 @@ def select_runs(frame: pd.DataFrame, names: Sequence[str] = (), every: bool = Fa
 
 
 def with_series(frame: pd.DataFrame) -> pd.DataFrame:
-    """The frame plus SERIES: the instance's name where it has one run here, else instance/run_id."""
+    """The frame plus SERIES: the instance's name where it has one run here, else instance/run_id;
+    a run that did not complete (run_status failed, interrupted, running) says so: 'h200-x2 (failed)'."""
     per_instance = frame.groupby("instance")["run_dir"].transform("nunique")
-    label = frame["instance"].where(per_instance == 1, frame["instance"] + "/" + frame["run_id"])
-    return frame.assign(**{SERIES: label.astype(str)})
+    label = frame["instance"].where(per_instance == 1, frame["instance"] + "/" + frame["run_id"]).astype(str)
+    if "run_status" in frame.columns:
+        status = frame["run_status"].fillna("").astype(str)
+        label = label.where(status.isin(COMPLETE), label + " (" + status + ")")
+    return frame.assign(**{SERIES: label})
+
+
+def _unmarked(series: str) -> str:
+    """A series without with_series()'s status mark: file names stay the same whatever the status."""
+    return re.sub(r" \([a-z]+\)$", "", series)
 
 
 def palette(frame: pd.DataFrame) -> dict[str, tuple]:
@@ -394,7 +411,7 @@ def p2p_heatmaps(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str
             colorbar.set_label("GB/s", fontsize=9)
         fig.suptitle(f"P2P peak bandwidth, {series}\nGB/s, the highest per-size median over sizes", fontsize=11)
         fig.tight_layout()
-        paths += _save(fig, Path(out_dir), f"p2p_heatmap_{_slug(series)}", formats)
+        paths += _save(fig, Path(out_dir), f"p2p_heatmap_{_slug(_unmarked(series))}", formats)
     return paths
 
 
@@ -832,38 +849,84 @@ FIGURES = (peak_fraction_figure, bandwidth_figures, latency_figures, p2p_heatmap
            overlap_figure, sync_figure, pipeline_figure, scaling_figure)
 
 
-def render(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",)) -> list[Path]:
-    """Every figure the data allows, written to out_dir; returns the files written. Draws every
-    run in the frame: choose runs first with select_runs()."""
+def _draw(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str]) -> Iterator[Path]:
+    """render()'s files, each as soon as it is written."""
     formats = list(dict.fromkeys(formats))
     unknown = [f for f in formats if f not in ("png", "svg")]
     if unknown:
         raise ValueError(f"format {unknown[0]!r}: choose png or svg")
     colours = palette(frame)
-    paths: list[Path] = []
     with sns.axes_style("whitegrid"), sns.plotting_context("notebook"):  # no global style change
         for figure in FIGURES:
-            paths += figure(frame, out_dir, formats, colours)
-    return paths
+            yield from figure(frame, out_dir, formats, colours)
+
+
+def render(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",)) -> list[Path]:
+    """Every figure the data allows, written to out_dir; returns the files written. Draws every
+    run in the frame: choose runs first with select_runs()."""
+    return list(_draw(frame, out_dir, formats))
+
+
+def _written_before(out_dir: Path) -> list[Path]:
+    """The figures the MANIFEST names: plain file names of figure formats in out_dir, nothing else."""
+    try:
+        names = (out_dir / MANIFEST).read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return []
+    return [out_dir / n for n in names if n and n == Path(n).name and Path(n).suffix in (".png", ".svg")]
+
+
+def write_figures(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",)) -> list[Path]:
+    """render() into out_dir, first removing the figures an earlier call wrote there (those its
+    MANIFEST names: never another file), so the folder holds this call's figures and the user's
+    own files; the manifest then names the new ones. OSError when out_dir cannot be written."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for old in _written_before(out_dir):
+        old.unlink(missing_ok=True)
+    written: list[Path] = []
+    try:
+        for path in _draw(frame, out_dir, formats):
+            written.append(path)
+    finally:   # a figure that failed half-way still leaves the ones before it named
+        (out_dir / MANIFEST).write_text(MANIFEST_HEADER + "".join(f"{p.name}\n" for p in written))
+    return written
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """RESULTS, --runs and --all-runs: the run choice shared by xferbench-plot and xferbench-report."""
     parser.add_argument("results", nargs="+", metavar="RESULTS",
                         help="run folders (each is used), or folders holding runs (one run per instance "
-                             "is chosen: the newest complete main sweep)")
+                             "is chosen: the newest complete main sweep; the project's committed runs in "
+                             "results/reference and results/noise only when such a folder is named)")
     parser.add_argument("--runs", nargs="+", default=[], metavar="RUN",
                         help="use these runs (run id, instance/run_id, or folder) for their instances")
     parser.add_argument("--all-runs", action="store_true", help="use every run found, one colour each")
 
 
-def load_runs(args: argparse.Namespace) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The chosen runs' rows and run_index() of every run found; ResultsError on unusable input."""
-    folders = list(dict.fromkeys(p.resolve() for p in find_runs(args.results)))
+def load_runs(args: argparse.Namespace,
+              warn: Callable[[str], None] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The chosen runs' rows and run_index() of every run found; ResultsError on unusable input.
+    `warn` (default: stderr) gets a line when committed runs below a folder given were left out."""
+    aside: list[Path] = []
+    folders = list(dict.fromkeys(p.resolve() for p in find_runs(args.results, aside)))
+    if aside:
+        (warn or (lambda line: print(line, file=sys.stderr)))(set_aside_note(aside))
     named = [str(Path(p)) for p in args.results if (Path(p) / "meta.json").is_file()] + list(args.runs)
     frame = load(folders)
     runs = run_index(frame, named, args.all_runs)
     return frame[frame["run_dir"].isin(runs.loc[runs["chosen"], "run_dir"])], runs
+
+
+def default_out(runs: pd.DataFrame, name: str, option: str) -> Path:
+    """Where an output goes without --out: `name` in the folder of the one run chosen.
+    ResultsError when several runs are chosen: they have no folder of their own to share."""
+    chosen = runs[runs["chosen"]]
+    if len(chosen) != 1:
+        shown = ", ".join(f"{r.instance}/{r.run_id}" for r in chosen.itertuples())
+        raise ResultsError(f"{len(chosen)} runs chosen ({shown}): say where the output goes with {option} "
+                           "(without it, it goes into the run's own folder, which needs one run)")
+    return Path(chosen["run_dir"].iloc[0]) / name
 
 
 def describe_choice(runs: pd.DataFrame) -> list[str]:
@@ -878,28 +941,50 @@ def describe_choice(runs: pd.DataFrame) -> list[str]:
     return lines
 
 
+def cannot_write(path: str | Path, exc: OSError) -> str:
+    """The one line for an output that could not be written: which, and why."""
+    return f"cannot write {path}: {exc.strerror or exc}"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """xferbench-plot: figures for the chosen runs, one file per figure kind."""
+    """xferbench-plot: figures for the chosen runs, one file per figure kind. Exit 0: figures
+    written; 1: no measured rows to draw; 2: unusable input, or the figures could not be written."""
     parser = argparse.ArgumentParser(
         prog="xferbench-plot",
         description="Plot xferbench results: bandwidth and latency against size, P2P heatmaps, peaks against "
-                    "the link, bandwidth per dollar. Figures without data are skipped.",
-        epilog="example: xferbench-plot results/ --out plots --format png svg")
+                    "the link, bandwidth per dollar. Figures without data are skipped. The output folder "
+                    f"keeps a list of the figures written ({MANIFEST}); the next call removes those, and only "
+                    "those, before it writes.",
+        epilog="example: xferbench-plot results/ --out /tmp/plots --format png svg")
     add_run_arguments(parser)
-    parser.add_argument("--out", default="plots", metavar="DIR", help="where figures go (default: plots)")
+    parser.add_argument("--out", metavar="DIR",
+                        help="where figures go (default: RUN/plots/ when one run is drawn; with several, "
+                             "--out is needed)")
     parser.add_argument("--format", nargs="+", choices=("png", "svg"), default=["png"], dest="formats",
                         help="file formats to write (default: png)")
     args = parser.parse_args(argv)
+
+    def say(line: str) -> None:
+        print(f"xferbench-plot: {line}", file=sys.stderr)
+
     try:
-        frame, runs = load_runs(args)
+        frame, runs = load_runs(args, say)
+        out = Path(args.out) if args.out else default_out(runs, "plots", "--out DIR")
     except ResultsError as exc:
-        print(f"xferbench-plot: {exc}", file=sys.stderr)
+        say(str(exc))
         return 2
     for line in describe_choice(runs):
-        print(f"xferbench-plot: {line}", file=sys.stderr)
-    paths = render(frame, args.out, formats=args.formats)
+        say(line)
+    if usable_rows(frame).empty:
+        say("no measured rows to plot (every point failed or was skipped)")
+        return 1
+    try:
+        paths = write_figures(frame, out, formats=args.formats)
+    except OSError as exc:
+        say(cannot_write(out, exc))
+        return 2
     if not paths:
-        print("xferbench-plot: no measured rows to plot (every point failed or was skipped)", file=sys.stderr)
+        say("no figure to draw from these rows")
         return 1
     for path in paths:
         print(path)

@@ -5,8 +5,8 @@ bench.plots.run_index), the caveats, every figure bench.plots draws (embedded as
 each machine's description and versions, and the list of runs found. It loads nothing when
 opened: no scripts, fonts, styles or images from elsewhere.
 
-    xferbench-report results/ --out report.html
-    python -m bench.report results/reference --runs h200-x2/20261122-212425 --out report.html
+    xferbench-report results/ --out /tmp/report.html
+    xferbench-report results/h200-x2/20261123-101500      # one run: its folder's report.html
 """
 from __future__ import annotations
 
@@ -387,29 +387,40 @@ def build_report(frame: pd.DataFrame, runs: pd.DataFrame, title: str = "xferbenc
 
 
 def main(argv: list[str] | None = None) -> int:
-    """xferbench-report RESULTS... --out report.html"""
+    """xferbench-report RESULTS... [--out FILE]. Exit 0: the page written; 1: no measured rows;
+    2: unusable input, or the page could not be written."""
     parser = argparse.ArgumentParser(
         prog="xferbench-report",
         description="Write one self-contained HTML page comparing instances: headline table, figures, "
                     "machines and versions, caveats.",
-        epilog="example: xferbench-report results/ --out report.html")
+        epilog="example: xferbench-report results/ --out /tmp/report.html")
     plots.add_run_arguments(parser)
-    parser.add_argument("--out", default="report.html", metavar="FILE", help="the page to write (default: report.html)")
+    parser.add_argument("--out", metavar="FILE",
+                        help="the page to write (default: RUN/report.html when one run is shown; with several, "
+                             "--out is needed)")
     parser.add_argument("--title", default="xferbench report", help="the page's title")
     args = parser.parse_args(argv)
+
+    def say(line: str) -> None:
+        print(f"xferbench-report: {line}", file=sys.stderr)
+
     try:
-        frame, runs = plots.load_runs(args)
+        frame, runs = plots.load_runs(args, say)
+        out = Path(args.out) if args.out else plots.default_out(runs, "report.html", "--out FILE")
     except ResultsError as exc:
-        print(f"xferbench-report: {exc}", file=sys.stderr)
+        say(str(exc))
         return 2
     if usable_rows(frame).empty:
-        print("xferbench-report: no measured rows (every point failed or was skipped)", file=sys.stderr)
+        say("no measured rows (every point failed or was skipped)")
         return 1
     for line in plots.describe_choice(runs):
-        print(f"xferbench-report: {line}", file=sys.stderr)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(build_report(frame, runs, args.title), encoding="utf-8")
+        say(line)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(build_report(frame, runs, args.title), encoding="utf-8")
+    except OSError as exc:
+        say(plots.cannot_write(out, exc))
+        return 2
     print(out)
     return 0
 

@@ -419,8 +419,28 @@ def read_meta(run_dir: str | Path) -> dict:
     return meta
 
 
-def find_runs(paths: Iterable[str | Path]) -> list[Path]:
-    """Run folders at or below each path (a folder holding meta.json is a run)."""
+# The project's committed data beside the runs in a checkout's results/: reference runs and noise
+# studies. A path above them (results/, the checkout) passes them over; a path at or in them uses them.
+SET_ASIDE = ("results/reference", "results/noise")
+
+
+def _set_aside(run: Path, root: Path) -> bool:
+    """Whether `run` lies in a SET_ASIDE folder strictly below `root`."""
+    run, root = run.resolve(), root.resolve()
+    return any("/".join(folder.parts[-2:]) in SET_ASIDE
+               for folder in [run, *run.parents] if root in folder.parents)
+
+
+def set_aside_note(runs: list[Path]) -> str:
+    """One line saying how many runs find_runs() passed over, and how to use them."""
+    return (f"left out {len(runs)} run(s) of the project's committed data ({', '.join(SET_ASIDE)}); "
+            "name such a folder to use its runs")
+
+
+def find_runs(paths: Iterable[str | Path], left_out: list[Path] | None = None) -> list[Path]:
+    """Run folders at or below each path (a folder holding meta.json is a run). Runs in a
+    SET_ASIDE folder below a path are passed over (added to `left_out`) unless the path is that
+    folder or one inside it."""
     runs: list[Path] = []
     for p in map(Path, paths):
         if not p.exists():
@@ -428,6 +448,14 @@ def find_runs(paths: Iterable[str | Path]) -> list[Path]:
         if p.is_file():
             p = p.parent
         found = [p] if (p / "meta.json").exists() else sorted(m.parent for m in p.rglob("meta.json"))
+        aside = [run for run in found if _set_aside(run, p)]
+        if aside:
+            found = [run for run in found if run not in aside]
+            if left_out is not None:
+                left_out.extend(aside)
+            if not found:
+                raise ResultsError(f"{p}: holds no run but the project's committed data ({', '.join(SET_ASIDE)}); "
+                                   "name such a folder to use its runs")
         if not found:
             raise ResultsError(f"{p}: holds no xferbench run (no meta.json below it)")
         runs.extend(found)
@@ -514,20 +542,23 @@ def load(paths: str | Path | Iterable[str | Path],
     """Every run at or below `paths`, rows joined with their run's meta columns (hue='instance').
 
     A run folder that cannot be read (no or corrupt samples, corrupt meta.json, an unknown
-    schema) is skipped with one `warn` line naming it and why; ResultsError only when no run
-    is left, or when a path does not exist or holds no run.
+    schema) is skipped with one `warn` line naming it and why, and the project's committed runs
+    below a path (find_runs) with one line saying how many; ResultsError only when no run is
+    left, or when a path does not exist or holds no run.
     """
     if isinstance(paths, (str, Path)):
         paths = [paths]
     paths = list(paths)
-    frames, reasons = [], []
-    for run in find_runs(paths):
+    frames, reasons, aside = [], [], []
+    for run in find_runs(paths, aside):
         try:
             frames.append(_read_run(run))
         except ResultsError as exc:
             reason = _one_line(str(exc)).removeprefix(f"{run}{os.sep}").removeprefix(f"{run}: ")
             reasons.append(reason)
             warn(f"xferbench: skipping {run}: {reason}")
+    if aside:
+        warn(f"xferbench: {set_aside_note(aside)}")
     if not frames:
         why = reasons[0] if len(reasons) == 1 else f"all {len(reasons)} run folders were skipped"
         raise ResultsError(f"{', '.join(map(str, paths))}: no usable run ({why})")

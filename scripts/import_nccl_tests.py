@@ -5,6 +5,9 @@ Reads the standard stdout table (out-of-place and in-place columns) of one or mo
 several tests in one log; each size becomes one point with two trials (out-of-place, in-place).
 The op comes from the '# Collective test starting' line or the binary's name in the log, the
 rank count from its '# Rank' lines; --op and --world-size fill in logs that lack them.
+A log cut short (a test's table without the '# Avg bus bandwidth' line nccl-tests prints after
+its last size) still imports what it holds, with one warning line; its meta.json says status
+'interrupted' and lists why under 'incomplete'.
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import argparse
 import sys
 
 from bench.importers import NCCL_OPS, import_nccl_tests
-from bench.results import ResultsError
+from bench.results import ResultsError, read_meta
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     except ResultsError as exc:
         print(f"import_nccl_tests: {exc}", file=sys.stderr)
         return 2
+    incomplete = read_meta(run).get("incomplete")
+    if incomplete:
+        print(f"import_nccl_tests: warning: the sweep looks incomplete, so the run is marked interrupted: "
+              f"{'; '.join(incomplete)}", file=sys.stderr)
     print(run)
     return 0
 

@@ -266,7 +266,7 @@ def test_several_runs_on_either_side(runs, capsys):
     assert "Baseline: 3 run(s)" in capsys.readouterr().out
     assert script.main([str(runs["base0"]), str(runs["base1"]), "--current", str(runs["regressed"]),
                         str(runs["noise"])]) == 1
-    result = compare_paths(runs["bases"], [runs["noise"], runs["base2"]])
+    result = compare_paths([runs["base0"], runs["base1"]], [runs["noise"], runs["base2"]])
     assert all(f.noise_df > 0 for f in result.families) and len(result.current_runs) == 2
 
 
@@ -309,7 +309,9 @@ def _run_with_meta(path: Path, **changes) -> Path:
 
 
 @pytest.mark.parametrize("case", ["missing", "empty", "schema", "disjoint", "two_instances", "one_path",
-                                  "store_and_both", "add_without_store", "alpha"])
+                                  "store_and_both", "add_without_store", "alpha", "same_run", "overlapping_sides",
+                                  "current_in_the_store", "json_unwritable", "markdown_unwritable",
+                                  "markdown_unwritable_on_a_regression", "store_unwritable", "seed_missing"])
 def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
     base, extra = str(runs["base0"]), []
     if case == "missing":
@@ -332,6 +334,21 @@ def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
         args = ["--baseline-dir", str(runs["bases"]), base, "--current", base]
     elif case == "add_without_store":
         args = [base, base, "--add-on-pass"]
+    elif case == "seed_missing":
+        args = ["--baseline-dir", str(tmp_path / "new_store"), str(tmp_path / "nope"), "--add-on-pass"]
+    elif case == "same_run":
+        args = [base, base]
+    elif case == "overlapping_sides":    # base0 is one of the runs in bases
+        args = [str(runs["bases"]), "--current", base, str(runs["noise"])]
+    elif case == "current_in_the_store":
+        args = ["--baseline-dir", str(runs["bases"]), str(runs["base1"])]
+    elif case.endswith("unwritable") or case.endswith("on_a_regression"):
+        (tmp_path / "file").write_text("")
+        option = {"json": "--json", "markdown": "--markdown", "store": "--baseline-dir"}[case.split("_")[0]]
+        current = runs["regressed"] if case.endswith("regression") else runs["noise"]
+        args = [option, str(tmp_path / "file" / "out"), base, str(current)]
+        if option == "--baseline-dir":   # an empty store, seeded with both runs: it cannot be made
+            args.append("--add-on-pass")
     else:
         args, extra = [base, str(runs["noise"])], ["--alpha", "0"]
     assert _load_script().main(args + extra) == 2
@@ -342,3 +359,20 @@ def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
 def test_compare_refuses_a_bad_tolerance(runs):
     with pytest.raises(ResultsError, match="tolerance"):
         compare_paths(runs["base0"], runs["noise"], tolerance=5)
+
+
+def test_a_store_copy_that_fails_leaves_no_half_run_and_exits_2(runs, tmp_path, monkeypatch, capsys):
+    script, store = _load_script(), tmp_path / "store"
+    assert script.main(["--baseline-dir", str(store), str(runs["base0"]), "--add-on-pass"]) == 0
+    real_copytree = cmp.shutil.copytree
+
+    def disk_full(src, dst, **kwargs):
+        real_copytree(src, dst, **kwargs)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cmp.shutil, "copytree", disk_full)
+    capsys.readouterr()
+    assert script.main(["--baseline-dir", str(store), str(runs["base1"]), "--add-on-pass"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"compare: cannot add to the baseline store {store}: No space left on device"]
+    assert [p.name for p in store.iterdir()] == ["base0"]      # no partial copy, hidden or not

@@ -106,6 +106,42 @@ def test_repeated_tests_become_further_trials(tmp_path):
         import_nccl_tests([NCCL_LOG], out)
 
 
+def _cut(text: str, after: str) -> str:
+    """The log up to and including the first line that holds `after`: a job killed there."""
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[:next(i for i, line in enumerate(lines) if after in line) + 1])
+
+
+def test_whole_logs_are_complete_and_a_cut_one_names_where_it_stops():
+    assert parse_nccl_tests(NCCL_LOG.read_text()).incomplete == []
+    assert parse_nccl_tests(NCCL_OLD.read_text(), op="all_gather").incomplete == []
+    text = NCCL_LOG.read_text()
+    mid_table = parse_nccl_tests(_cut(text, " 524288 "))            # all_reduce stopped at 512 KiB
+    assert mid_table.incomplete == ["all_reduce: stops at 512KiB of the header's 128MiB, no '# Avg bus bandwidth' line"]
+    assert max(s.size_bytes for s in mid_table.samples) == 524288   # what it holds is still imported
+    before_next = parse_nccl_tests(_cut(text, "sendrecv_perf -b"))   # the next test had not begun
+    assert before_next.incomplete == [] and {s.op for s in before_next.samples} == {"all_reduce"}
+    first, second_test = text.split("\n$ mpirun -np 8 --bind-to numa ./build/sendrecv_perf", 1)
+    started = parse_nccl_tests(first + "\n$ mpirun ./build/sendrecv_perf" + _cut(second_test, "# nThread"))
+    assert started.incomplete == ["sendrecv: started, no rows"]
+    # a log without its '#' lines says nothing of how far it got: not judged
+    bare = "".join(line for line in _cut(text, " 524288 ").splitlines(keepends=True) if not line.startswith("#"))
+    assert parse_nccl_tests(bare, op="all_reduce", world_size=8).incomplete == []
+
+
+def test_a_cut_log_imports_with_one_warning_and_an_interrupted_run(tmp_path, capsys):
+    log = tmp_path / "all_reduce.log"
+    log.write_text(_cut(NCCL_LOG.read_text(), " 2097152 "))
+    assert _script("import_nccl_tests").main([str(log), "--out", str(tmp_path / "run")]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["import_nccl_tests: warning: the sweep looks incomplete, so the run is marked interrupted: "
+                   "all_reduce.log: all_reduce: stops at 2MiB of the header's 128MiB, no '# Avg bus bandwidth' line"]
+    meta = read_meta(tmp_path / "run")
+    assert meta["status"] == "interrupted" and meta["incomplete"] == [err[0].split("interrupted: ")[1]]
+    assert set(load(tmp_path / "run")["run_status"]) == {"interrupted"}
+    assert "status" not in read_meta(import_nccl_tests([NCCL_LOG], tmp_path / "whole"))
+
+
 def test_nvbandwidth_copies_and_peer_matrices():
     got = parse_nvbandwidth(NVB_JSON.read_text(), 512 * MiB)
     h2d = _row(got.samples, suite="copy", op="h2d", dst="cuda:1")

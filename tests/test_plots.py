@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import matplotlib.image
@@ -229,7 +230,7 @@ def test_cli_draws_the_named_run_and_refuses_bad_input(tmp_path, capsys):
     run = REFERENCE / "h200-x2" / GRAPH_RUNS[1]
     assert plots.main([str(run), "--out", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "bandwidth_collectives.png", "latency_collectives.png", "peak_vs_link.png"]
+        plots.MANIFEST, "bandwidth_collectives.png", "latency_collectives.png", "peak_vs_link.png"]
     assert plots.main([str(tmp_path / "missing")]) == 2
     assert plots.main([str(REFERENCE), "--runs", "nope"]) == 2
     assert "'nope' is not among the runs" in capsys.readouterr().err
@@ -279,3 +280,98 @@ def test_api_overhead_is_torch_time_over_nccl_time(tmp_path):
     from bench import plots
 
     assert [p.name for p in plots.api_overhead_figure(frame, tmp_path)] == ["api_overhead.png"]
+
+
+# ---------------------------------------------------------------- where files land, and run status
+
+
+def _quick_figures(*names):
+    """A FIGURES stand-in that writes these files at once (the tests below are about files, not drawing)."""
+    def figure(frame, out_dir, formats, colours):
+        paths = [Path(out_dir) / name for name in names]
+        for path in paths:
+            path.write_bytes(PNG_MAGIC)
+        return paths
+
+    return (figure,)
+
+
+def _two_instances(root: Path) -> tuple[Path, Path]:
+    rng = np.random.default_rng(5)
+    return (write_run(root / "a" / "run1", copy_samples(rng, trials=2, sizes=SIZES[:2]), instance="a"),
+            write_run(root / "b" / "run1", copy_samples(rng, trials=2, sizes=SIZES[:2]), instance="b"))
+
+
+def test_without_out_one_run_draws_into_its_folder_and_several_are_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(plots, "FIGURES", _quick_figures("bandwidth_copy.png"))
+    monkeypatch.chdir(tmp_path)
+    run, _ = _two_instances(tmp_path / "results")
+    assert plots.main([str(run)]) == 0
+    assert (run / "plots" / "bandwidth_copy.png").is_file()
+    assert plots.main([str(tmp_path / "results")]) == 2          # two instances: two runs, no one folder
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 runs chosen (a/run1, b/run1)" in err[0] and "--out DIR" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]       # nothing in the current folder
+
+
+def test_a_second_call_removes_the_figures_of_the_first_and_nothing_else(tmp_path, monkeypatch):
+    run, _ = _two_instances(tmp_path / "results")
+    out = tmp_path / "figs"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    (out / "mine.png").write_bytes(PNG_MAGIC)
+    monkeypatch.setattr(plots, "FIGURES", _quick_figures("bandwidth_copy.png", "latency_copy.png"))
+    assert plots.main([str(run), "--out", str(out)]) == 0
+    monkeypatch.setattr(plots, "FIGURES", _quick_figures("bandwidth_copy.png"))
+    assert plots.main([str(run), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [plots.MANIFEST, "bandwidth_copy.png", "mine.png", "notes.txt"]
+    # a manifest names only plain figure files of its own folder: anything else there is never removed
+    (out / plots.MANIFEST).write_text("notes.txt\n../figs/mine.png\nmine.png/\n")
+    assert plots.main([str(run), "--out", str(out)]) == 0
+    assert (out / "notes.txt").exists() and (out / "mine.png").exists()
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "a_file"])
+def test_an_out_that_cannot_be_written_is_one_line_and_exit_2(where, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(plots, "FIGURES", _quick_figures("bandwidth_copy.png"))
+    run, _ = _two_instances(tmp_path / "results")
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "plots" if where == "under_a_file" else tmp_path / "file"
+    assert plots.main([str(run), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"xferbench-plot: cannot write {out}: ")
+
+
+def test_committed_runs_below_a_parent_folder_are_left_out_unless_named(tmp_path, capsys):
+    from bench.results import find_runs
+
+    rng = np.random.default_rng(9)
+    results = tmp_path / "results"
+    samples = copy_samples(rng, trials=2, sizes=SIZES[:2])
+    mine = write_run(results / "box" / "r1", samples, instance="box")
+    for folder in ("reference/box/r0", "noise/cpu/identical/r0", "noise/cpu/identical/r1"):
+        write_run(results / folder, samples, instance="box")
+    aside: list[Path] = []
+    assert find_runs([results], aside) == [mine] and len(aside) == 3
+    assert find_runs([tmp_path], []) == [mine]                     # the checkout above results/ too
+    assert len(find_runs([results / "noise"])) == 2                # named: they are the runs asked for
+    assert len(find_runs([results / "reference" / "box"])) == 1
+    assert set(load(results)["run_dir"]) == {str(mine)}
+    assert "left out 3 run(s) of the project's committed data" in capsys.readouterr().err
+    shutil.rmtree(mine)
+    with pytest.raises(ResultsError, match="holds no run but the project's committed data"):
+        find_runs([results])
+
+
+def test_a_run_that_did_not_finish_is_marked_in_legends_and_titles(frame, figures):
+    status = frame["instance"].map({"h200-x4": "failed", "p5en.48xlarge": "interrupted"})
+    plots.bandwidth_figures(frame.assign(run_status=status), "unused")
+    stem, fig = figures[0]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert stem == "bandwidth_copy" and legend == ["h200-x4 (failed)", "p5en.48xlarge (interrupted)"]
+    plots.p2p_heatmaps(frame.assign(run_status=status), "unused")
+    stem, fig = figures[-1]
+    assert stem == "p2p_heatmap_h200-x4"                          # the file keeps its name
+    assert any("P2P peak bandwidth, h200-x4 (failed)" in t.get_text() for t in fig.texts)
+    complete = plots.with_series(frame.assign(run_status="complete"))
+    assert set(complete[plots.SERIES]) == {"h200-x4", "p5en.48xlarge"}

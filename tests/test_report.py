@@ -129,3 +129,28 @@ def test_page_renders_in_a_real_browser(browser, page, tmp_path):   # browser fi
     # a blank or unstyled page is near-uniform: the table, figures and text make it vary
     assert pixels.std() > 0.1
     assert (pixels.mean(axis=2) < 0.9).mean() > 0.03
+
+
+def test_without_out_one_run_gets_its_own_page_and_several_are_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(report, "_figures_html", lambda frame: "<p>figures</p>")
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "results" / "h200-x2" / "20261122-214411"
+    shutil.copytree(REFERENCE / "h200-x2" / run.name, run)
+    shutil.copytree(REFERENCE / "h100-x1" / FIRST_H100, tmp_path / "results" / "h100-x1" / FIRST_H100)
+    assert report.main([str(run)]) == 0
+    assert (run / "report.html").read_text().startswith("<!DOCTYPE html>")
+    capsys.readouterr()
+    assert report.main([str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 runs chosen" in err[0] and "--out FILE" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]      # nothing in the current folder
+    (tmp_path / "file").write_text("")
+    assert report.main([str(run), "--out", str(tmp_path / "file" / "r.html")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"xferbench-report: cannot write {tmp_path / 'file' / 'r.html'}: ")
+
+
+def test_a_run_that_did_not_finish_says_so_in_its_column_header():
+    frame = load(REFERENCE / "h200-x2" / "20261122-214411").assign(run_status="interrupted")
+    html = report._headline_html(report.headline(frame), frame, plots.palette(frame))
+    assert "</span>h200-x2 (interrupted)<small>" in html

@@ -1,11 +1,18 @@
 """`pip install .` as a wheel, not only editable: the configs travel inside the package.
 
-The wheel goes into a fresh virtual environment that sees the system's packages (torch, hydra,
-pandas are installed already, and fetching them again would take minutes) but not this
-repository: every command runs from an empty folder elsewhere.
+The wheel goes into a fresh virtual environment that sees the packages of the interpreter
+running the tests (torch, hydra, pandas are installed already, and fetching them again would
+take minutes) but not this repository: every command runs from an empty folder elsewhere.
+"Sees the packages" means the running interpreter's own, wherever they are: when the tests run
+inside a venv (the README's command in one), torch is in that venv, which a venv made with
+system_site_packages would not see (it sees the base interpreter's).
 """
+import os
+import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -14,27 +21,77 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def package_dirs() -> list[str]:
+    """The folders this interpreter imports installed packages from, in its sys.path order: its
+    site-packages (a venv's, the base's where that venv sees them, the user's) and what their
+    .pth files added; never this repository (an editable install's path)."""
+    site_dirs = {*site.getsitepackages(), sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    if site.ENABLE_USER_SITE:
+        site_dirs.add(site.getusersitepackages())
+    site_dirs = {os.path.realpath(d) for d in site_dirs}
+    real = [os.path.realpath(p) for p in sys.path if p]
+    first = next((i for i, p in enumerate(real) if p in site_dirs), len(real))
+    repo = str(ROOT)
+    return list(dict.fromkeys(p for p in real[first:] if os.path.isdir(p) and p != repo
+                              and not p.startswith(repo + os.sep)))
+
+
+def make_venv(where: Path) -> Path:
+    """A venv at `where` that sees package_dirs() of this interpreter through a .pth file (plain
+    paths: their own .pth files, such as an editable install's finder, stay inactive); its bin/."""
+    venv.EnvBuilder(with_pip=False).create(where)
+    python = where / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    (Path(purelib) / "_outer_packages.pth").write_text("".join(f"{d}\n" for d in package_dirs()))
+    return where / "bin"
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     base = tmp_path_factory.mktemp("wheel")
+    # built from a copy: a build in place leaves build/ and *.egg-info in the repository, and a
+    # stale build/lib (a module since removed) would ride along into the wheel
+    source = base / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    for name in ("bench", "conf"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                            "-w", str(base / "dist"), str(ROOT)], capture_output=True, text=True, timeout=300)
+                            "-w", str(base / "dist"), str(source)], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr
     wheel = next((base / "dist").glob("xferbench-*.whl"))
-    venv.EnvBuilder(system_site_packages=True, with_pip=False).create(base / "venv")
-    python = base / "venv" / "bin" / "python"
-    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps", "-q",
-                              str(wheel)], capture_output=True, text=True, timeout=300)
+    bin_dir = make_venv(base / "venv")
+    install = subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install",
+                              "--no-deps", "-q", str(wheel)], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr
     elsewhere = base / "elsewhere"
     elsewhere.mkdir()
-    return base / "venv" / "bin", elsewhere
+    return bin_dir, elsewhere
 
 
 def _run(bin_dir: Path, cwd: Path, *cmd: str, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(cwd), "PYTHONNOUSERSITE": "1"}
     return subprocess.run([str(bin_dir / cmd[0]), *cmd[1:]], capture_output=True, text=True, cwd=cwd,
                           env=env, timeout=timeout)
+
+
+def test_a_venv_made_inside_a_venv_sees_that_venvs_packages(tmp_path):
+    # The README's test command run inside a venv: the wheel's venv is made from within it. A
+    # module only the outer venv holds stands for torch installed there, not in the base.
+    outer = make_venv(tmp_path / "outer")
+    purelib = _run(outer, tmp_path, "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+    (Path(purelib.stdout.strip()) / "only_in_the_outer_venv.py").write_text("")
+    made = _run(outer, tmp_path, "python", "-c", f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); "
+                f"import test_wheel; print(test_wheel.make_venv(__import__('pathlib').Path({str(tmp_path)!r}) / 'inner'))")
+    assert made.returncode == 0, made.stderr
+    inner = Path(made.stdout.strip())
+    seen = _run(inner, tmp_path, "python", "-c", "import only_in_the_outer_venv, yaml, sys; print(sys.prefix)")
+    assert seen.returncode == 0, seen.stderr
+    assert seen.stdout.strip() == str(tmp_path / "inner")
+    repo = _run(inner, tmp_path, "python", "-c", "import bench")   # the repository is not among them
+    assert "No module named 'bench'" in repo.stderr
 
 
 def test_the_wheel_holds_its_configs_and_runs_from_anywhere(installed):
