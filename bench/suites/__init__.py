@@ -1,150 +1,82 @@
-"""The suite registry, and what every suite shares: the run context and the sweep point.
+"""The suite registry: the Suite each module of this package defines, and each file that
+XFERBENCH_SUITES names (paths separated by os.pathsep: suites of your own, outside the package),
+checked against the contract (bench.suites.contract) when this package is imported.
 
-A suite is one module with NAME, DISTRIBUTED, `check(cfg, ctx) -> skip reason or None`
-(raising ConfigError on bad input), `points(cfg, ctx) -> list[Point]` and
-`measure(point, cfg, ctx) -> list[Sample]`. A distributed suite's measure runs on every
-rank and returns rows on rank 0 only.
+Importing a suite costs no torch (measurement code imports it on first use, bench.lazy), so the
+config schema, --help and the analysis commands read every suite's declarations cheaply.
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import asdict, dataclass, field
+import importlib.util
+import os
+import pkgutil
+import sys
+from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from bench import ConfigError
-from bench.results import Sample
-from bench.timing import Trial, TimingConfig
+from bench.suites.contract import Suite, SuiteError, check_suite
 
-SUITES = ("copy", "p2p", "collectives", "overlap", "pipeline")
-
-
-def check_fits(what: str, need: int, devices) -> None:
-    """ConfigError unless `need` bytes are free on every listed GPU (before anything is allocated)."""
-    import torch
-
-    for dev in devices:
-        free = torch.cuda.mem_get_info(dev)[0]
-        if need > free:
-            raise ConfigError(f"sizes.max: {what} needs {format_bytes(need)} on cuda:{dev} but only "
-                              f"{format_bytes(free)} is free; lower sizes.max")
+DEFAULT = "links"       # the group a plain `xferbench` runs
+PLUGINS = "XFERBENCH_SUITES"
 
 
-def host_available_bytes() -> int | None:
-    """Memory this process can still take: MemAvailable, or the cgroup's limit if lower."""
-    available = None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    available = int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    try:
-        with open("/sys/fs/cgroup/memory.max") as f:
-            limit = f.read().strip()
-        with open("/sys/fs/cgroup/memory.current") as f:
-            used = int(f.read().strip())
-        if limit != "max" and available is not None:
-            available = min(available, int(limit) - used)
-    except (OSError, ValueError):
-        pass
-    return available
+def _package_modules() -> list[ModuleType]:
+    return [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)
+            if m.name != "contract"]
 
 
-def check_host_fits(what: str, need: int) -> None:
-    """ConfigError unless `need` bytes of host memory are available (before anything is allocated)."""
-    available = host_available_bytes()
-    if available is not None and need > available:
-        raise ConfigError(f"sizes.max: {what} needs {format_bytes(need)} of host memory but only "
-                          f"{format_bytes(available)} is available; lower sizes.max")
+def _plugin(path: str) -> ModuleType:
+    """A suite file outside the package, imported under a name of its own."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise SuiteError(f"{PLUGINS}: {path}: no such file")
+    name = f"xferbench_suite_{file.stem}"
+    spec = importlib.util.spec_from_file_location(name, file)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module   # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
 
 
-def format_bytes(n: int) -> str:
-    for unit, scale in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= scale:
-            return f"{n / scale:.1f} {unit}"
-    return f"{n} B"
+def _discover() -> dict[str, Suite]:
+    modules = _package_modules() + [_plugin(p) for p in os.environ.get(PLUGINS, "").split(os.pathsep) if p]
+    found: dict[str, Suite] = {}
+    for module in modules:
+        suite = check_suite(module)
+        if suite.name in found:
+            raise SuiteError(f"{module.__file__}: suite {suite.name!r} is defined twice")
+        found[suite.name] = suite
+    return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
 
 
-def get(name: str) -> ModuleType:
-    if name not in SUITES:
-        raise ConfigError(f"suite {name!r} is unknown; choose from: {', '.join(SUITES)}")
-    return importlib.import_module(f"bench.suites.{name}")
+_REGISTRY = _discover()
 
 
-@dataclass
-class Context:
-    device: str                      # "cuda" or "cpu"
-    timing: TimingConfig
-    sizes: list[int]
-    gpu_count: int = 0
-    launches: tuple[str, ...] = ("eager",)
-    graph_max_bytes: int = 0
-    rank: int = 0
-    world_size: int = 1
-    nnodes: int = 1
-    local_rank: int = 0
-    # The settings the user named on the command line: a note about a setting this machine cannot
-    # honour is for these, not for defaults.
-    explicit: frozenset[str] = frozenset()
-    extra: dict[str, Any] = field(default_factory=dict)
+def all() -> list[Suite]:   # noqa: A001 - the registry's vocabulary: every suite
+    """Every suite, in the order a run measures them."""
+    return list(_REGISTRY.values())
 
 
-@dataclass(frozen=True)
-class Point:
-    """One sweep step: the fields that identify it in the results (results.POINT_KEYS)."""
-
-    suite: str
-    op: str
-    size_bytes: int
-    memory: str = ""
-    mode: str = ""
-    backend: str = ""
-    src: str = ""
-    dst: str = ""
-    world_size: int = 1
-    nnodes: int = 1
-    dtype: str = "uint8"
-    launch: str = "eager"
-    api: str = ""
-    engine: str = ""
-    numa: str = ""
-
-    def sample(self, **values: Any) -> Sample:
-        return Sample(**{**asdict(self), **values})
-
-    def skipped(self, reason: str, status: str = "skipped") -> Sample:
-        return self.sample(status=status, note=reason)
-
-    def label(self) -> str:
-        from bench.sizes import format_size
-
-        parts = [self.op, self.memory, self.mode, self.dtype if self.dtype != "uint8" else "", self.launch,
-                 f"{self.src}->{self.dst}" if self.src and self.suite == "p2p" else "", format_size(self.size_bytes)]
-        return " ".join(p for p in parts if p)
+def names() -> list[str]:
+    return list(_REGISTRY)
 
 
-def trial_rows(point: Point, trials: list[Trial], bytes_per_op: float, bus_factor: float,
-               verified: bool, note: str = "") -> list[Sample]:
-    """One row per trial (and per part of a bidirectional op); a failed check gives no bandwidth.
+def get(name: str) -> Suite:
+    if name not in _REGISTRY:
+        raise ConfigError(f"suite {name!r} is unknown; choose from: {', '.join(_REGISTRY)}")
+    return _REGISTRY[name]
 
-    A trial timing flagged short keeps its rows (status unchanged) with the caveat in `note`.
-    """
-    point_note = note if verified else (note or "data check failed: destination differs from source")
-    rows = []
-    for i, t in enumerate(trials):
-        parts = {"total": (t.time_s, bytes_per_op)}
-        for name, seconds in t.parts.items():  # each direction moves half of the total
-            parts[name] = (seconds, bytes_per_op / max(1, len(t.parts)))
-        short = f"short trial: {t.time_s * 1e3:.2g} ms < half of min_trial_s" if t.short else ""
-        for part, (seconds, nbytes) in parts.items():
-            algbw = nbytes * t.iters / seconds / 1e9 if verified and seconds > 0 else float("nan")
-            rows.append(point.sample(
-                trial=i, iters=t.iters, part=part, time_s=seconds / t.iters,
-                time_fastest_rank_s=t.fastest_rank_s / t.iters,
-                algbw_gbps=algbw, busbw_gbps=algbw * bus_factor, verified=verified,
-                status="ok" if verified else "failed",
-                note="; ".join(n for n in (point_note, short) if n),
-            ))
-    return rows
+
+def groups() -> dict[str, list[str]]:
+    """The `suite=` config group: `all`, each suite alone, and each group suites declare."""
+    out = {"all": names(), **{name: [name] for name in _REGISTRY}}
+    for suite in _REGISTRY.values():
+        for group in suite.groups:
+            out.setdefault(group, []).append(suite.name)
+    return out
+
+
+def group(name: str) -> list[str]:
+    return groups()[name]

@@ -4,7 +4,9 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-import torch
+from bench import lazy
+
+torch = lazy.module("torch")
 from tqdm import tqdm
 
 from bench.results import RunWriter, point_key

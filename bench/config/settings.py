@@ -1,14 +1,14 @@
-"""Typed settings shared by every suite: allowed values as enums, timing, sizes and the instance.
+"""Typed settings every suite shares: allowed values as enums, timing, sizes and the instance.
 
-Each suite module declares its own `Settings` dataclass next to its code; bench/schema.py
-gathers them into the root config that Hydra's ConfigStore validates against. Range checks
-live in `__post_init__` and raise ConfigError naming the key, so bad input is one line.
+Each suite declares its own `Settings` dataclass in its module; bench.config.schema gathers them
+into the root config that Hydra's ConfigStore validates against. Range checks live in
+`__post_init__` and raise ConfigError naming the key, so bad input is one line.
 """
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import List, Optional
 
@@ -102,13 +102,14 @@ class SizeRange:
 
 @dataclass
 class SizesSettings:
+    """What every suite's sweep shares; the schema adds one SizeRange per suite that has a sweep
+    (its `sizes` declaration), so `sizes.copy.max=256MiB` names that suite's range."""
+
     min: Optional[str] = None       # when set, overrides every suite's own range
     max: Optional[str] = None
     factor: int = 2
+    ladders: bool = True            # false: every suite steps by `factor` throughout (sizes=quick)
     cpu_max: Optional[str] = "16MiB"  # without a GPU, sweeps stop here unless sizes.max is set
-    copy: SizeRange = field(default_factory=SizeRange)
-    p2p: SizeRange = field(default_factory=SizeRange)
-    collectives: SizeRange = field(default_factory=lambda: SizeRange("8B", "4GiB"))
 
     def __post_init__(self) -> None:
         from bench.sizes import parse_size
@@ -118,8 +119,9 @@ class SizesSettings:
         for key in ("min", "max", "cpu_max"):
             if getattr(self, key) is not None:
                 parse_size(getattr(self, key), f"sizes.{key}")
-        for name in ("copy", "p2p", "collectives"):
-            getattr(self, name).check(f"sizes.{name}")
+        for f in fields(self):
+            if isinstance(getattr(self, f.name), SizeRange):
+                getattr(self, f.name).check(f"sizes.{f.name}")
 
 
 @dataclass

@@ -27,13 +27,15 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 
-import torch
+from bench import lazy
+
+torch = lazy.module("torch")
 
 UNIQUE_ID_BYTES = 128
 
 # ncclDataType_t and ncclRedOp_t, from nccl.h.
-DATA_TYPES = {torch.int8: 0, torch.uint8: 1, torch.int32: 2, torch.int64: 4, torch.float16: 6,
-              torch.float32: 7, torch.float64: 8, torch.bfloat16: 9}
+DATA_TYPES = {"int8": 0, "uint8": 1, "int32": 2, "int64": 4, "float16": 6, "float32": 7, "float64": 8,
+              "bfloat16": 9}   # by torch.dtype's name: torch.float32 -> 'float32'
 REDUCE_OPS = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 4}
 
 
@@ -55,7 +57,7 @@ class UniqueId(ctypes.Structure):
     _fields_ = [("internal", ctypes.c_char * UNIQUE_ID_BYTES)]
 
 
-StreamLike = torch.cuda.Stream | int | None  # None: the current stream at call time
+StreamLike = "torch.cuda.Stream | int | None"  # None: the current stream at call time
 _Comm = ctypes.c_void_p
 _Stream = ctypes.c_void_p
 _ptr, _count, _int = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int
@@ -244,7 +246,7 @@ class Communicator:
             raise ValueError(f"NCCL needs contiguous tensors on cuda:{self.device}, got {t.device}"
                              + ("" if t.is_contiguous() else " (not contiguous)"))
         try:
-            return t.data_ptr(), t.numel(), DATA_TYPES[t.dtype]
+            return t.data_ptr(), t.numel(), DATA_TYPES[str(t.dtype).removeprefix("torch.")]
         except KeyError:
             raise TypeError(f"NCCL binding has no data type for {t.dtype}") from None
 

@@ -16,7 +16,9 @@ import functools
 import importlib.util
 from types import SimpleNamespace
 
-import torch
+from bench import lazy
+
+torch = lazy.module("torch")
 
 # triton.language, bound by _kernels(): the kernels below look it up in this module's globals
 # when Triton compiles (or interprets) them, after the lazy import.

@@ -13,7 +13,9 @@ import socket
 import subprocess
 from typing import Any
 
-import torch
+from bench import lazy
+
+torch = lazy.module("torch")
 
 
 def _nvml_gpus() -> list[dict[str, Any]]:

@@ -19,7 +19,9 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Mapping, Protocol
 
-import torch
+from bench import lazy
+
+torch = lazy.module("torch")
 
 # enqueue(n) puts n back-to-back operations on the current stream. It may return events that
 # time parts of the work (a bidirectional copy's two streams): an end event, timed from the

@@ -1,16 +1,21 @@
-"""The root config schema, registered in Hydra's ConfigStore, and turning input into a typed Config.
+"""The root config, built from the suite registry and registered in Hydra's ConfigStore, and
+turning input into a typed Config.
 
-conf/config.yaml names `xferbench_schema` first in its defaults, so every value Hydra composes
-(yaml files, overrides) is checked against these dataclasses: a wrong type, an unknown key or
-a value outside an enum fails before anything runs. `resolved` evaluates every `${...}` once,
-at the start; `to_config` then builds the dataclass objects from plain values (running their
-range checks) and evaluates nothing, so a stored config resumes as it was written; `one_line`
-turns any of these failures into the single line the user sees.
+The root holds what every run shares (suites, device, out_dir, run_id, timing, sizes, instance)
+and one section per registered suite, typed by its Settings; `sizes` gets one range per suite
+that has a sweep; the `suite` config group gets an option per suite, per group the suites
+declare (links, training) and `all`. conf/config.yaml names `xferbench_schema` first in its
+defaults, so every value Hydra composes (YAML files, overrides) is checked against these
+dataclasses: a wrong type, an unknown key or a value outside an enum fails before anything runs.
+`resolved` evaluates every `${...}` once, at the start; `to_config` then builds the dataclass
+objects from plain values (running their range checks) and evaluates nothing, so a stored config
+resumes as it was written; `one_line` turns any of these failures into the single line the user sees.
 """
 from __future__ import annotations
 
+import copy
 import re
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import asdict, field, fields, is_dataclass, make_dataclass
 from typing import List, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -19,11 +24,13 @@ from omegaconf import errors as omegaconf_errors
 from omegaconf.errors import (ConfigAttributeError, ConfigKeyError, InterpolationResolutionError,
                               OmegaConfBaseException, ValidationError)
 
-from bench import ConfigError
-from bench.settings import Choice, InstanceSettings, SizesSettings, TimingSettings, check_name, nonempty
-from bench.suites import SUITES, collectives, copy, overlap, p2p, pipeline
+from bench import ConfigError, suites
+from bench.config.files import group_options
+from bench.config.settings import (Choice, InstanceSettings, SizeRange, SizesSettings, TimingSettings, check_name,
+                                   nonempty)
 
-SuiteName = Choice("SuiteName", [(name, name) for name in SUITES])
+SuiteName = Choice("SuiteName", [(name, name) for name in suites.names()])
+GROUPS = ("suite", "sizes", "instance", "launch")
 
 
 class Device(Choice):
@@ -32,33 +39,56 @@ class Device(Choice):
     cpu = "cpu"
 
 
-@dataclass
-class Config:
-    suites: List[SuiteName] = field(default_factory=lambda: list(SuiteName))
-    device: Device = Device.auto
-    out_dir: str = "results"
-    run_id: Optional[str] = None     # default: the start time, e.g. 20261123-101500
-    resume: Optional[str] = None
-    progress: bool = True
-    plan: bool = False               # print the points and an estimate of the time, measure nothing
-    timing: TimingSettings = field(default_factory=TimingSettings)
-    sizes: SizesSettings = field(default_factory=SizesSettings)
-    instance: InstanceSettings = field(default_factory=InstanceSettings)
-    copy: copy.Settings = field(default_factory=copy.Settings)
-    p2p: p2p.Settings = field(default_factory=p2p.Settings)
-    collectives: collectives.Settings = field(default_factory=collectives.Settings)
-    overlap: overlap.Settings = field(default_factory=overlap.Settings)
-    pipeline: pipeline.Settings = field(default_factory=pipeline.Settings)
-
-    def __post_init__(self) -> None:
-        nonempty("suites", self.suites)
-        if not self.out_dir.strip():
-            raise ConfigError("out_dir is empty; name the folder runs go under (default: results)")
-        if self.run_id is not None:
-            check_name("run_id", self.run_id)
+def _check_root(self) -> None:
+    nonempty("suites", self.suites)
+    if not self.out_dir.strip():
+        raise ConfigError("out_dir is empty; name the folder runs go under (default: results)")
+    if self.run_id is not None:
+        check_name("run_id", self.run_id)
 
 
-ConfigStore.instance().store(name="xferbench_schema", node=Config)
+def _section(default):
+    return field(default_factory=lambda: copy.deepcopy(default))
+
+
+Sizes = make_dataclass("Sizes", [(s.name, SizeRange, _section(s.sizes)) for s in suites.all() if s.sizes],
+                       bases=(SizesSettings,))
+Config = make_dataclass("Config", [
+    ("suites", List[SuiteName], field(default_factory=lambda: [SuiteName(n) for n in suites.group(suites.DEFAULT)])),
+    ("device", Device, field(default=Device.auto)),
+    ("out_dir", str, field(default="results")),
+    ("run_id", Optional[str], field(default=None)),       # default: the start time, e.g. 20261123-101500
+    ("resume", Optional[str], field(default=None)),
+    ("progress", bool, field(default=True)),
+    ("plan", bool, field(default=False)),                  # print the points and the time it will take, measure nothing
+    ("timing", TimingSettings, field(default_factory=TimingSettings)),
+    ("sizes", Sizes, field(default_factory=Sizes)),
+    ("instance", InstanceSettings, field(default_factory=InstanceSettings)),
+    *((s.name, s.Settings, field(default_factory=s.Settings)) for s in suites.all()),
+], namespace={"__post_init__": _check_root})
+
+_store = ConfigStore.instance()
+_store.store(name="xferbench_schema", node=Config)
+for _group, _members in suites.groups().items():
+    _store.store(group="suite", name=_group, node={"suites": _members}, package="_global_")
+
+
+def precheck_groups(argv: list[str]) -> None:
+    """`suite=foo`: one clear line instead of Hydra's multi-line error."""
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        key = key.lstrip("+~")
+        if not sep or key not in GROUPS:
+            continue
+        options = sorted(suites.groups()) if key == "suite" else group_options(key)
+        for choice in value.split(","):  # a multirun sweep names several
+            if choice not in options:
+                raise ConfigError(f"{key}={choice!r} is unknown; choose from: {', '.join(options)}")
+
+
+def config_dict(cfg) -> dict:
+    """The typed config as plain JSON-ready data (enums as their strings)."""
+    return asdict(cfg)
 
 
 def resolved(cfg: DictConfig) -> dict:
@@ -178,7 +208,21 @@ def _list_keys(node: object, prefix: str = "") -> set[str]:
 
 
 LIST_KEYS = _list_keys(Config())
-_AUTO = {"collectives.nproc": "[]"}  # 'auto' spelled out: the default, one rank per GPU
+
+
+def _auto_keys(node: object, prefix: str = "") -> dict[str, str]:
+    """Settings whose metadata spells out `auto` (collectives.nproc=auto means [])."""
+    keys = {}
+    for f in fields(node):
+        value = getattr(node, f.name)
+        if is_dataclass(value):
+            keys |= _auto_keys(value, f"{prefix}{f.name}.")
+        elif "auto" in f.metadata:
+            keys[f"{prefix}{f.name}"] = f.metadata["auto"]
+    return keys
+
+
+_AUTO = _auto_keys(Config())
 
 
 def normalize_overrides(argv: list[str], multirun: bool) -> list[str]:

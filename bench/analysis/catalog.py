@@ -1,0 +1,78 @@
+"""What the analysis side needs of a suite, and the catalog that hands it over.
+
+The command lines build the catalog from the suite registry (`catalog = {s.name: s for s in
+bench.suites.all()}`) and pass it down; nothing here imports a suite. A suite's rows found in
+results but absent from the catalog (a suite of someone else's) get `UNKNOWN`'s defaults.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Protocol
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bench.analysis.figures.style import Canvas
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One headline row of the report: the curves of (suite, op) whose columns match `where`."""
+
+    label: str
+    suite: str
+    op: str
+    where: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    latency: bool = False     # time per op at the smallest size; else GB/s at the largest
+
+
+class SuiteView(Protocol):
+    """A suite as the analysis side reads it (bench.suites.contract.Suite provides all of it)."""
+
+    name: str
+    bandwidth: str                                  # algbw_gbps | busbw_gbps
+    latency_sizes: tuple[int, ...]
+    headline: tuple[Metric, ...]
+    noise: Mapping[tuple[str, str], float]          # (platform, size class) -> between-run sigma
+
+    def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]: ...
+
+    def figures(self, frame: pd.DataFrame, canvas: Canvas) -> list[Path]: ...
+
+    def link_limit(self, row: Mapping[str, Any]) -> tuple[float, str]: ...
+
+
+Catalog = Mapping[str, SuiteView]
+
+
+class _Unknown:
+    """A suite the catalog does not hold: bytes per second, no tables or figures of its own."""
+
+    name = ""
+    bandwidth = "algbw_gbps"
+    latency_sizes = (4096,)
+    headline: tuple[Metric, ...] = ()
+    noise: Mapping[tuple[str, str], float] = {}
+
+    def tables(self, frame):
+        return []
+
+    def figures(self, frame, canvas):
+        return []
+
+    def link_limit(self, row):
+        return math.nan, ""
+
+
+UNKNOWN = _Unknown()
+
+
+def view(catalog: Catalog, suite: str) -> SuiteView:
+    return catalog.get(suite, UNKNOWN)
+
+
+def bandwidth_column(catalog: Catalog, suite: str) -> str:
+    """The column a suite is judged by: bus bandwidth for collectives, bytes moved per second otherwise."""
+    return view(catalog, suite).bandwidth

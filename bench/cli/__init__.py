@@ -1,0 +1,1 @@
+"""The command lines: xferbench (run), xferbench-plot, -report, -compare, -summary."""

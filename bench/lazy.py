@@ -1,0 +1,24 @@
+"""Modules imported when first used: torch (and Triton) load only once a measurement needs them.
+
+Measurement code names torch at its top (`torch = lazy.module("torch")`) but importing that code
+costs nothing: the registry reads every suite's declarations, `--help` lists them, bad input is
+refused and the analysis commands read a suite's tables and figures without the seconds torch
+takes to import. The first attribute read imports the module and copies its namespace in, so
+later reads cost a plain attribute lookup.
+"""
+from __future__ import annotations
+
+import importlib
+import types
+
+
+class _Lazy(types.ModuleType):
+    def __getattr__(self, name: str):
+        target = importlib.import_module(self.__name__)
+        vars(self).update(vars(target))
+        return getattr(target, name)
+
+
+def module(name: str) -> types.ModuleType:
+    """A stand-in for `import name` that imports it on the first attribute read."""
+    return _Lazy(name)

@@ -1,0 +1,49 @@
+"""What the links can carry: PCIe and NVLink rates from their generation and width, and the bus
+factors of collectives (nccl-tests' definitions). Pure arithmetic, shared by the suites, the
+plan and the analysis."""
+from __future__ import annotations
+
+import math
+import re
+
+NVLINK_LINK_GBPS = 25.0   # one NVLink (gen 3 or 4) link, one direction
+_SPLIT = ("all_gather", "reduce_scatter", "all_to_all")   # S is divided among the ranks
+
+
+def pcie_gbps(gen, width) -> float:
+    """Theoretical PCIe bandwidth per direction in GB/s: gen3 x16 15.75, gen4 31.5, gen5 63.0.
+
+    Gen1/2 use 8b/10b encoding (0.25, 0.5 GB/s a lane); gen3 on 128b/130b at 8 GT/s, and each
+    later generation doubles the rate. NaN when either is unknown.
+    """
+    try:
+        gen, width = int(gen), int(width)
+    except (TypeError, ValueError):
+        return math.nan
+    if gen <= 0 or width <= 0:
+        return math.nan
+    lane = {1: 0.25, 2: 0.5}.get(gen, 8 * 128 / 130 / 8 * 2 ** (gen - 3))
+    return lane * width
+
+
+def nvlink_links(link_class: str) -> int | None:
+    """The NVLink count in an `nvidia-smi topo -m` class ('NV18' -> 18); None for any other class."""
+    match = re.fullmatch(r"NV(\d+)", link_class or "")
+    return int(match.group(1)) if match else None
+
+
+def split_op(op: str) -> bool:
+    """A collective whose message S is divided among the ranks (each moves S / n)."""
+    return op in _SPLIT
+
+
+def bus_factor(op: str, n: int) -> float:
+    """busbw / algbw for a collective of n ranks, as nccl-tests defines it; 0 for one rank, which
+    moves nothing between GPUs (nccl-tests' all_reduce formula gives 0 too)."""
+    if n == 1:
+        return 0.0
+    if op == "all_reduce":
+        return 2 * (n - 1) / n
+    if split_op(op):
+        return (n - 1) / n
+    return 1.0

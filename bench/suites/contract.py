@@ -1,0 +1,256 @@
+"""The suite contract: what a suite declares and does, and what the driver hands it.
+
+A suite is one module of bench/suites/ (or a file named in XFERBENCH_SUITES) defining one
+subclass of `Suite`. The registry checks it on import (`check_suite`). Required: `name`,
+`Settings` (a dataclass: the config section of that name), `check`, `points`, `measure`.
+Everything else has a default, and a suite overrides what its story needs:
+
+- its sweep: `sizes` (a `sizes.<name>` range and ladder) or None when its settings size it;
+- running: `start` (its typed state, made once per run and rank), `finish`, `distribution`
+  (ranks: world sizes, backend, timeout, environment);
+- the plan: `op_time` (a model of one operation where no reference run has it), `overhead`;
+- reading its rows: `bandwidth`, `latency_sizes`, `tables`, `figures`, `headline`, `noise`,
+  `link_limit` (what the analysis side needs; it gets them from the registry, never by
+  importing a suite).
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import keyword
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+
+from bench.config.settings import SizeRange
+from bench.measure.timing import TimingConfig, Trial
+from bench.results import Sample
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from bench.analysis.catalog import Metric
+    from bench.analysis.figures.style import Canvas
+    from bench.links import Speeds
+
+# Config keys of the root config: no suite may take one as its name.
+RESERVED = frozenset({"suites", "device", "out_dir", "run_id", "resume", "progress", "plan", "timing", "sizes",
+                      "instance", "hydra", "all"})
+
+
+class SuiteError(TypeError):
+    """A suite that breaks the contract; the message names the module and what is wrong."""
+
+
+@dataclass
+class Context:
+    """What the driver tells a suite about this run and the machine it plans or measures for."""
+
+    device: str                      # "cuda" or "cpu"
+    timing: TimingConfig
+    sizes: list[int]                 # this suite's sweep (empty for a suite that sizes itself)
+    gpu_count: int = 0
+    launches: tuple[str, ...] = ("eager",)
+    graph_max_bytes: int = 0
+    links: Mapping[str, str] = field(default_factory=dict)   # 'i,j' -> NV18, PIX, SYS (nvidia-smi topo -m)
+    size_cap: int | None = None      # without a GPU, sweeps stop here (sizes.cpu_max)
+    here: bool = True                # False when planning for another machine: probe nothing here
+    explicit: frozenset[str] = frozenset()   # the settings the user named (e.g. 'copy.memory')
+    rank: int = 0
+    world_size: int = 1
+    nnodes: int = 1
+    local_rank: int = 0
+
+
+@dataclass(frozen=True)
+class Point:
+    """One sweep step: the fields that identify it in the results (results.POINT_KEYS).
+
+    `params` is the suite's own typed description of the step (a frozen dataclass), for what the
+    common fields do not name; `mode` then carries its short human name. It is stored as JSON in
+    the `params` column, which the suite's tables read back (`results.params`).
+    """
+
+    suite: str
+    op: str
+    size_bytes: int
+    memory: str = ""
+    mode: str = ""
+    backend: str = ""
+    src: str = ""
+    dst: str = ""
+    world_size: int = 1
+    nnodes: int = 1
+    dtype: str = "uint8"
+    launch: str = "eager"
+    api: str = ""
+    engine: str = ""
+    numa: str = ""
+    params: Any = None
+
+    def sample(self, **values: Any) -> Sample:
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "params"}
+        return Sample(**{**fields, "params": params_text(self.params), **values})
+
+    def skipped(self, reason: str, status: str = "skipped") -> Sample:
+        return self.sample(status=status, note=reason)
+
+    def label(self) -> str:
+        from bench.sizes import format_size
+
+        parts = [self.op, self.memory, self.mode, self.dtype if self.dtype != "uint8" else "", self.launch,
+                 f"{self.src}->{self.dst}" if self.src.startswith("cuda:") and self.dst.startswith("cuda:") else "",
+                 format_size(self.size_bytes)]
+        return " ".join(p for p in parts if p)
+
+
+def params_text(params: Any) -> str:
+    """A point's params as stored: JSON of the dataclass's fields, keys sorted; '' for none."""
+    return "" if params is None else json.dumps(asdict(params), sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A suite that runs in ranks: one world of ranks after another, each rank running every point."""
+
+    world_sizes: list[int]
+    backend: str                     # nccl | gloo
+    timeout_s: float                 # a dead or hung rank ends the run after this long
+    env: Mapping[str, str] = field(default_factory=dict)   # for every rank (a user's own setting wins)
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """What a suite costs besides its operations, for the plan."""
+
+    per_point_s: float      # buffers, Python, a results append
+    per_byte_s: float       # fills and data checks, which touch every byte
+    per_graph_s: float      # a graph point's captures and instantiation
+    startup_s: float        # once per suite; per world of ranks for a distributed suite
+    per_trial_s: float      # a trial's own clock readings, syncs and (collectives) barriers
+
+
+DEFAULT_OVERHEAD = Overhead(0.04, 0.2e-9, 0.005, 1.0, 50e-6)
+
+
+class Suite:
+    """A suite's declarations and hooks; see the module docstring for what is required."""
+
+    name: ClassVar[str]
+    Settings: ClassVar[type]
+    sizes: ClassVar[SizeRange | None] = None
+    groups: ClassVar[tuple[str, ...]] = ()       # config groups besides `all` and its own (suite=links, ...)
+    order: ClassVar[int] = 100                   # where it runs among the suites of one run
+    bandwidth: ClassVar[str] = "algbw_gbps"      # algbw_gbps | busbw_gbps: the column it is judged by
+    latency_sizes: ClassVar[tuple[int, ...]] = (4096,)   # the summary's time-per-op columns
+    overhead: ClassVar[Mapping[str, Overhead]] = {}      # device -> its cost besides operations
+    noise: ClassVar[Mapping[tuple[str, str], float]] = {}   # (platform, size class) -> between-run sigma
+    headline: ClassVar[tuple[Metric, ...]] = ()
+
+    # ---- required
+
+    def check(self, settings: Any, ctx: Context) -> str | None:
+        """ConfigError on bad input, a skip reason where this machine cannot run it, else None.
+        Allocates nothing; probes this machine (free memory, libraries) only when ctx.here."""
+        raise NotImplementedError
+
+    def points(self, settings: Any, ctx: Context) -> list[Point]:
+        raise NotImplementedError
+
+    def measure(self, point: Point, settings: Any, ctx: Context, state: Any) -> list[Sample]:
+        """The point's rows (one per trial and part), its data checked; distributed suites run it
+        on every rank and return rows on rank 0 only."""
+        raise NotImplementedError
+
+    # ---- running
+
+    def start(self, settings: Any, ctx: Context) -> Any:
+        """The suite's state for one run (buffers, streams, communicators), made lazily by its
+        own code; passed to every measure()."""
+        return None
+
+    def finish(self, state: Any) -> None:
+        """Release what start() made that needs more than garbage collection (communicators)."""
+
+    def distribution(self, settings: Any, ctx: Context) -> Distribution | None:
+        """None: measured in this process. A Distribution: in ranks, one world after another."""
+        return None
+
+    # ---- the plan
+
+    def op_time(self, point: Point, speeds: Speeds) -> float | None:
+        """Seconds per operation from the links' speeds, where no reference run has the series."""
+        return None
+
+    # ---- reading its rows
+
+    def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+        """(title, table) for the summary, beside the common peak table."""
+        return []
+
+    def figures(self, frame: pd.DataFrame, canvas: Canvas) -> list[Path]:
+        """Figures of its own, beside the common curves; their files."""
+        return []
+
+    def link_limit(self, row: Mapping[str, Any]) -> tuple[float, str]:
+        """The link a variant's peak crosses, in GB/s per direction, and its name; NaN, '' where none."""
+        return float("nan"), ""
+
+
+_REQUIRED = ("check", "points", "measure")
+
+
+def check_suite(module: ModuleType) -> Suite:
+    """The one Suite a module defines, instantiated, after every check of the contract."""
+    where = getattr(module, "__file__", None) or module.__name__
+    defined = [c for c in vars(module).values()
+               if inspect.isclass(c) and issubclass(c, Suite) and c is not Suite and c.__module__ == module.__name__]
+    if len(defined) != 1:
+        raise SuiteError(f"{where}: defines {len(defined)} Suite subclasses; a suite module defines one")
+    cls = defined[0]
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or not name.islower():
+        raise SuiteError(f"{where}: {cls.__name__}.name={name!r} must be a lower-case identifier")
+    if name in RESERVED:
+        raise SuiteError(f"{where}: name {name!r} is taken by the root config")
+    settings = getattr(cls, "Settings", None)
+    if not (inspect.isclass(settings) and dataclasses.is_dataclass(settings)):
+        raise SuiteError(f"{where}: {cls.__name__}.Settings must be a dataclass (the config section {name})")
+    missing = [m for m in _REQUIRED if getattr(cls, m) is getattr(Suite, m)]
+    if missing:
+        raise SuiteError(f"{where}: {cls.__name__} does not implement {', '.join(missing)}")
+    if cls.sizes is not None and not isinstance(cls.sizes, SizeRange):
+        raise SuiteError(f"{where}: {cls.__name__}.sizes must be a SizeRange or None")
+    if cls.bandwidth not in ("algbw_gbps", "busbw_gbps"):
+        raise SuiteError(f"{where}: {cls.__name__}.bandwidth must be algbw_gbps or busbw_gbps")
+    for metric in cls.headline:
+        if metric.suite != name:
+            raise SuiteError(f"{where}: headline metric {metric.label!r} names suite {metric.suite!r}, not {name!r}")
+    return cls()
+
+
+def trial_rows(point: Point, trials: list[Trial], bytes_per_op: float, bus_factor: float,
+               verified: bool, note: str = "") -> list[Sample]:
+    """One row per trial (and per part of a bidirectional op); a failed check gives no bandwidth.
+
+    A trial timing flagged short keeps its rows (status unchanged) with the caveat in `note`.
+    """
+    point_note = note if verified else (note or "data check failed: destination differs from source")
+    rows = []
+    for i, t in enumerate(trials):
+        parts = {"total": (t.time_s, bytes_per_op)}
+        for name, seconds in t.parts.items():  # each direction moves half of the total
+            parts[name] = (seconds, bytes_per_op / max(1, len(t.parts)))
+        short = f"short trial: {t.time_s * 1e3:.2g} ms < half of min_trial_s" if t.short else ""
+        for part, (seconds, nbytes) in parts.items():
+            algbw = nbytes * t.iters / seconds / 1e9 if verified and seconds > 0 else float("nan")
+            rows.append(point.sample(
+                trial=i, iters=t.iters, part=part, time_s=seconds / t.iters,
+                time_fastest_rank_s=t.fastest_rank_s / t.iters,
+                algbw_gbps=algbw, busbw_gbps=algbw * bus_factor, verified=verified,
+                status="ok" if verified else "failed",
+                note="; ".join(n for n in (point_note, short) if n),
+            ))
+    return rows
