@@ -2,6 +2,7 @@
 the data checks, the loader loop for real (workers included), tables and figures."""
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
@@ -405,8 +406,8 @@ def _rate_of(rates: dict):
 @pytest.mark.parametrize("loop, slow, bottleneck, on", [
     (pipeline.Loop(pipeline.Producer.numpy, 4, True, True), {}, "pin", "pin thread"),
     (pipeline.Loop(pipeline.Producer.numpy, 1, True, True), {}, "make", "1 worker"),
-    (pipeline.Loop(pipeline.Producer.free, 4, True, True), {"pin": 80.0, "make": 100.0, "handoff": 400.0}, "h2d", "copy engine"),
-    (pipeline.Loop(pipeline.Producer.free, 4, False, True), {}, "h2d", "main thread"),
+    (pipeline.Loop(pipeline.Producer.free, 4, True, True), {"pin": 80.0, "make": 100.0, "handoff": 400.0}, "h2d pinned", "copy engine"),
+    (pipeline.Loop(pipeline.Producer.free, 4, False, True), {}, "h2d pageable", "main thread"),
     (pipeline.Loop(pipeline.Producer.free, 4, False, True), {"handoff": 1.0}, "handoff", "main thread"),
     (pipeline.Loop(pipeline.Producer.free, 4, True, True), {"consume": 0.5}, "consume", "main thread"),
 ])
@@ -508,15 +509,16 @@ PIPE_STAGES = {"make_numpy": 1.0, "make_free": 40.0, "collate": 5.0, "handoff": 
                "h2d_pageable": 8.0, "consume": 300.0}
 
 
-def _pipe_stage_gbps(st) -> float:
+def _pipe_stage_gbps(st, stages: dict = PIPE_STAGES) -> float:
     if st.op in (pipeline.MAKE, pipeline.COLLATE):
         key = st.name + (f"_{st.producer.value}" if st.op == pipeline.MAKE else "")
-        return PIPE_STAGES[key] * max(st.workers, 1)
-    return PIPE_STAGES[st.name + (f"_{st.memory}" if st.op == pipeline.H2D else "")]
+        return stages[key] * max(st.workers, 1)
+    return stages[st.name + (f"_{st.memory}" if st.op == pipeline.H2D else "")]
 
 
-def _pipeline_run() -> list:
-    """Loops at 95% of their bound, the stages alone as PIPE_STAGES says, at three batch sizes."""
+def _pipeline_run(stage_gbps: dict = PIPE_STAGES) -> list:
+    """Loops at 95% of their bound, the stages alone as stage_gbps says, at three batch sizes."""
+    rate = functools.partial(_pipe_stage_gbps, stages=stage_gbps)
     Loop, P = pipeline.Loop, pipeline.Producer
     loops = [Loop(p, w, pin, True, True) for p in (P.numpy, P.free) for w, pin in ((4, True), (0, True), (4, False))]
     loops += [pipeline.dataloader_defaults(P.numpy), pipeline.dataloader_defaults(P.free)]
@@ -526,10 +528,10 @@ def _pipeline_run() -> list:
         for st in stages:
             point = Point("pipeline", st.op, size, memory=st.memory, mode=st.mode(), backend="cuda", src="host",
                           dst="cuda:0" if st.op in (pipeline.H2D, pipeline.CONSUME) else "host", dtype=dtype)
-            gbps = _pipe_stage_gbps(st)
+            gbps = rate(st)
             rows.append(point.sample(trial=0, iters=10, time_s=size / (gbps * 1e9), algbw_gbps=gbps, verified=True))
         for lp in loops:
-            gbps = 0.95 * pipeline.attribute(lp, True, _pipe_stage_gbps)["bound_gbps"]
+            gbps = 0.95 * pipeline.attribute(lp, True, rate)["bound_gbps"]
             point = Point("pipeline", "loader_to_gpu", size, memory=lp.memory, mode=lp.mode(), backend="cuda",
                           src="host", dst="cuda:0", dtype=dtype)
             rows.append(point.sample(trial=0, iters=10, time_s=size / (gbps * 1e9), algbw_gbps=gbps, verified=True))
@@ -584,6 +586,15 @@ def test_tables_of_overlap_and_pipeline_runs(runs_frame):
     lines = pipeline.advice_lines(pipeline.advice(runs_frame))
     assert len(lines) == 2 * len(PIPE_SIZES)
     assert any(line.startswith("1MiB batches of 64KiB numpy samples: best pageable numpy workers=4") for line in lines)
+
+
+def test_advice_says_when_the_link_limits_the_best_loop():
+    slow_copies = {**PIPE_STAGES, "h2d_pinned": 2.0, "h2d_pageable": 1.0}
+    frame = pd.DataFrame([vars(r) for r in _pipeline_run(slow_copies)])
+    adv = pipeline.advice(frame)
+    assert set(adv.limit) == {"link"} and set(adv.bottleneck) == {"h2d pinned"}
+    assert set(adv.on) == {"copy engine"} and (adv.of_link.round(6) == 0.95).all()
+    assert "the link limits it: h2d pinned on the copy engine" in pipeline.advice_lines(adv)[0]
 
 
 def test_overlap_and_pipeline_figures(runs_frame, tmp_path):

@@ -207,6 +207,11 @@ class Stage:
     def name(self) -> str:
         return self.op.removeprefix("stage_")
 
+    @property
+    def label(self) -> str:
+        """The name a bottleneck goes by: 'make', 'h2d pinned'."""
+        return " ".join(x for x in (self.name, self.memory) if x)
+
     def mode(self) -> str:
         return " ".join([*([self.producer.value] if self.producer else []),
                          *([f"workers={self.workers}"] if self.workers >= 0 else [])])
@@ -214,12 +219,13 @@ class Stage:
 
 def descriptor(op: str, memory: str, mode: str) -> Loop | Stage:
     """The loop or stage a row's op, memory and mode name (the inverse of their mode())."""
-    words = str(mode).split()
+    memory, mode = ("" if pd.isna(v) else str(v) for v in (memory, mode))
+    words = mode.split()
     producer = next((Producer(w) for w in words if w in Producer.__members__), None)
     keys = dict(w.split("=", 1) for w in words if "=" in w)
     workers = int(keys["workers"]) if "workers" in keys else -1
     if op in STAGES:
-        return Stage(op, producer, workers, "" if memory in ("", "nan") else str(memory))
+        return Stage(op, producer, workers, memory)
     return Loop(producer or Producer.numpy, max(workers, 0), memory == "pinned", "non_blocking" in words,
                 "prefetch" in words, int(keys.get("prefetch_factor", 2)), "persistent" in words)
 
@@ -836,7 +842,7 @@ def attribute(loop: Loop, gpu: bool, rate: Callable[[Stage], float | None]) -> d
         bound = 1 / sum(1 / r for r in rates)
         slowest = min(range(len(group)), key=lambda i: rates[i])
         if best is None or bound < best["bound_gbps"]:
-            best = {"bottleneck": group[slowest].name, "on": who, "stage_gbps": rates[slowest], "bound_gbps": bound}
+            best = {"bottleneck": group[slowest].label, "on": who, "stage_gbps": rates[slowest], "bound_gbps": bound}
     return best
 
 
@@ -895,16 +901,16 @@ def advice(frame: pd.DataFrame) -> pd.DataFrame:
             default_mode = dataloader_defaults(Producer(producer)).mode(
                 "cuda" if best["op"] == LOOP_OP else "cpu")
             default = h[(h["mode"] == default_mode) & (h["memory"] == "pageable")]["gbps"]
-            link = best["bottleneck"] == "h2d" and best["on"] in ("copy engine", "main thread") \
-                and best["memory"] == "pinned" if "bottleneck" in h else False
+            link = best.get("bottleneck") == Stage(H2D, memory="pinned").label   # the pinned copy itself
             out.append({**dict(zip(runs, key[:len(runs)])), "producer": producer, "sample": key[-2],
                         "size": best["size"], "size_bytes": key[-1], "best": f"{best['memory']} {best['mode']}",
                         "gbps": best["gbps"], "defaults_gbps": default.iloc[0] if len(default) else np.nan,
                         "limit": "link" if link else "host", "bottleneck": best.get("bottleneck", np.nan),
-                        "on": best.get("on", np.nan), "bound_gbps": best.get("bound_gbps", np.nan),
+                        "on": best.get("on", np.nan), "stage_gbps": best.get("stage_gbps", np.nan),
+                        "bound_gbps": best.get("bound_gbps", np.nan), "of_bound": best.get("of_bound", np.nan),
                         "of_link": best.get("of_link", np.nan)})
     adv = pd.DataFrame(out)
-    adv["gain"] = (adv["gbps"] / adv["defaults_gbps"]).round(2)
+    adv["gain"] = (adv["gbps"] / adv["defaults_gbps"].where(adv["defaults_gbps"] > 0)).round(2)
     return adv
 
 
@@ -917,8 +923,10 @@ def advice_lines(adv: pd.DataFrame) -> list[str]:
         if pd.notna(row["defaults_gbps"]):
             text += f", {row['gain']:.2f}x the DataLoader's defaults ({row['defaults_gbps']:.2f})"
         if pd.notna(row["bottleneck"]):
-            text += (f"; the {row['limit']} limits it: {row['bottleneck']} on the {row['on']} "
-                     f"(bound {row['bound_gbps']:.2f} GB/s)")
+            text += (f"; the {row['limit']} limits it: {row['bottleneck']} on the {row['on']}, "
+                     f"{row['stage_gbps']:.2f} GB/s alone, {row['bound_gbps']:.2f} with what the {row['on']} "
+                     f"run{'s' if row['on'] in ('main thread', 'pin thread', 'copy engine') else ''} beside it "
+                     f"(the loop reaches {row['of_bound']:.0%} of that)")
         if pd.notna(row.get("of_link")):
             text += f"; {row['of_link']:.0%} of the link"
         lines.append(text)
