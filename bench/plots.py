@@ -730,8 +730,8 @@ def pipeline_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[
     line_colours = dict(zip(settings, sns.color_palette("tab10", len(settings))))
     stage_names = [st.removeprefix("stage_") for st in pipeline.STAGES]
     stage_colours = dict(zip(stage_names, sns.color_palette("Dark2", len(stage_names))))
-    fig, axes = plt.subplots(2 * len(series), len(columns), figsize=(5.2 * len(columns) + 0.4, 3.4 * 2 * len(series) + 1.6),
-                             squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(2 * len(series), len(columns), squeeze=False, layout="constrained",
+                             figsize=(5.2 * len(columns) + 0.4, 3.4 * 2 * len(series) + 1.6))
     sizes = loops["size_bytes"].unique()
     for r, run in enumerate(series):
         for c, (producer, sample) in enumerate(columns):
@@ -773,8 +773,8 @@ def pipeline_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[
     handles += [Line2D([], [], color="grey", linestyle=":", label="bound of the best loop (its slowest stages)"),
                 Line2D([], [], color="black", linestyle="--", label="pinned h2d copy (the link)"),
                 Line2D([], [], color="black", linewidth=2, label="below: the best loop")]
-    handles += [Line2D([], [], color=col, linewidth=2, label=f"stage: {name}") for name, col in stage_colours.items()
-                if name != "h2d"] + [Line2D([], [], color=stage_colours["h2d"], linewidth=2, label="stage: h2d pageable")]
+    handles += [Line2D([], [], color=col, linewidth=2, label=f"stage: {name}" + (" pageable" if name == "h2d" else ""))
+                for name, col in stage_colours.items()]
     handles += [Line2D([], [], color="grey", linestyle=style, label=f"stage with {what}")
                 for style, what in (("-", "the most workers"), ("--", "no workers"), (":", "other worker counts"))]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False, fontsize=8)

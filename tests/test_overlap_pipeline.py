@@ -85,7 +85,8 @@ def test_pipeline_grid_is_the_base_loop_each_switch_changed_alone_and_the_defaul
     varied = pipeline.loops(knobs, "cuda", cores=16)
     assert Loop(Producer.numpy, 8, True, True, True, 2, True) in varied   # each changed alone from the base ...
     assert Loop(Producer.numpy, 8, True, True, True, 4, False) in varied
-    assert all(lp.prefetch_factor == 2 and not lp.persistent_workers for lp in varied if not lp.workers)  # ... where they matter
+    # ... where they matter
+    assert all(lp.prefetch_factor == 2 and not lp.persistent_workers for lp in varied if not lp.workers)
     cpu = pipeline.loops(pipeline.Settings(producers=[Producer.numpy]), "cpu", cores=16)
     assert cpu == [Loop(Producer.numpy, 8), Loop(Producer.numpy, 0), Loop(Producer.numpy, 4)]
     for lp in full + varied + cpu:   # a row's op, memory and mode name its loop
@@ -103,9 +104,11 @@ def test_stages_of_a_loop_are_grouped_by_who_runs_them():
     assert names(pipeline.stages_of(Loop(P.numpy, 4, False, True), True)) == {
         "4 workers": ["make", "collate"], "main thread": ["handoff", "h2d/pageable", "consume"]}
     assert names(pipeline.stages_of(Loop(P.free, 0, True, False), True)) == {
-        "main thread": ["make", "collate", "pin", "h2d/pinned", "consume"]}
+        "main thread": ["make", "collate", "handoff", "pin", "h2d/pinned", "consume"]}
     assert names(pipeline.stages_of(Loop(P.numpy, 2), False)) == {
         "2 workers": ["make", "collate"], "main thread": ["handoff", "consume"]}
+    assert pipeline.stages_of(Loop(P.numpy, 2), False)["main thread"][1] == Stage(pipeline.CONSUME, P.free, 2)
+    assert pipeline.stages_of(Loop(P.numpy, 2), True)["main thread"][-1] == Stage(pipeline.CONSUME)
     groups = pipeline.stages_of(Loop(P.numpy, 4, False), True)
     assert groups["4 workers"][0] == Stage(pipeline.MAKE, P.numpy, 4)      # the loop's producer makes ...
     assert groups["main thread"][0] == Stage(pipeline.HANDOFF, P.free, 4)  # ... the free one feeds the host's stages
@@ -406,7 +409,8 @@ def _rate_of(rates: dict):
 @pytest.mark.parametrize("loop, slow, bottleneck, on", [
     (pipeline.Loop(pipeline.Producer.numpy, 4, True, True), {}, "pin", "pin thread"),
     (pipeline.Loop(pipeline.Producer.numpy, 1, True, True), {}, "make", "1 worker"),
-    (pipeline.Loop(pipeline.Producer.free, 4, True, True), {"pin": 80.0, "make": 100.0, "handoff": 400.0}, "h2d pinned", "copy engine"),
+    (pipeline.Loop(pipeline.Producer.free, 4, True, True), {"pin": 80.0, "make": 100.0, "handoff": 400.0},
+     "h2d pinned", "copy engine"),
     (pipeline.Loop(pipeline.Producer.free, 4, False, True), {}, "h2d pageable", "main thread"),
     (pipeline.Loop(pipeline.Producer.free, 4, False, True), {"handoff": 1.0}, "handoff", "main thread"),
     (pipeline.Loop(pipeline.Producer.free, 4, True, True), {"consume": 0.5}, "consume", "main thread"),
@@ -421,7 +425,7 @@ def test_attribution_adds_the_stages_one_thread_runs():
     loop = pipeline.Loop(pipeline.Producer.free, 0, False, False)   # all on the main thread
     att = pipeline.attribute(loop, True, _rate_of(_stage_rates(make=10.0, collate=10.0, h2d_pageable=10.0)))
     assert att["on"] == "main thread" and att["stage_gbps"] == 10.0
-    assert att["bound_gbps"] == pytest.approx(1 / (3 / 10 + 1 / 400))
+    assert att["bound_gbps"] == pytest.approx(1 / (3 / 10 + 1 / 40 + 1 / 400))   # and the loader's own work
     assert pipeline.attribute(loop, True, lambda st: None) is None   # a stage not measured: no attribution
 
 
@@ -439,6 +443,7 @@ def test_training_suite_on_a_cpu_runs_the_loader_and_its_stages(xferbench):
     assert set(loops["mode"]) == {"free workers=0", "free workers=2 prefetch_factor=2"}
     assert (loops[loops["mode"] != "free workers=0"].iters >= 2 * 2 * 2).all()   # twice what 2 workers hold ahead
     assert set(df[df.op == "stage_make"]["mode"]) == {"free workers=0", "free workers=2"}
+    assert set(df[df.op == "stage_consume"]["mode"]) == {"free workers=0", "free workers=2"}   # batches as received
     table = pipeline.table(df)
     assert len(table) == 2 and "of_link" not in table   # no link without a GPU
     assert table.bottleneck.notna().all() and (table.bound_gbps > 0).all()
@@ -476,7 +481,8 @@ def test_overlap_alone_on_a_cpu_is_one_line_and_exit_2(xferbench_in_process):
     (["suite=overlap", "overlap.ops=[h2d,teleport]"], "overlap.ops: 'teleport' is not allowed; choose from: h2d, d2h"),
     (["suite=pipeline", "pipeline.grid=some"], "pipeline.grid: 'some' is not allowed; choose from: ablation, full"),
     (["suite=pipeline", "pipeline.sample_sizes=1GiB"], "pipeline.sample_sizes=1GiB: is larger than pipeline.max_size"),
-    (["suite=pipeline", "pipeline.producers=[numpy,jpeg]"], "pipeline.producers: 'jpeg' is not allowed; choose from: numpy, free"),
+    (["suite=pipeline", "pipeline.producers=[numpy,jpeg]"],
+     "pipeline.producers: 'jpeg' is not allowed; choose from: numpy, free"),
 ])
 def test_bad_settings_are_one_line_exit_2(xferbench_in_process, args, message):
     code, stderr, runs = xferbench_in_process(*args)
@@ -569,6 +575,7 @@ def test_tables_of_overlap_and_pipeline_runs(runs_frame):
     # 4 workers make 4 GB/s and collate 20 (3.33 one after the other): below the pin thread's 5.
     assert (best.bottleneck, best.on, best.stage_gbps) == ("make", "4 workers", 4.0)
     assert best.bound_gbps == pytest.approx(1 / (1 / 4 + 1 / 20)) and best.of_bound == pytest.approx(0.95)
+    assert best.of_stage == pytest.approx(best.gbps / 4.0)
     assert best.of_link == pytest.approx(best.gbps / 50) and best.batch == 16
     assert best.samples_per_s == pytest.approx(best.gbps * 1e9 / MiB * 16, abs=1)
     free = pipe[(pipe["mode"] == "free workers=4 prefetch_factor=2 non_blocking prefetch") & (pipe.memory == "pinned")]
@@ -580,8 +587,9 @@ def test_tables_of_overlap_and_pipeline_runs(runs_frame):
     numpy_1m = adv.loc[("numpy", "1MiB")]
     assert numpy_1m.best == "pageable numpy workers=4 prefetch_factor=2 non_blocking prefetch"
     assert numpy_1m.limit == "host" and numpy_1m.bottleneck == "make"
-    # 4 workers: 3.33 GB/s bound; the defaults: make, collate, the pageable copy and the check on one thread
-    defaults_bound = 1 / (1 / 1 + 1 / 5 + 1 / 8 + 1 / 300)
+    # 4 workers: 3.33 GB/s bound; the defaults: make, collate, the loader's own work, the pageable
+    # copy and the check on one thread
+    defaults_bound = 1 / (1 / 1 + 1 / 5 + 1 / 30 + 1 / 8 + 1 / 300)
     assert numpy_1m.gain == pytest.approx(round((1 / (1 / 4 + 1 / 20)) / defaults_bound, 2))
     lines = pipeline.advice_lines(pipeline.advice(runs_frame))
     assert len(lines) == 2 * len(PIPE_SIZES)

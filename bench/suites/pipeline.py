@@ -20,35 +20,38 @@ stream (the moment the GPU finished a batch's check, with no synchronize between
 the host's clock without a GPU. Trials further apart than DISAGREE say so in `note`.
 
 Stages alone, at each batch size; each isolated as the loop runs it, on what it receives:
-- make: the dataset's per-sample calls for one batch, in each of `workers` DataLoader workers
-  at once (workers=0: the main process), each timing only its own calls;
-- collate: default_collate of one batch's samples (made once) in those workers, into a new
-  shared-memory segment each time as the loader's workers do (workers=0: host memory);
+- make: the dataset's per-sample calls for each next batch, in each of `workers` DataLoader
+  workers at once (workers=0: the main process), each timing only its own calls;
+- collate: default_collate of each next batch's samples as the producer makes them (made
+  untimed) and freeing the result, in those workers: into a new shared-memory segment each
+  time, as the loader's workers do (workers=0: host memory);
 - handoff: the DataLoader carrying a new, unwritten shared-memory batch per item from its
-  workers to the main process, whose pages no one touches: the machinery's rate alone;
+  workers to the main process, whose pages no one touches: the machinery's rate alone
+  (workers=0: one batch made once, so the loader's own work a batch in the main process);
 - pin: Tensor.pin_memory() of each batch as the main process receives it from the workers of
   a DataLoader over the free producer (a fresh mapping whose every page faults on first touch,
   freed right after, as the pin-memory thread does), timed around the call alone;
 - h2d: pinned, a copy from page-locked memory back to back (the link); pageable, .to(cuda) of
   each batch as received, as pin is (the host stages a pageable copy through its own buffer);
-- consume: the data check of a batch already on the GPU (host: in host memory).
+- consume: the data check, on the GPU of a batch already there; without a GPU of each batch as
+  received, as pin is (the check is the first to touch its pages).
 The stages a worker or the main thread runs one after another (stages_of) add their times
 per batch: a loop delivers at most the slowest such group's rate, its `bound`, which is at
 most its slowest stage's. Each stage is measured on the inputs it gets in the loop (fresh
-mappings, concurrent workers), never on warm buffers, so its time there is at least its time
-alone and the loop stays at or under its bound; the table names the bottleneck and the
-fraction of the bound the loop reaches.
+mappings, samples not in cache, concurrent workers), never on warm buffers, so its time there
+is at least its time alone and the loop stays at or under its bound; the table names the
+bottleneck and the fraction of the bound the loop reaches. (Busy times of workers at once
+are summed as rates: if the host has fewer free cores than workers, the bound is optimistic.)
 
-Rows (the tidy schema; only part=total):
-| op | memory | mode | meaning |
-| loader_to_gpu (`loader` on a CPU) | pinned/pageable (pin_memory) | `numpy workers=4 prefetch_factor=2 [persistent] non_blocking [prefetch]` | GB/s the loop delivers |
-| stage_make, stage_collate | | `numpy workers=4` | GB/s of that many workers at once (busy time) |
-| stage_handoff | | `free workers=4` | GB/s of empty batches through the loader |
-| stage_pin | | `free workers=4` | GB/s of pin_memory() on received batches |
-| stage_h2d | pinned | | the link's GB/s |
-| stage_h2d | pageable | `free workers=4` | GB/s of .to(cuda) of received batches |
-| stage_consume | | | GB/s of the data check |
-`dtype` is one sample, `uint8[65536]`; `size_bytes` the batch; time_s is seconds per batch.
+Rows (the tidy schema; part=total; time_s is seconds per batch, algbw_gbps its GB/s; dtype is
+one sample, `uint8[65536]`; size_bytes the batch):
+- loader_to_gpu (`loader` without a GPU): the loop; memory `pinned` or `pageable` (pin_memory);
+  mode `numpy workers=4 prefetch_factor=2 [persistent] non_blocking|blocking [prefetch]`.
+- stage_make, stage_collate: mode `numpy workers=4`, the producer and the workers at once.
+- stage_handoff, stage_pin: mode `free workers=4`, the workers that fed them.
+- stage_h2d: memory `pinned` (the link; no mode) or `pageable` (mode `free workers=4`).
+- stage_consume: no mode on a GPU; without one `free workers=4`, the batches it checked.
+Epoch restarts are no stage: a loop with epochs shows them as a lower fraction of its bound.
 
 Points: per sample size and batch size, the stages any loop needs, then the loops of every
 producer: by default (grid=ablation) the last value of each switch's list, each switch changed
@@ -238,19 +241,17 @@ def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
     make, collate = Stage(MAKE, producer, w), Stage(COLLATE, producer, w)
     groups: dict[str, tuple[Stage, ...]] = {}
     main: list[Stage] = []
-    receive = [Stage(HANDOFF, Producer.free, w)] if w else []
+    receive = [Stage(HANDOFF, Producer.free, w)]   # without workers: the loader's own work a batch
     if w:
         groups[f"{w} worker{'s' if w > 1 else ''}"] = (make, collate)
     else:
         main += [make, collate]
-    if gpu and loop.pin_memory:
-        pin = Stage(PIN, Producer.free, w)
-        if w:
-            groups["pin thread"] = (*receive, pin)   # the pin-memory thread takes the batches from the workers
-        else:
-            main.append(pin)
+    if gpu and loop.pin_memory and w:
+        groups["pin thread"] = (*receive, Stage(PIN, Producer.free, w))   # it takes the batches from the workers
     else:
         main += receive
+    if gpu and loop.pin_memory and not w:
+        main.append(Stage(PIN, Producer.free, w))
     if gpu:
         if not loop.pin_memory:
             main.append(Stage(H2D, Producer.free, w, "pageable"))   # the host stages it: the thread waits
@@ -258,7 +259,9 @@ def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
             main.append(Stage(H2D, memory="pinned"))
         else:
             groups["copy engine"] = (Stage(H2D, memory="pinned"),)
-    groups["main thread"] = (*main, Stage(CONSUME))
+    # The check: on the GPU of a batch the copy just wrote; on the host of a batch as received,
+    # whose pages it is the first to touch.
+    groups["main thread"] = (*main, Stage(CONSUME) if gpu else Stage(CONSUME, Producer.free, w))
     return groups
 
 
@@ -574,32 +577,44 @@ def _loop_point(point: Point, cfg, ctx: Context) -> list[Sample]:
 
 
 class MakeBatch:
-    """The fetcher's part of a batch: each of its samples from the dataset, one call each."""
+    """The fetcher's part of a batch: each of its samples from the dataset, one call each, as
+    the loader asks for them; a call makes the next batch's and returns the seconds it took."""
 
     def __init__(self, dataset: Dataset, batch: int) -> None:
         self.dataset, self.batch, self.next = dataset, batch, 0
 
-    def __call__(self) -> list:
+    def samples(self) -> list:
         first, self.next = self.next, self.next + self.batch
         return [self.dataset[i] for i in range(first, first + self.batch)]
 
+    def __call__(self) -> float:
+        start = time.perf_counter()
+        self.samples()
+        return time.perf_counter() - start
+
 
 class CollateBatch:
-    """default_collate of one batch's samples, made once: in a worker its output is a new
-    shared-memory segment each time, as the loader's is."""
+    """default_collate of each next batch's samples as the producer makes them (untimed), and
+    freeing what it made: in a worker a new shared-memory segment each time, as the loader's
+    is; in the main process host memory. A call returns the seconds collating took."""
 
     def __init__(self, dataset: Dataset, batch: int) -> None:
-        self.samples = MakeBatch(dataset, batch)()
+        self.make = MakeBatch(dataset, batch)
 
-    def __call__(self) -> torch.Tensor:
-        return default_collate(self.samples)
+    def __call__(self) -> float:
+        samples = self.make.samples()
+        start = time.perf_counter()
+        batch = default_collate(samples)
+        del batch
+        return time.perf_counter() - start
 
 
 class StageItems(Dataset):
-    """Item j: a stage's operation run back to back for ITEM_S in the process that serves it (a
-    DataLoader worker, or the main process without workers): [seconds, runs, worker]."""
+    """Item j: a stage's operation (which returns the seconds of its timed part) run until those
+    add up to ITEM_S, in the process that serves it (a DataLoader worker, or the main process
+    without workers): [seconds, runs, worker]."""
 
-    def __init__(self, make_op: Callable[[], Callable[[], object]]) -> None:
+    def __init__(self, make_op: Callable[[], Callable[[], float]]) -> None:
         self.make_op, self.op = make_op, None
 
     def __len__(self) -> int:
@@ -608,13 +623,10 @@ class StageItems(Dataset):
     def __getitem__(self, j: int) -> torch.Tensor:
         if self.op is None:
             self.op = self.make_op()   # in the process that runs it
-        runs, start = 0, time.perf_counter()
-        while True:
-            self.op()
+        runs, busy = 0, 0.0
+        while busy < ITEM_S:
+            busy += self.op()
             runs += 1
-            busy = time.perf_counter() - start
-            if busy >= ITEM_S:
-                break
         info = get_worker_info()
         return torch.tensor([busy, runs, info.id if info else 0], dtype=torch.float64)
 
@@ -651,7 +663,7 @@ def _worker_stage(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
     batch = point.size_bytes // sample
     dataset = samples(st.producer, sample)
     check = Check(batch, torch.device("cpu"))   # the samples the stage makes or collates, once
-    check(default_collate(MakeBatch(dataset, batch)()), 0)
+    check(default_collate(MakeBatch(dataset, batch).samples()), 0)
     op = MakeBatch if st.op == MAKE else CollateBatch
     processes = max(st.workers, 1)
     items = iter(loader(StageItems(functools.partial(op, dataset, batch)), None, st.workers))
@@ -672,15 +684,19 @@ def _worker_stage(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
 
 class FreshBatches(Dataset):
     """Item j: a new shared-memory tensor of `size` bytes, allocated as default_collate does in
-    a worker but never written: what the hand-off alone carries."""
+    a worker but never written: what the hand-off alone carries. Without workers, one tensor
+    made once: what remains is the loader's own work a batch in the main process."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, workers: int) -> None:
         self.size = size
+        self.made = None if workers else torch.empty(size, dtype=torch.uint8)
 
     def __len__(self) -> int:
         return ENDLESS
 
     def __getitem__(self, j: int) -> torch.Tensor:
+        if self.made is not None:
+            return self.made
         elem = torch.empty(0, dtype=torch.uint8)
         storage = elem._typed_storage()._new_shared(self.size, device=elem.device)
         return elem.new(storage).resize_(self.size)
@@ -689,7 +705,7 @@ class FreshBatches(Dataset):
 def _handoff(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
     """Batches through the DataLoader from st.workers workers, each a new segment no one writes
     or reads: the loader's machinery alone, by the main process's clock."""
-    batches = iter(loader(FreshBatches(point.size_bytes), None, st.workers))
+    batches = iter(loader(FreshBatches(point.size_bytes, st.workers), None, st.workers))
     sizes = []
 
     def step(n: int) -> None:
@@ -706,34 +722,41 @@ def _handoff(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
 
 
 def _received_stage(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
-    """pin, or a pageable h2d copy: of each batch as the main process receives it from st.workers
-    workers of a DataLoader over the free producer (none: collated in the main process), the
-    source freed right after as the loop frees it; timed around that alone."""
+    """pin, a pageable h2d copy, or (without a GPU) the check: of each batch as the main process
+    receives it from st.workers workers of a DataLoader over the free producer (none: collated
+    in the main process), the batch freed right after as the loop frees it; timed around that
+    alone."""
     sample = sample_bytes(point.dtype)
     batch = point.size_bytes // sample
     device = _device(ctx)
-    pin = st.op == PIN
     batches = iter(loader(samples(Producer.free, sample), batch, st.workers))
-    check = Check(batch, torch.device("cpu") if pin else device)
+    check = Check(batch, device if st.op == H2D else torch.device("cpu"))
     marks, first = BusyMarks(), [0]
+
+    def stage(received: torch.Tensor) -> torch.Tensor | None:
+        """The stage on one batch; what it made, to check after the clock stops (the check itself: None)."""
+        if st.op == PIN:
+            return received.pin_memory()
+        if st.op == H2D:
+            out = received.to(device)
+            torch.cuda.synchronize(device)
+            return out
+        check(received, first[0])
+        return None
 
     def step(n: int) -> None:
         for _ in range(n):
             received = next(batches)
-            if pin:
-                start = time.perf_counter()
-                out = received.pin_memory()
-                received = None
-                marks.add(time.perf_counter() - start)
-            else:
+            size = len(received)
+            if st.op == H2D:
                 torch.cuda.synchronize(device)   # the last check is not this copy's time
-                start = time.perf_counter()
-                out = received.to(device)
-                torch.cuda.synchronize(device)
-                received = None
-                marks.add(time.perf_counter() - start)
-            check(out, first[0])
-            first[0] += len(out)
+            start = time.perf_counter()
+            out = stage(received)
+            received = None                      # freed here, as the loop frees it
+            marks.add(time.perf_counter() - start)
+            if out is not None:
+                check(out, first[0])
+            first[0] += size
 
     try:
         trials = timing.measure_stream(step, marks, stream_timing(ctx, cfg.pipeline), warmup=2 * st.workers + 1,
@@ -760,19 +783,18 @@ def _link(point: Point, cfg, ctx: Context) -> list[Sample]:
 
 
 def _consume(point: Point, cfg, ctx: Context) -> list[Sample]:
-    """The data check of a batch already where the loop consumes it, back to back."""
+    """The data check on the GPU of a batch already there, back to back."""
     sample = sample_bytes(point.dtype)
     batch = point.size_bytes // sample
     device = _device(ctx)
-    resident = default_collate(MakeBatch(FreeSamples(sample), batch)()).to(device)
+    resident = default_collate(MakeBatch(FreeSamples(sample), batch).samples()).to(device)
     check = Check(batch, device)
 
     def step(n: int) -> None:
         for _ in range(n):
             check(resident, 0)
 
-    marks = EventMarks() if device.type == "cuda" else HostMarks()
-    trials = timing.measure_stream(step, marks, stream_timing(ctx, cfg.pipeline))
+    trials = timing.measure_stream(step, EventMarks(), stream_timing(ctx, cfg.pipeline))
     return _rows(point, trials, check.passed(), "data check failed: the resident batch reads wrong")
 
 
@@ -784,7 +806,7 @@ def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
         return _worker_stage(point, st, cfg, ctx)
     if st.op == HANDOFF:
         return _handoff(point, st, cfg, ctx)
-    if st.op == CONSUME:
+    if st.op == CONSUME and st.workers < 0:
         return _consume(point, cfg, ctx)
     if st.op == H2D and st.memory == "pinned":
         return _link(point, cfg, ctx)
@@ -848,8 +870,9 @@ def attribute(loop: Loop, gpu: bool, rate: Callable[[Stage], float | None]) -> d
 
 def table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per loop and batch size: samples/s and GB/s delivered; the bottleneck (the group
-    of stages that limits it, and that group's slowest stage alone), the group's bound and the
-    fraction of it the loop reaches; the link (pinned h2d of that size) and the fraction of it."""
+    of stages that limits it, `on`, and that group's slowest stage), that stage's GB/s alone and
+    the fraction of it the loop reaches, the group's bound (its stages one after another) and the
+    fraction of that; the link (pinned h2d of that size) and the fraction of it."""
     med, runs = _medians(frame)
     if med.empty:
         return pd.DataFrame()
@@ -866,7 +889,8 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
         key = tuple(getattr(row, k) for k in runs) + (row.dtype, row.size_bytes)
         loop = descriptor(row.op, row.memory, row.mode)
         att = attribute(loop, row.backend == "cuda", lambda st: rates.get(key + (st,))) or {}
-        found.append({**att, "producer": loop.producer.value, "link_gbps": rates.get(key + (Stage(H2D, memory="pinned"),))})
+        link = rates.get(key + (Stage(H2D, memory="pinned"),))
+        found.append({**att, "producer": loop.producer.value, "link_gbps": link})
     loops_ = pd.concat([loops_.reset_index(drop=True), pd.DataFrame(found)], axis=1)
     for col in ("bottleneck", "on", "stage_gbps", "bound_gbps", "link_gbps"):
         if col not in loops_:
@@ -877,12 +901,13 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     loops_["samples_per_s"] = (loops_["batch"] / loops_["time_s"]).round(0).astype("int64")
     for col in ("stage_gbps", "bound_gbps", "link_gbps"):
         loops_[col] = loops_[col].astype(float)
+    loops_["of_stage"] = loops_["gbps"] / loops_["stage_gbps"]
     loops_["of_bound"] = loops_["gbps"] / loops_["bound_gbps"]
     loops_["of_link"] = loops_["gbps"] / loops_["link_gbps"]
     loops_ = loops_.sort_values(runs + ["producer", "dtype", "memory", "mode", "size_bytes"], kind="stable")
     loops_["size"] = loops_["size_bytes"].map(format_size)
     cols = runs + ["op", "memory", "mode", "sample", "size", "size_bytes", "batch", "samples_per_s", "gbps",
-                   "bottleneck", "on", "stage_gbps", "bound_gbps", "of_bound", "link_gbps", "of_link"]
+                   "bottleneck", "on", "stage_gbps", "of_stage", "bound_gbps", "of_bound", "link_gbps", "of_link"]
     return loops_[cols].dropna(axis="columns", how="all").reset_index(drop=True)   # no link without a GPU
 
 
@@ -933,7 +958,7 @@ def advice_lines(adv: pd.DataFrame) -> list[str]:
     return lines
 
 
-DIGITS = {"gbps": 2, "stage_gbps": 2, "bound_gbps": 2, "link_gbps": 1, "of_bound": 3, "of_link": 3}
+DIGITS = {"gbps": 2, "stage_gbps": 2, "of_stage": 3, "bound_gbps": 2, "of_bound": 3, "link_gbps": 1, "of_link": 3}
 
 
 def main(argv: list[str] | None = None) -> int:
