@@ -770,11 +770,15 @@ def pipeline_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[
                 ax.grid(True, which="major", alpha=0.35)
                 ax.set_xlabel("Batch size", fontsize=9)
     handles = [Line2D([], [], color=col, linewidth=2, label=name) for name, col in line_colours.items()]
-    handles += [Line2D([], [], color="grey", linestyle=":", label="bound of the best loop (its slowest stages)"),
-                Line2D([], [], color="black", linestyle="--", label="pinned h2d copy (the link)"),
-                Line2D([], [], color="black", linewidth=2, label="below: the best loop")]
+    handles.append(Line2D([], [], color="grey", linestyle=":", label="bound of the best loop (its slowest stages)"))
+    if "link_gbps" in loops:
+        handles.append(Line2D([], [], color="black", linestyle="--", label="pinned h2d copy (the link)"))
+    handles.append(Line2D([], [], color="black", linewidth=2, label="below: the best loop"))
+    drawn = set()   # stages drawn in colour: the pinned copy is the link's black
+    if not stages.empty:
+        drawn = set(stages["stage"][(stages["stage"] != "h2d") | (stages["memory"] == "pageable")])
     handles += [Line2D([], [], color=col, linewidth=2, label=f"stage: {name}" + (" pageable" if name == "h2d" else ""))
-                for name, col in stage_colours.items()]
+                for name, col in stage_colours.items() if name in drawn]
     handles += [Line2D([], [], color="grey", linestyle=style, label=f"stage with {what}")
                 for style, what in (("-", "the most workers"), ("--", "no workers"), (":", "other worker counts"))]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False, fontsize=8)
