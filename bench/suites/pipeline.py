@@ -241,17 +241,16 @@ def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
     make, collate = Stage(MAKE, producer, w), Stage(COLLATE, producer, w)
     groups: dict[str, tuple[Stage, ...]] = {}
     main: list[Stage] = []
-    receive = [Stage(HANDOFF, Producer.free, w)]   # without workers: the loader's own work a batch
+    handoff = Stage(HANDOFF, Producer.free, w)   # without workers: the loader's own work a batch
+    pin = Stage(PIN, Producer.free, w)
     if w:
         groups[f"{w} worker{'s' if w > 1 else ''}"] = (make, collate)
     else:
         main += [make, collate]
     if gpu and loop.pin_memory and w:
-        groups["pin thread"] = (*receive, Stage(PIN, Producer.free, w))   # it takes the batches from the workers
+        groups["pin thread"] = (handoff, pin)      # it takes the batches from the workers
     else:
-        main += receive
-    if gpu and loop.pin_memory and not w:
-        main.append(Stage(PIN, Producer.free, w))
+        main += [handoff, pin] if gpu and loop.pin_memory else [handoff]
     if gpu:
         if not loop.pin_memory:
             main.append(Stage(H2D, Producer.free, w, "pageable"))   # the host stages it: the thread waits
