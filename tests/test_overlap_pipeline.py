@@ -2,7 +2,10 @@
 the data checks, the loader loop for real (workers included), tables and figures."""
 from __future__ import annotations
 
+import functools
 import math
+import re
+import time
 from types import SimpleNamespace
 
 import pandas as pd
@@ -12,7 +15,7 @@ import torch
 from bench import ConfigError, plots
 from bench.results import load
 from bench.suites import Context, Point, overlap, pipeline
-from bench.timing import Trial, TimingConfig
+from bench.timing import Trial, TimingConfig, measure_stream
 from synthetic import write_run
 
 MiB = 1 << 20
@@ -64,48 +67,97 @@ def test_overlap_settings_are_checked(kw, message):
         overlap.Settings(**kw)
 
 
-def test_pipeline_grid_is_the_best_loop_and_each_switch_changed_alone():
-    base = pipeline.Loop(4, True, True, True)
-    ablation = pipeline.loops(pipeline.Settings(), "cuda")
-    assert ablation[0] == base and len(ablation) == 6
-    changed = [{k for k in ("workers", "pin_memory", "non_blocking", "prefetch") if getattr(lp, k) != getattr(base, k)}
-               for lp in ablation[1:]]
+def test_pipeline_grid_is_the_base_loop_each_switch_changed_alone_and_the_defaults():
+    Loop, Producer = pipeline.Loop, pipeline.Producer
+    base = Loop(Producer.numpy, 8, True, True, True, 2, False)
+    ablation = pipeline.loops(pipeline.Settings(), "cuda", cores=16)
+    numpy_loops = [lp for lp in ablation if lp.producer == Producer.numpy]
+    assert numpy_loops[0] == base and len(numpy_loops) == 7 and len(ablation) == 14
+    assert numpy_loops[-1] == pipeline.dataloader_defaults(Producer.numpy) == Loop(Producer.numpy, 0)
+    changed = [{f for f in ("workers", "pin_memory", "non_blocking", "prefetch") if getattr(lp, f) != getattr(base, f)}
+               for lp in numpy_loops[1:-1]]
     assert all(len(c) == 1 for c in changed)
-    assert sorted(lp.workers for lp in ablation) == [0, 2, 4, 4, 4, 4]
-    full = pipeline.loops(pipeline.Settings(grid=pipeline.Grid.full), "cuda")
-    assert len(set(full)) == 24
-    assert pipeline.loops(pipeline.Settings(), "cpu") == [pipeline.Loop(0), pipeline.Loop(2), pipeline.Loop(4)]
-    for lp in full:   # a row's memory and mode name its loop
-        assert pipeline.Loop.of(lp.memory, lp.mode()) == lp
+    assert sorted(lp.workers for lp in numpy_loops) == [0, 0, 4, 8, 8, 8, 8]
+    assert {lp.workers for lp in pipeline.loops(pipeline.Settings(), "cuda", cores=2)} == {0, 2}   # capped at the cores
+    full = pipeline.loops(pipeline.Settings(grid=pipeline.Grid.full, producers=[Producer.free]), "cuda", cores=16)
+    assert len(full) == 24
+    knobs = pipeline.Settings(prefetch_factor=[2, 4], persistent_workers=[False, True], epoch_batches=8)
+    varied = pipeline.loops(knobs, "cuda", cores=16)
+    assert Loop(Producer.numpy, 8, True, True, True, 2, True) in varied   # each changed alone from the base ...
+    assert Loop(Producer.numpy, 8, True, True, True, 4, False) in varied
+    # ... where they matter
+    assert all(lp.prefetch_factor == 2 and not lp.persistent_workers for lp in varied if not lp.workers)
+    cpu = pipeline.loops(pipeline.Settings(producers=[Producer.numpy]), "cpu", cores=16)
+    assert cpu == [Loop(Producer.numpy, 8), Loop(Producer.numpy, 0), Loop(Producer.numpy, 4)]
+    for lp in full + varied + cpu:   # a row's op, memory and mode name its loop
+        assert pipeline.descriptor("loader_to_gpu", lp.memory, lp.mode()) == lp
+    assert pipeline.descriptor("loader", "pageable", cpu[0].mode("cpu")) == cpu[0]
 
 
-def test_pipeline_sizes_points_and_the_cpu_cap():
+def test_stages_of_a_loop_are_grouped_by_who_runs_them():
+    Loop, Stage, P = pipeline.Loop, pipeline.Stage, pipeline.Producer
+    names = lambda groups: {who: [f"{st.name}{'/' + st.memory if st.memory else ''}" for st in g]
+                            for who, g in groups.items()}
+    assert names(pipeline.stages_of(Loop(P.numpy, 4, True, True), True)) == {
+        "4 workers": ["make", "collate"], "pin thread": ["handoff", "pin"], "copy engine": ["h2d/pinned"],
+        "main thread": ["consume"]}
+    assert names(pipeline.stages_of(Loop(P.numpy, 4, False, True), True)) == {
+        "4 workers": ["make", "collate"], "main thread": ["handoff", "h2d/pageable", "consume"]}
+    assert names(pipeline.stages_of(Loop(P.free, 0, True, False), True)) == {
+        "main thread": ["make", "collate", "handoff", "pin", "h2d/pinned", "consume"]}
+    assert names(pipeline.stages_of(Loop(P.numpy, 2), False)) == {
+        "2 workers": ["make", "collate"], "main thread": ["handoff", "consume"]}
+    assert pipeline.stages_of(Loop(P.numpy, 2), False)["main thread"][1] == Stage(pipeline.CONSUME, P.free, 2)
+    assert pipeline.stages_of(Loop(P.numpy, 2), True)["main thread"][-1] == Stage(pipeline.CONSUME)
+    groups = pipeline.stages_of(Loop(P.numpy, 4, False), True)
+    assert groups["4 workers"][0] == Stage(pipeline.MAKE, P.numpy, 4)      # the loop's producer makes ...
+    assert groups["main thread"][0] == Stage(pipeline.HANDOFF, P.free, 4)  # ... the free one feeds the host's stages
+    for st in {st for g in groups.values() for st in g}:
+        assert pipeline.descriptor(st.op, st.memory, st.mode()) == st
+
+
+def test_pipeline_sizes_points_and_the_cpu_cap(monkeypatch):
+    monkeypatch.setattr(pipeline, "usable_cores", lambda: 16)
     cfg = _cfg()
-    assert pipeline.batch_sizes(cfg, "cuda") == [64 * 1024 * 4 ** i for i in range(7)]   # 64KiB .. 256MiB
-    assert pipeline.batch_sizes(cfg, "cpu")[-1] == 16 * MiB
-    odd = _cfg(pipeline_settings=pipeline.Settings(sample_size="48KiB", min_size="64KiB", max_size="1MiB"))
-    assert pipeline.batch_sizes(odd, "cuda") == [48 * 1024, 240 * 1024, 1008 * 1024]   # whole samples
+    sample = 64 * 1024
+    assert pipeline.batch_sizes(cfg, "cuda", sample) == [64 * 1024 * 4 ** i for i in range(5)]   # 64KiB .. 16MiB
+    odd = _cfg(pipeline_settings=pipeline.Settings(sample_sizes=["48KiB"], min_size="64KiB", max_size="1MiB"))
+    assert pipeline.batch_sizes(odd, "cuda", 48 * 1024) == [48 * 1024, 240 * 1024, 1008 * 1024]   # whole samples
+    assert pipeline.batch_sizes(cfg, "cuda", MiB) == [MiB, 4 * MiB, 16 * MiB]   # none smaller than a sample
+    small = _cfg(pipeline_settings=pipeline.Settings(max_size="256MiB"))
+    assert pipeline.batch_sizes(small, "cpu", sample)[-1] == 16 * MiB
     pts = pipeline.points(cfg, _ctx())
-    assert [p.op for p in pts[:7]] == ["h2d"] + ["loader_to_gpu"] * 6    # the link beside each size's loops
-    loop = pts[1]
-    assert (loop.memory, loop.mode, loop.dtype) == ("pinned", "workers=4 non_blocking prefetch", "uint8[65536]")
+    first = [p for p in pts if p.size_bytes == sample]
+    is_stage = [p.op in pipeline.STAGES for p in first]
+    assert is_stage == sorted(is_stage, reverse=True)   # a size's stages first, then its loops
+    assert sorted({p.op for p in first}) == sorted(pipeline.STAGES + ("loader_to_gpu",))
+    loop = next(p for p in first if p.op == "loader_to_gpu")
+    assert (loop.memory, loop.mode, loop.dtype) == ("pinned", "numpy workers=8 prefetch_factor=2 non_blocking prefetch",
+                                                    "uint8[65536]")
+    link = [p for p in first if p.op == "stage_h2d" and p.memory == "pinned"]
+    assert len(link) == 1 and link[0].mode == "" and link[0].dst == "cuda:0"
+    assert len({p for p in pts}) == len(pts)   # every point is its own in the results
     cpu = pipeline.points(cfg, _ctx(device="cpu", gpus=0))
-    assert {p.op for p in cpu} == {"loader"} and {p.mode for p in cpu} == {"workers=0", "workers=2", "workers=4"}
+    assert {p.op for p in cpu} == {"loader", "stage_make", "stage_collate", "stage_handoff", "stage_consume"}
+    assert {p.mode for p in cpu if p.op == "loader"} >= {"numpy workers=0", "free workers=0"}
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(sample_size="1MiB"), "pipeline.sample_size=1MiB: is larger than pipeline.min_size=64KiB"),
-    (dict(min_size="1GiB"), "pipeline.min_size=1GiB: is larger than pipeline.max_size=256MiB"),
+    (dict(sample_sizes=["32MiB"]), "pipeline.sample_sizes=32MiB: is larger than pipeline.max_size=16MiB"),
+    (dict(min_size="1GiB"), "pipeline.min_size=1GiB: is larger than pipeline.max_size=16MiB"),
     (dict(workers=[2, -1]), "pipeline.workers=-1: must be >= 0"),
     (dict(prefetch=[]), "pipeline.prefetch is empty"),
+    (dict(prefetch_factor=[0]), "pipeline.prefetch_factor=0: must be >= 1"),
+    (dict(persistent_workers=[False, True]), "keeps workers between epochs; set pipeline.epoch_batches"),
 ])
 def test_pipeline_settings_are_checked(kw, message):
-    with pytest.raises(ConfigError, match=message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         pipeline.Settings(**kw)
 
 
 def test_pipeline_refuses_batches_that_do_not_fit_in_shared_memory(monkeypatch):
     monkeypatch.setattr(pipeline, "_free_bytes", lambda path: 64 * MiB)   # docker's default /dev/shm
+    monkeypatch.setattr(pipeline, "usable_cores", lambda: 16)
     with pytest.raises(ConfigError, match="/dev/shm, which has 64.0 MiB free"):
         pipeline.check(_cfg(), _ctx(device="cpu", gpus=0))
 
@@ -199,16 +251,18 @@ def test_matmul_check_passes_a_product_and_catches_a_wrong_one():
 # ---------------------------------------------------------------- the loader loop, for real
 
 
-class _Swapped(pipeline.SyntheticSamples):
+class _Swapped(pipeline.NumpySamples):
     """Two samples exchanged, as a loader that reorders would deliver them."""
 
+    swap = {5: 6, 6: 5}
+
     def __getitem__(self, i: int) -> torch.Tensor:
-        return super().__getitem__({5: 6, 6: 5}.get(i, i))
+        return super().__getitem__(self.swap.get(i, i))
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_feed_delivers_checked_batches_in_order(workers):
-    feed = pipeline.Feed(4, 1024, pipeline.Loop(workers), torch.device("cpu"))
+@pytest.mark.parametrize("producer, workers", [("numpy", 0), ("numpy", 2), ("free", 2)])
+def test_feed_delivers_checked_batches_in_order(producer, workers):
+    feed = pipeline.Feed(4, 1024, pipeline.Loop(pipeline.Producer(producer), workers), torch.device("cpu"))
     try:
         feed(3 + feed.queued)
         assert feed.consumed == 3 + 2 * workers and feed.correct()
@@ -217,8 +271,8 @@ def test_feed_delivers_checked_batches_in_order(workers):
 
 
 def test_feed_check_catches_reordered_samples(monkeypatch):
-    monkeypatch.setattr(pipeline, "SyntheticSamples", _Swapped)
-    feed = pipeline.Feed(4, 1024, pipeline.Loop(0), torch.device("cpu"))
+    monkeypatch.setattr(pipeline, "NumpySamples", _Swapped)
+    feed = pipeline.Feed(4, 1024, pipeline.Loop(), torch.device("cpu"))
     feed(1)
     assert feed.correct()      # samples 0..3 are untouched
     feed(1)
@@ -226,29 +280,195 @@ def test_feed_check_catches_reordered_samples(monkeypatch):
     feed.close()
 
 
-def test_loop_timing_drains_the_workers_queue_first():
-    feed = SimpleNamespace(queued=8)
-    t = pipeline.loop_timing(Context("cpu", TimingConfig(warmup=3, min_trial_s=0.01), [1]), 0.02, feed)
-    assert (t.warmup, t.min_trial_s, t.min_iters) == (9, 0.02, pipeline.MIN_BATCHES)
+class _LastSwapped(_Swapped):
+    swap = {4 * 39 + 1: 4 * 39 + 2, 4 * 39 + 2: 4 * 39 + 1}   # inside the 40th batch
 
 
-def test_training_suite_on_a_cpu_runs_the_loader_alone(xferbench):
-    proc, runs = xferbench("suite=training", "pipeline.workers=[0,2]", "pipeline.max_size=256KiB",
-                           "pipeline.min_trial_s=0.01", "timing.trials=3", timeout=120)
+def test_every_batch_of_a_point_is_checked_to_the_last(monkeypatch):
+    """A point's stream checks each batch it consumes, the last included: one wrong batch among
+    40 fails the point, in workers too."""
+    monkeypatch.setattr(pipeline, "NumpySamples", _LastSwapped)
+    for workers in (0, 2):
+        feed = pipeline.Feed(4, 1024, pipeline.Loop(pipeline.Producer.numpy, workers), torch.device("cpu"))
+        try:
+            feed(39)
+            assert feed.correct() and feed.consumed == 39
+            feed(1)
+            assert not feed.correct() and feed.consumed == 40
+        finally:
+            feed.close()
+
+
+def test_epochs_restart_the_loader_and_the_check_follows(monkeypatch):
+    loop = pipeline.Loop(pipeline.Producer.free, 2, persistent_workers=True)
+    feed = pipeline.Feed(4, 1024, loop, torch.device("cpu"), epoch_batches=3)
+    try:
+        feed(10)   # three epochs and a batch: sample indices start again at each epoch
+        assert feed.correct() and feed.consumed == 10 and feed.next_sample == 4
+    finally:
+        feed.close()
+
+
+class _Paced(pipeline.NumpySamples):
+    """A producer of known rate: each sample takes SAMPLE_S to make, in whichever worker."""
+
+    SAMPLE_S = 0.02
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        time.sleep(self.SAMPLE_S)
+        return super().__getitem__(i)
+
+
+def test_a_prefilled_queue_reads_at_the_producers_steady_rate_not_its_burst(monkeypatch):
+    """2 workers, each making a batch of 2 samples in 40 ms: one batch every 20 ms steady. The
+    workers queue 4 batches while the loop waits; the warm-up drains them and the trials, cut
+    from one stream, read the steady rate."""
+    monkeypatch.setattr(pipeline, "NumpySamples", _Paced)
+    settings = pipeline.Settings(min_trial_s=0.05)
+    ctx = Context("cpu", TimingConfig(warmup=1, trials=3, min_trial_s=0.004), [1])
+    feed = pipeline.Feed(2, 1024, pipeline.Loop(pipeline.Producer.numpy, 2), torch.device("cpu"))
+    try:
+        time.sleep(0.3)                      # the queue fills: 2 workers x prefetch_factor 2
+        start = time.perf_counter()
+        feed(2)
+        burst = (time.perf_counter() - start) / 2
+        time.sleep(0.3)
+        trials = pipeline.loop_stream(feed, ctx, settings)
+        assert feed.correct()
+    finally:
+        feed.close()
+    steady = 2 * _Paced.SAMPLE_S / 2
+    assert burst < steady / 2                # queued batches come at once ...
+    per_batch = sorted(t.per_op_s for t in trials)
+    assert per_batch[len(per_batch) // 2] == pytest.approx(steady, rel=0.15)   # ... the stream does not
+    assert all(t.iters >= 2 * 4 for t in trials)   # each trial spans twice what the workers hold ahead
+
+
+class _ScriptedMarks:
+    """A stream whose operations take `per_op` seconds each, read by marks: its log says when
+    each mark and step came."""
+
+    def __init__(self, per_op: float) -> None:
+        self.per_op, self.now, self.log = per_op, 0.0, []
+
+    def step(self, n: int) -> None:
+        self.now += n * self.per_op
+        self.log.append(("step", n))
+
+    def mark(self) -> float:
+        self.log.append(("mark", self.now))
+        return self.now
+
+    def seconds(self, a: float, b: float) -> float:
+        return b - a
+
+
+def test_measure_stream_cuts_one_stream_into_trials_of_whole_epochs():
+    work = _ScriptedMarks(1e-3)
+    trials = measure_stream(work.step, work, TimingConfig(warmup=3, trials=4, min_trial_s=0.01),
+                            warmup=9, min_ops=16, multiple=5)
+    assert work.log[0] == ("step", 10)                     # the warm-up, whole epochs
+    assert [t.iters for t in trials] == [20] * 4           # >= min_ops, a multiple of the epoch
+    assert [t.time_s for t in trials] == pytest.approx([0.02] * 4)
+    tail = work.log[-9:]                                   # the trials: a mark between two steps, nothing else
+    assert [kind for kind, _ in tail] == ["mark", "step"] * 4 + ["mark"]
+    short = measure_stream(work.step, work, TimingConfig(warmup=0, trials=2, min_trial_s=0.01, max_iters=4))
+    assert all(t.short for t in short)                     # capped below min_trial_s: flagged
+
+
+def test_worker_busy_sums_the_rates_of_processes_at_once():
+    marks = pipeline.WorkerBusy()
+    a = marks.mark()
+    marks.add(0, 0.10, 100)    # 1 ms an operation
+    marks.add(1, 0.10, 50)     # 2 ms an operation
+    b = marks.mark()
+    assert marks.count(a, b) == 150
+    assert marks.seconds(a, b) == pytest.approx(150 / (1000 + 500))   # 1500 operations a second together
+
+
+def test_disagreeing_trials_say_so():
+    agree = [Trial(10, 0.1 * (1 + 0.01 * i)) for i in range(5)]
+    assert pipeline.disagreement(agree) == ""
+    spread = agree[:4] + [Trial(10, 0.16)]
+    assert pipeline.disagreement(spread) == "trials disagree: 0.98x to 1.57x their median time"
+
+
+def _stage_rates(**slow) -> dict:
+    """GB/s of every stage a loop can need, by name; `slow` overrides some."""
+    rates = dict(make=3.6, collate=60.0, handoff=40.0, pin=8.0, h2d_pinned=50.0, h2d_pageable=6.0, consume=400.0)
+    return {**rates, **slow}
+
+
+def _rate_of(rates: dict):
+    def rate(st):
+        key = st.name + (f"_{st.memory}" if st.op == pipeline.H2D else "")
+        return rates[key] * (st.workers if st.op in (pipeline.MAKE, pipeline.COLLATE) and st.workers > 1 else 1)
+    return rate
+
+
+@pytest.mark.parametrize("loop, slow, bottleneck, on", [
+    (pipeline.Loop(pipeline.Producer.numpy, 4, True, True), {}, "pin", "pin thread"),
+    (pipeline.Loop(pipeline.Producer.numpy, 1, True, True), {}, "make", "1 worker"),
+    (pipeline.Loop(pipeline.Producer.free, 4, True, True), {"pin": 80.0, "make": 100.0, "handoff": 400.0},
+     "h2d pinned", "copy engine"),
+    (pipeline.Loop(pipeline.Producer.free, 4, False, True), {}, "h2d pageable", "main thread"),
+    (pipeline.Loop(pipeline.Producer.free, 4, False, True), {"handoff": 1.0}, "handoff", "main thread"),
+    (pipeline.Loop(pipeline.Producer.free, 4, True, True), {"consume": 0.5}, "consume", "main thread"),
+])
+def test_attribution_names_the_stage_made_slow(loop, slow, bottleneck, on):
+    att = pipeline.attribute(loop, True, _rate_of(_stage_rates(**slow)))
+    assert (att["bottleneck"], att["on"]) == (bottleneck, on)
+    assert att["bound_gbps"] <= att["stage_gbps"]
+
+
+def test_attribution_adds_the_stages_one_thread_runs():
+    loop = pipeline.Loop(pipeline.Producer.free, 0, False, False)   # all on the main thread
+    att = pipeline.attribute(loop, True, _rate_of(_stage_rates(make=10.0, collate=10.0, h2d_pageable=10.0)))
+    assert att["on"] == "main thread" and att["stage_gbps"] == 10.0
+    assert att["bound_gbps"] == pytest.approx(1 / (3 / 10 + 1 / 40 + 1 / 400))   # and the loader's own work
+    assert pipeline.attribute(loop, True, lambda st: None) is None   # a stage not measured: no attribution
+
+
+def test_training_suite_on_a_cpu_runs_the_loader_and_its_stages(xferbench):
+    proc, runs = xferbench("suite=training", "pipeline.producers=[free]", "pipeline.workers=[0,2]",
+                           "pipeline.max_size=64KiB", "pipeline.min_trial_s=0.01", "timing.trials=3", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "overlap: skipped, needs a CUDA GPU" in proc.stderr
     df = load(runs)
-    assert set(df.suite) == {"pipeline"} and set(df.op) == {"loader"} and set(df.part) == {"total"}
+    assert set(df.suite) == {"pipeline"} and set(df.part) == {"total"}
+    assert set(df.op) == {"loader", "stage_make", "stage_collate", "stage_handoff", "stage_consume"}
     assert (df.status == "ok").all() and df.verified.all() and (df.algbw_gbps > 0).all()
-    assert sorted(df.size_bytes.unique()) == [64 * 1024, 256 * 1024]
-    assert set(df["mode"]) == {"workers=0", "workers=2"} and set(df.dtype) == {"uint8[65536]"}
-    assert (df.iters >= pipeline.MIN_BATCHES).all()
+    assert set(df.size_bytes) == {64 * 1024} and set(df.dtype) == {"uint8[65536]"}
+    loops = df[df.op == "loader"]
+    assert set(loops["mode"]) == {"free workers=0", "free workers=2 prefetch_factor=2"}
+    assert (loops[loops["mode"] != "free workers=0"].iters >= 2 * 2 * 2).all()   # twice what 2 workers hold ahead
+    assert set(df[df.op == "stage_make"]["mode"]) == {"free workers=0", "free workers=2"}
+    assert set(df[df.op == "stage_consume"]["mode"]) == {"free workers=0", "free workers=2"}   # batches as received
     table = pipeline.table(df)
-    assert len(table) == 4 and "of_link" not in table   # no link without a GPU
-    one = df[(df["mode"] == "workers=2") & (df.size_bytes == 256 * 1024)]
-    row = table[(table["mode"] == "workers=2") & (table["size"] == "256KiB")].iloc[0]
-    assert row.batch == 4 and row.samples_per_s == pytest.approx(4 / one.time_s.median(), rel=1e-3)
+    assert len(table) == 2 and "of_link" not in table   # no link without a GPU
+    assert table.bottleneck.notna().all() and (table.bound_gbps > 0).all()
+    one = loops[loops["mode"] == "free workers=0"]
+    row = table[table["mode"] == "free workers=0"].iloc[0]
+    assert row.batch == 1 and row.samples_per_s == pytest.approx(1 / one.time_s.median(), rel=1e-3)
     assert "loader" in proc.stdout   # the run's summary
+
+
+def test_a_producer_made_slow_is_named_the_bottleneck(monkeypatch):
+    """The numpy producer at 10 ms a sample: make (in 2 workers) names the loop's bottleneck,
+    and the loop delivers about what make alone does."""
+    monkeypatch.setattr(pipeline, "NumpySamples", _Paced)
+    monkeypatch.setattr(_Paced, "SAMPLE_S", 0.01)
+    settings = pipeline.Settings(producers=[pipeline.Producer.numpy], sample_sizes=["1KiB"], workers=[2],
+                                 grid=pipeline.Grid.full, min_size="4KiB", max_size="4KiB", min_trial_s=0.05)
+    cfg = _cfg(pipeline_settings=settings)
+    ctx = Context("cpu", TimingConfig(warmup=1, trials=3), [1])
+    rows = [r for point in pipeline.points(cfg, ctx) for r in pipeline.measure(point, cfg, ctx)]
+    frame = pd.DataFrame([vars(r) for r in rows])
+    assert frame.verified.all()
+    row = pipeline.table(frame).iloc[0]
+    assert (row.bottleneck, row.on) == ("make", "2 workers"), pipeline.table(frame).T
+    assert row.stage_gbps == pytest.approx(4096 / (4 * 0.01) * 2 / 1e9, rel=0.2)
+    assert 0.7 < row.of_bound < 1.15
 
 
 def test_overlap_alone_on_a_cpu_is_one_line_and_exit_2(xferbench_in_process):
@@ -260,7 +480,9 @@ def test_overlap_alone_on_a_cpu_is_one_line_and_exit_2(xferbench_in_process):
 @pytest.mark.parametrize("args, message", [
     (["suite=overlap", "overlap.ops=[h2d,teleport]"], "overlap.ops: 'teleport' is not allowed; choose from: h2d, d2h"),
     (["suite=pipeline", "pipeline.grid=some"], "pipeline.grid: 'some' is not allowed; choose from: ablation, full"),
-    (["suite=pipeline", "pipeline.sample_size=1MiB"], "pipeline.sample_size=1MiB: is larger than pipeline.min_size"),
+    (["suite=pipeline", "pipeline.sample_sizes=1GiB"], "pipeline.sample_sizes=1GiB: is larger than pipeline.max_size"),
+    (["suite=pipeline", "pipeline.producers=[numpy,jpeg]"],
+     "pipeline.producers: 'jpeg' is not allowed; choose from: numpy, free"),
 ])
 def test_bad_settings_are_one_line_exit_2(xferbench_in_process, args, message):
     code, stderr, runs = xferbench_in_process(*args)
@@ -287,15 +509,37 @@ def _overlap_run() -> list:
     return rows
 
 
-def _pipeline_run() -> list:
-    rows = []
-    for size in (64 * 1024, MiB, 16 * MiB):
-        link = Point("pipeline", "h2d", size, memory="pinned", backend="cuda", src="host", dst="cuda:0")
-        rows.append(link.sample(trial=0, iters=10, time_s=size / 50e9, algbw_gbps=50.0, verified=True))
-        for lp, gbps in ((pipeline.Loop(4, True, True, True), 20.0), (pipeline.Loop(0, True, True, True), 5.0),
-                         (pipeline.Loop(4, False, True, True), 10.0)):
+PIPE_SIZES = (64 * 1024, MiB, 16 * MiB)
+# GB/s alone by stage (h2d: by memory); make and collate per worker, so n workers make n times as much
+PIPE_STAGES = {"make_numpy": 1.0, "make_free": 40.0, "collate": 5.0, "handoff": 30.0, "pin": 6.0, "h2d_pinned": 50.0,
+               "h2d_pageable": 8.0, "consume": 300.0}
+
+
+def _pipe_stage_gbps(st, stages: dict = PIPE_STAGES) -> float:
+    if st.op in (pipeline.MAKE, pipeline.COLLATE):
+        key = st.name + (f"_{st.producer.value}" if st.op == pipeline.MAKE else "")
+        return stages[key] * max(st.workers, 1)
+    return stages[st.name + (f"_{st.memory}" if st.op == pipeline.H2D else "")]
+
+
+def _pipeline_run(stage_gbps: dict = PIPE_STAGES) -> list:
+    """Loops at 95% of their bound, the stages alone as stage_gbps says, at three batch sizes."""
+    rate = functools.partial(_pipe_stage_gbps, stages=stage_gbps)
+    Loop, P = pipeline.Loop, pipeline.Producer
+    loops = [Loop(p, w, pin, True, True) for p in (P.numpy, P.free) for w, pin in ((4, True), (0, True), (4, False))]
+    loops += [pipeline.dataloader_defaults(P.numpy), pipeline.dataloader_defaults(P.free)]
+    stages = {st for lp in loops for group in pipeline.stages_of(lp, True).values() for st in group}
+    rows, dtype = [], pipeline.sample_dtype(64 * 1024)
+    for size in PIPE_SIZES:
+        for st in stages:
+            point = Point("pipeline", st.op, size, memory=st.memory, mode=st.mode(), backend="cuda", src="host",
+                          dst="cuda:0" if st.op in (pipeline.H2D, pipeline.CONSUME) else "host", dtype=dtype)
+            gbps = rate(st)
+            rows.append(point.sample(trial=0, iters=10, time_s=size / (gbps * 1e9), algbw_gbps=gbps, verified=True))
+        for lp in loops:
+            gbps = 0.95 * pipeline.attribute(lp, True, rate)["bound_gbps"]
             point = Point("pipeline", "loader_to_gpu", size, memory=lp.memory, mode=lp.mode(), backend="cuda",
-                          src="host", dst="cuda:0", dtype=pipeline.sample_dtype(64 * 1024))
+                          src="host", dst="cuda:0", dtype=dtype)
             rows.append(point.sample(trial=0, iters=10, time_s=size / (gbps * 1e9), algbw_gbps=gbps, verified=True))
     return rows
 
@@ -325,10 +569,40 @@ def test_tables_of_overlap_and_pipeline_runs(runs_frame):
     assert made.loc["1MiB", "device_us"] == 6.0 and made.loc["4KiB", "pageable_us"] == 80.0
 
     pipe = pipeline.table(runs_frame)
-    best = pipe[(pipe["mode"] == "workers=4 non_blocking prefetch") & (pipe.memory == "pinned")
-                & (pipe["size"] == "1MiB")]
-    assert best.of_link.item() == 0.4 and best.batch.item() == 16
-    assert best.samples_per_s.item() == pytest.approx(20e9 / MiB * 16, rel=1e-6)
+    assert len(pipe) == 8 * len(PIPE_SIZES) and pipe.bottleneck.notna().all()
+    best = pipe[(pipe["mode"] == "numpy workers=4 prefetch_factor=2 non_blocking prefetch") & (pipe.memory == "pinned")
+                & (pipe["size"] == "1MiB")].iloc[0]
+    # 4 workers make 4 GB/s and collate 20 (3.33 one after the other): below the pin thread's 5.
+    assert (best.bottleneck, best.on, best.stage_gbps) == ("make", "4 workers", 4.0)
+    assert best.bound_gbps == pytest.approx(1 / (1 / 4 + 1 / 20)) and best.of_bound == pytest.approx(0.95)
+    assert best.of_stage == pytest.approx(best.gbps / 4.0)
+    assert best.of_link == pytest.approx(best.gbps / 50) and best.batch == 16
+    assert best.samples_per_s == pytest.approx(best.gbps * 1e9 / MiB * 16, abs=1)
+    free = pipe[(pipe["mode"] == "free workers=4 prefetch_factor=2 non_blocking prefetch") & (pipe.memory == "pinned")]
+    assert set(free.bottleneck) == {"pin"} and set(free.on) == {"pin thread"}
+    defaults = pipe[pipe["mode"] == "numpy workers=0 blocking"]
+    assert set(defaults.bottleneck) == {"make"} and set(defaults.on) == {"main thread"}
+
+    adv = pipeline.advice(runs_frame).set_index(["producer", "size"])
+    numpy_1m = adv.loc[("numpy", "1MiB")]
+    assert numpy_1m.best == "pageable numpy workers=4 prefetch_factor=2 non_blocking prefetch"
+    assert numpy_1m.limit == "host" and numpy_1m.bottleneck == "make"
+    # 4 workers: 3.33 GB/s bound; the defaults: make, collate, the loader's own work, the pageable
+    # copy and the check on one thread
+    defaults_bound = 1 / (1 / 1 + 1 / 5 + 1 / 30 + 1 / 8 + 1 / 300)
+    assert numpy_1m.gain == pytest.approx(round((1 / (1 / 4 + 1 / 20)) / defaults_bound, 2))
+    lines = pipeline.advice_lines(pipeline.advice(runs_frame))
+    assert len(lines) == 2 * len(PIPE_SIZES)
+    assert any(line.startswith("1MiB batches of 64KiB numpy samples: best pageable numpy workers=4") for line in lines)
+
+
+def test_advice_says_when_the_link_limits_the_best_loop():
+    slow_copies = {**PIPE_STAGES, "h2d_pinned": 2.0, "h2d_pageable": 1.0}
+    frame = pd.DataFrame([vars(r) for r in _pipeline_run(slow_copies)])
+    adv = pipeline.advice(frame)
+    assert set(adv.limit) == {"link"} and set(adv.bottleneck) == {"h2d pinned"}
+    assert set(adv.on) == {"copy engine"} and (adv.of_link.round(6) == 0.95).all()
+    assert "the link limits it: h2d pinned on the copy engine" in pipeline.advice_lines(adv)[0]
 
 
 def test_overlap_and_pipeline_figures(runs_frame, tmp_path):
@@ -349,5 +623,6 @@ def test_overlap_and_pipeline_print_their_tables(runs_frame, capsys):
     out = capsys.readouterr().out
     assert "pairs: a transfer beside a bf16 product" in out and "sync_stream" in out and "device_us" in out
     assert pipeline.main(folders) == 0
-    assert "of_link" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "of_link" in out and "stages alone" in out and "the DataLoader's defaults" in out
     assert overlap.main([]) == 2

@@ -1,35 +1,81 @@
-"""The input pipeline of a training job: what a DataLoader-fed loop delivers to the GPU.
+"""The input pipeline of a training job: what a DataLoader-fed loop delivers to the GPU, and the
+stage that limits it.
 
-A map-style dataset makes each sample in the loader's workers (numpy, as a decoding dataset
-would: sample i is `sample_size` bytes of value i % 251); the DataLoader collates `batch`
-samples, pins them or not (pin_memory), and the loop moves each batch to the GPU as a training
-job does, with .to(non_blocking=...), or one batch ahead on a side stream (prefetch: the copy of
-the next batch runs while the current one is consumed). Consuming a batch is checking it on the
-GPU: every byte against the sample indices the batch must hold, so a lost, repeated or
-reordered batch fails the point. Each operation of the timing core is one batch, on the host
-clock (the loop's host work is part of what it delivers).
+The loop. A map-style dataset makes each sample in the loader's workers; the DataLoader
+collates `batch` samples, hands the batch from the worker to the main process (a new
+shared-memory segment a batch), pins it or not (pin_memory: the pin-memory thread copies it
+into page-locked memory); the loop moves it to the GPU as a training job does, with
+.to(non_blocking=...) or one batch ahead on a side stream (prefetch), and consumes it by
+checking it: on the GPU every byte against the sample indices the batch must hold, so a lost,
+repeated or reordered batch fails the point (without a GPU each sample's first and last byte).
+Two producers: `numpy` makes each sample with numpy (a decoding dataset's per-sample cost);
+`free` returns views of a buffer made once, so the DataLoader's own machinery shows without a
+producer's limit. Sample i holds the byte i mod 251 either way.
 
-Beside each batch size, a pinned host-to-device copy of that size (op h2d) gives the link's
-figure, so the table can say what fraction of it the pipeline reaches. Without a GPU the suite
-measures the loader alone (op loader; each sample's first and last byte checked on the host).
+Steady state. A point is one continuous stream of batches (timing.measure_stream): a warm-up
+that drains what the workers queued (workers x prefetch_factor batches, and one more), then
+trials that cut the stream at marks instead of restarting it, each at least twice what the
+workers hold ahead and pipeline.min_trial_s long. The marks are CUDA events on the consuming
+stream (the moment the GPU finished a batch's check, with no synchronize between trials), or
+the host's clock without a GPU. Trials further apart than DISAGREE say so in `note`.
 
-Points: by default (grid=ablation) the last value of each switch's list (pinned, non_blocking,
-prefetch, the most workers) and each switch changed alone; grid=full is every combination.
+Stages alone, at each batch size; each isolated as the loop runs it, on what it receives:
+- make: the dataset's per-sample calls for each next batch, in each of `workers` DataLoader
+  workers at once (workers=0: the main process), each timing only its own calls;
+- collate: default_collate of each next batch's samples as the producer makes them (made
+  untimed) and freeing the result, in those workers: into a new shared-memory segment each
+  time, as the loader's workers do (workers=0: host memory);
+- handoff: the DataLoader carrying a new, unwritten shared-memory batch per item from its
+  workers to the main process, whose pages no one touches: the machinery's rate alone
+  (workers=0: one batch made once, so the loader's own work a batch in the main process);
+- pin: Tensor.pin_memory() of each batch as the main process receives it from the workers of
+  a DataLoader over the free producer (a fresh mapping whose every page faults on first touch,
+  freed right after, as the pin-memory thread does), timed around the call alone;
+- h2d: pinned, a copy from page-locked memory back to back (the link); pageable, .to(cuda) of
+  each batch as received, as pin is (the host stages a pageable copy through its own buffer);
+- consume: the data check, on the GPU of a batch already there; without a GPU of each batch as
+  received, as pin is (the check is the first to touch its pages).
+The stages a worker or the main thread runs one after another (stages_of) add their times
+per batch: a loop delivers at most the slowest such group's rate, its `bound`, which is at
+most its slowest stage's. Each stage is measured on the inputs it gets in the loop (fresh
+mappings, samples not in cache, concurrent workers), never on warm buffers, so its time there
+is at least its time alone and the loop stays at or under its bound; the table names the
+bottleneck and the fraction of the bound the loop reaches. (Busy times of workers at once
+are summed as rates: if the host has fewer free cores than workers, the bound is optimistic.)
+
+Rows (the tidy schema; part=total; time_s is seconds per batch, algbw_gbps its GB/s; dtype is
+one sample, `uint8[65536]`; size_bytes the batch):
+- loader_to_gpu (`loader` without a GPU): the loop; memory `pinned` or `pageable` (pin_memory);
+  mode `numpy workers=4 prefetch_factor=2 [persistent] non_blocking|blocking [prefetch]`.
+- stage_make, stage_collate: mode `numpy workers=4`, the producer and the workers at once.
+- stage_handoff, stage_pin: mode `free workers=4`, the workers that fed them.
+- stage_h2d: memory `pinned` (the link; no mode) or `pageable` (mode `free workers=4`).
+- stage_consume: no mode on a GPU; without one `free workers=4`, the batches it checked.
+Epoch restarts are no stage: a loop with epochs shows them as a lower fraction of its bound.
+
+Points: per sample size and batch size, the stages any loop needs, then the loops of every
+producer: by default (grid=ablation) the last value of each switch's list, each switch changed
+alone, and the DataLoader's defaults (workers=0, no pinning, blocking copies); grid=full is
+every combination. Workers above the host's usable cores are capped to them. With
+epoch_batches the loader is iterated anew every epoch_batches batches and trials span whole
+epochs (persistent_workers keeps the workers between epochs).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import multiprocessing
 import os
-import re
 import sys
+import time
+from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import List
+from typing import Callable, List
 
 import numpy as np
 import pandas as pd
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info
 
 from bench import ConfigError, timing
 from bench.results import Sample
@@ -37,114 +83,254 @@ from bench.settings import Choice, nonempty, positive, require
 from bench.sizes import format_size, parse_size, sweep
 from bench.suites import Context, Point, format_bytes, host_available_bytes, trial_rows
 from bench.suites.copy import same_data
-from bench.timing import EventClock, HostClock
+from bench.timing import BusyMarks, EventMarks, HostMarks, Trial
 
 NAME = "pipeline"
 DISTRIBUTED = False
 PERIOD = 251            # sample i holds i % PERIOD: a prime, so consecutive batches of 2^k samples differ
-PREFETCH_FACTOR = 2     # the DataLoader's default: batches each worker keeps ready
 MIN_BATCHES = 2         # at least this many batches a trial
+ENDLESS = 1 << 40       # an epoch's samples when the loader is never iterated anew
+ITEM_S = 0.01           # a worker stage's item lasts about this long: its hand-off is small beside it
+DISAGREE = 0.2          # trials whose slowest and fastest differ by more than this share of their median
+
+
+# ---------------------------------------------------------------- settings
 
 
 class Grid(Choice):
-    ablation = "ablation"   # the last value of every list, and each switch changed alone
+    ablation = "ablation"   # the last value of every list, each switch changed alone, the DataLoader's defaults
     full = "full"           # every combination
+
+
+class Producer(Choice):
+    numpy = "numpy"         # each sample made with numpy in the worker, as a decoding dataset would
+    free = "free"           # views of a buffer made once: samples cost nothing to make
 
 
 @dataclass
 class Settings:
-    workers: List[int] = field(default_factory=lambda: [0, 2, 4])     # DataLoader num_workers
+    producers: List[Producer] = field(default_factory=lambda: [Producer.numpy, Producer.free])
+    sample_sizes: List[str] = field(default_factory=lambda: ["64KiB"])   # one sample's bytes
+    workers: List[int] = field(default_factory=lambda: [0, 4, 8])     # DataLoader num_workers, capped at the cores
     pin_memory: List[bool] = field(default_factory=lambda: [False, True])
     non_blocking: List[bool] = field(default_factory=lambda: [False, True])
     prefetch: List[bool] = field(default_factory=lambda: [False, True])   # the next batch's copy on a side stream
+    prefetch_factor: List[int] = field(default_factory=lambda: [2])      # batches each worker keeps ready
+    persistent_workers: List[bool] = field(default_factory=lambda: [False])
+    epoch_batches: int = 0          # iterate the loader anew every this many batches; 0: one endless epoch
     grid: Grid = Grid.ablation
-    sample_size: str = "64KiB"      # one sample's bytes; a batch holds batch size / sample_size samples
     min_size: str = "64KiB"         # batch sizes, in bytes: min_size, x size_factor, ..., max_size
-    max_size: str = "256MiB"
+    max_size: str = "16MiB"
     size_factor: int = 4
-    min_trial_s: float = 0.02       # a trial lasts at least this long (and timing.min_trial_s)
+    min_trial_s: float = 0.05       # a trial lasts at least this long (and timing.min_trial_s)
 
     def __post_init__(self) -> None:
-        for key in ("workers", "pin_memory", "non_blocking", "prefetch"):
+        for key in ("producers", "sample_sizes", "workers", "pin_memory", "non_blocking", "prefetch",
+                    "prefetch_factor", "persistent_workers"):
             nonempty(f"pipeline.{key}", getattr(self, key))
         for w in self.workers:
             require(w >= 0, "pipeline.workers", w, "must be >= 0")
-        sample = parse_size(self.sample_size, "pipeline.sample_size")
+        for f in self.prefetch_factor:
+            require(f >= 1, "pipeline.prefetch_factor", f, "must be >= 1")
+        require(self.epoch_batches >= 0, "pipeline.epoch_batches", self.epoch_batches, "must be >= 0")
+        require(self.epoch_batches > 0 or not any(self.persistent_workers), "pipeline.persistent_workers",
+                self.persistent_workers, "keeps workers between epochs; set pipeline.epoch_batches, "
+                "else the loader runs one endless epoch")
         lo, hi = parse_size(self.min_size, "pipeline.min_size"), parse_size(self.max_size, "pipeline.max_size")
         require(lo <= hi, "pipeline.min_size", self.min_size, f"is larger than pipeline.max_size={self.max_size}")
-        require(sample <= lo, "pipeline.sample_size", self.sample_size,
-                f"is larger than pipeline.min_size={self.min_size}: a batch holds at least one sample")
+        for s in self.sample_sizes:
+            require(parse_size(s, "pipeline.sample_sizes") <= hi, "pipeline.sample_sizes", s,
+                    f"is larger than pipeline.max_size={self.max_size}: a batch holds at least one sample")
         require(self.size_factor >= 2, "pipeline.size_factor", self.size_factor, "must be an integer >= 2")
         positive("pipeline.min_trial_s", self.min_trial_s)
 
 
+# ---------------------------------------------------------------- what a row names: a loop or a stage
+
+
+LOOP_OP = "loader_to_gpu"
+MAKE, COLLATE, HANDOFF, PIN, H2D, CONSUME = ("stage_make", "stage_collate", "stage_handoff", "stage_pin",
+                                             "stage_h2d", "stage_consume")
+STAGES = (MAKE, COLLATE, HANDOFF, PIN, H2D, CONSUME)
+
+
 @dataclass(frozen=True)
 class Loop:
-    """One way of feeding the GPU: loader workers, pinned batches, non_blocking copies, prefetch."""
+    """One way of feeding the GPU: the producer and the DataLoader's and the loop's switches."""
 
-    workers: int
+    producer: Producer = Producer.numpy
+    workers: int = 0
     pin_memory: bool = False
     non_blocking: bool = False
-    prefetch: bool = False
+    prefetch: bool = False            # the next batch's copy on a side stream
+    prefetch_factor: int = 2
+    persistent_workers: bool = False
 
     @property
     def memory(self) -> str:
         return "pinned" if self.pin_memory else "pageable"
 
+    @property
+    def queued(self) -> int:
+        """Batches the workers can hold ahead of the loop."""
+        return self.workers * self.prefetch_factor
+
+    def normal(self, gpu: bool) -> "Loop":
+        """The same loop with the switches that do nothing here at their defaults (no workers: no
+        prefetch_factor or persistence; no GPU: nothing to pin or copy)."""
+        loop = self if self.workers else replace(self, prefetch_factor=2, persistent_workers=False)
+        return loop if gpu else replace(loop, pin_memory=False, non_blocking=False, prefetch=False)
+
     def mode(self, device: str = "cuda") -> str:
-        """The row's mode: 'workers=4 non_blocking prefetch'; on a CPU, only the workers."""
-        if device != "cuda":
-            return f"workers={self.workers}"
-        return " ".join([f"workers={self.workers}", "non_blocking" if self.non_blocking else "blocking",
-                         *(["prefetch"] if self.prefetch else [])])
-
-    @classmethod
-    def of(cls, memory: str, mode: str) -> "Loop":
-        """The loop a row's memory and mode name."""
-        words = str(mode).split()
-        workers = int(re.fullmatch(r"workers=(\d+)", words[0]).group(1))
-        return cls(workers, memory == "pinned", "non_blocking" in words, "prefetch" in words)
+        """The row's mode: 'numpy workers=4 prefetch_factor=2 non_blocking prefetch'."""
+        words = [self.producer.value, f"workers={self.workers}"]
+        if self.workers:
+            words += [f"prefetch_factor={self.prefetch_factor}", *(["persistent"] if self.persistent_workers else [])]
+        if device == "cuda":
+            words += ["non_blocking" if self.non_blocking else "blocking", *(["prefetch"] if self.prefetch else [])]
+        return " ".join(words)
 
 
-def loops(p: Settings, device: str) -> list[Loop]:
-    """The loops measured: on a CPU one per worker count; on a GPU the grid of the four switches."""
-    if device != "cuda":
-        return [Loop(int(w)) for w in dict.fromkeys(p.workers)]
-    lists = [list(dict.fromkeys(x)) for x in (p.workers, p.pin_memory, p.non_blocking, p.prefetch)]
-    if p.grid == Grid.full:
-        combos = list(itertools.product(*lists))
+def dataloader_defaults(producer: Producer) -> Loop:
+    """What DataLoader(dataset, batch_size) and batch.to('cuda') do unless told otherwise."""
+    return Loop(producer)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage alone: its op, and the producer and worker count it was measured with where
+    they matter (-1: no workers involved)."""
+
+    op: str
+    producer: Producer | None = None
+    workers: int = -1
+    memory: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.op.removeprefix("stage_")
+
+    @property
+    def label(self) -> str:
+        """The name a bottleneck goes by: 'make', 'h2d pinned'."""
+        return " ".join(x for x in (self.name, self.memory) if x)
+
+    def mode(self) -> str:
+        return " ".join([*([self.producer.value] if self.producer else []),
+                         *([f"workers={self.workers}"] if self.workers >= 0 else [])])
+
+
+def descriptor(op: str, memory: str, mode: str) -> Loop | Stage:
+    """The loop or stage a row's op, memory and mode name (the inverse of their mode())."""
+    memory, mode = ("" if pd.isna(v) else str(v) for v in (memory, mode))
+    words = mode.split()
+    producer = next((Producer(w) for w in words if w in Producer.__members__), None)
+    keys = dict(w.split("=", 1) for w in words if "=" in w)
+    workers = int(keys["workers"]) if "workers" in keys else -1
+    if op in STAGES:
+        return Stage(op, producer, workers, memory)
+    return Loop(producer or Producer.numpy, max(workers, 0), memory == "pinned", "non_blocking" in words,
+                "prefetch" in words, int(keys.get("prefetch_factor", 2)), "persistent" in words)
+
+
+def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
+    """The stages a loop runs, grouped by who runs them one after another: its workers, the
+    pin-memory thread, the main thread, the copy engine. A group's time per batch is the sum
+    of its stages'; the groups run at once."""
+    w, producer = loop.workers, loop.producer
+    make, collate = Stage(MAKE, producer, w), Stage(COLLATE, producer, w)
+    groups: dict[str, tuple[Stage, ...]] = {}
+    main: list[Stage] = []
+    handoff = Stage(HANDOFF, Producer.free, w)   # without workers: the loader's own work a batch
+    pin = Stage(PIN, Producer.free, w)
+    if w:
+        groups[f"{w} worker{'s' if w > 1 else ''}"] = (make, collate)
     else:
-        base = [values[-1] for values in lists]
-        combos = [tuple(base)] + [tuple(base[:i] + [v] + base[i + 1:])
-                                  for i, values in enumerate(lists) for v in values if v != base[i]]
-    return [Loop(int(w), bool(pin), bool(nb), bool(pf)) for w, pin, nb, pf in combos]
+        main += [make, collate]
+    if gpu and loop.pin_memory and w:
+        groups["pin thread"] = (handoff, pin)      # it takes the batches from the workers
+    else:
+        main += [handoff, pin] if gpu and loop.pin_memory else [handoff]
+    if gpu:
+        if not loop.pin_memory:
+            main.append(Stage(H2D, Producer.free, w, "pageable"))   # the host stages it: the thread waits
+        elif not loop.non_blocking:
+            main.append(Stage(H2D, memory="pinned"))
+        else:
+            groups["copy engine"] = (Stage(H2D, memory="pinned"),)
+    # The check: on the GPU of a batch the copy just wrote; on the host of a batch as received,
+    # whose pages it is the first to touch.
+    groups["main thread"] = (*main, Stage(CONSUME) if gpu else Stage(CONSUME, Producer.free, w))
+    return groups
 
 
-def batch_sizes(cfg, device: str) -> list[int]:
-    """Batch bytes from min_size to max_size in x size_factor steps, whole samples each; without
-    a GPU they stop at sizes.cpu_max."""
+# ---------------------------------------------------------------- the sweep: points and checks
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def loops(p: Settings, device: str, cores: int | None = None) -> list[Loop]:
+    """The loops measured for each producer: the grid of the switches (on a CPU, the loader's
+    alone), worker counts capped at the host's cores."""
+    gpu, cores = device == "cuda", cores or usable_cores()
+    lists = {"workers": [min(int(w), cores) for w in p.workers], "pin_memory": p.pin_memory,
+             "non_blocking": p.non_blocking, "prefetch": p.prefetch, "prefetch_factor": p.prefetch_factor,
+             "persistent_workers": p.persistent_workers}
+    if not gpu:
+        lists.update(pin_memory=[False], non_blocking=[False], prefetch=[False])
+    lists = {k: list(dict.fromkeys(v)) for k, v in lists.items()}
+    out = []
+    for producer in dict.fromkeys(p.producers):
+        if p.grid == Grid.full:
+            grid = [Loop(producer, *combo) for combo in itertools.product(*lists.values())]
+        else:
+            base = Loop(producer, **{k: v[-1] for k, v in lists.items()})
+            grid = [base] + [replace(base, **{k: value}) for k, values in lists.items() for value in values
+                             if value != getattr(base, k)] + [dataloader_defaults(producer)]
+        out += [loop.normal(gpu) for loop in grid]
+    return list(dict.fromkeys(out))
+
+
+def sample_sizes(p: Settings) -> list[int]:
+    return list(dict.fromkeys(parse_size(s) for s in p.sample_sizes))
+
+
+def batch_sizes(cfg, device: str, sample: int) -> list[int]:
+    """Batch bytes from min_size to max_size in x size_factor steps, whole samples each (at least
+    one); without a GPU they stop at sizes.cpu_max."""
     p = cfg.pipeline
-    sample = parse_size(p.sample_size)
     lo, hi = parse_size(p.min_size), parse_size(p.max_size)
     if device != "cuda" and cfg.sizes.cpu_max is not None:
         hi = max(lo, min(hi, parse_size(cfg.sizes.cpu_max)))
-    return list(dict.fromkeys(s // sample * sample for s in sweep(lo, hi, p.size_factor)))
+    return list(dict.fromkeys(s // sample * sample for s in sweep(lo, hi, p.size_factor) if s >= sample))
 
 
 def check(cfg, ctx: Context) -> str | None:
     p = cfg.pipeline
-    big, workers = max(batch_sizes(cfg, ctx.device)), max(p.workers)
-    queued = (workers * PREFETCH_FACTOR + 2) * big   # ready in the workers' queue, being pinned, in the loop
-    shm, shared = _free_bytes("/dev/shm"), workers * PREFETCH_FACTOR * big
+    gpu = ctx.device == "cuda"
+    sizes = [b for s in sample_sizes(p) for b in batch_sizes(cfg, ctx.device, s)]
+    if not sizes:
+        raise ConfigError(f"pipeline.sample_sizes: no batch size holds a whole sample (batch sizes up to "
+                          f"{format_bytes(parse_size(p.max_size))}); lower the sample size or raise pipeline.max_size")
+    big, ahead = max(sizes), max(lp.queued for lp in loops(p, ctx.device))
+    shm, shared = _free_bytes("/dev/shm"), ahead * big
     if shared and shm is not None and shared > shm:
-        raise ConfigError(f"pipeline.max_size: {workers} workers pass up to {format_bytes(shared)} of batches "
+        raise ConfigError(f"pipeline.max_size: the workers pass up to {format_bytes(shared)} of batches "
                           f"through /dev/shm, which has {format_bytes(shm)} free; lower pipeline.max_size or "
                           "pipeline.workers, or enlarge /dev/shm (docker run --shm-size)")
+    # Batches queued, being pinned and in the loop, each made once then collated; the free
+    # producer's rows; the link's pinned buffer.
+    need = 2 * (ahead + 2) * big + PERIOD * max(sample_sizes(p)) + big
     available = host_available_bytes()
-    if available is not None and 2 * queued > available:  # a worker's batch is made once, then collated
-        raise ConfigError(f"pipeline.max_size: the pipeline needs about {format_bytes(2 * queued)} of host memory but "
+    if available is not None and need > available:
+        raise ConfigError(f"pipeline.max_size: the pipeline needs about {format_bytes(need)} of host memory but "
                           f"only {format_bytes(available)} is available; lower pipeline.max_size or pipeline.workers")
-    if ctx.device == "cuda":
+    if gpu:
         free = torch.cuda.mem_get_info(0)[0]
         if 6 * big > free:   # the link's buffer, batches in flight, the check's temporaries
             raise ConfigError(f"pipeline.max_size: the pipeline needs about {format_bytes(6 * big)} on cuda:0 but only "
@@ -166,39 +352,66 @@ def sample_dtype(sample_size: int) -> str:
 
 
 def sample_bytes(dtype: str) -> int:
-    return int(re.fullmatch(r"uint8\[(\d+)\]", str(dtype)).group(1))
+    return int(str(dtype).removeprefix("uint8[").removesuffix("]"))
 
 
 def points(cfg, ctx: Context) -> list[Point]:
-    sample = parse_size(cfg.pipeline.sample_size)
     gpu = ctx.device == "cuda"
+    measured = loops(cfg.pipeline, ctx.device)
+    needed = dict.fromkeys(st for lp in measured for group in stages_of(lp, gpu).values() for st in group)
+    order = sorted(needed, key=lambda st: (STAGES.index(st.op), st.memory, str(st.producer), st.workers))
+    device_side = (H2D, CONSUME) if gpu else ()
     out = []
-    for size in batch_sizes(cfg, ctx.device):
-        if gpu:
-            out.append(Point(NAME, "h2d", size, memory="pinned", backend="cuda", src="host", dst="cuda:0"))
-        for loop in loops(cfg.pipeline, ctx.device):
-            out.append(Point(NAME, "loader_to_gpu" if gpu else "loader", size,
-                             memory=loop.memory if gpu else "pageable", mode=loop.mode(ctx.device),
-                             backend=ctx.device, src="host", dst="cuda:0" if gpu else "host",
-                             dtype=sample_dtype(sample)))
+    for sample in sample_sizes(cfg.pipeline):
+        dtype = sample_dtype(sample)
+        for size in batch_sizes(cfg, ctx.device, sample):
+            out += [Point(NAME, st.op, size, memory=st.memory, mode=st.mode(), backend=ctx.device, src="host",
+                          dst="cuda:0" if st.op in device_side else "host", dtype=dtype) for st in order]
+            out += [Point(NAME, LOOP_OP if gpu else "loader", size, memory=lp.memory if gpu else "pageable",
+                          mode=lp.mode(ctx.device), backend=ctx.device, src="host",
+                          dst="cuda:0" if gpu else "host", dtype=dtype) for lp in measured]
     return out
 
 
-# ---------------------------------------------------------------- the loader and the loop
+# ---------------------------------------------------------------- the producers
 
 
-class SyntheticSamples(Dataset):
+class NumpySamples(Dataset):
     """Sample i: `size` bytes of value i % PERIOD, made with numpy (no torch thread pool in the
-    worker) as a decoding dataset would. Endless: the loop takes as many batches as it needs."""
+    worker) as a decoding dataset would."""
 
-    def __init__(self, size: int) -> None:
-        self.size = size
+    def __init__(self, size: int, length: int = ENDLESS) -> None:
+        self.size, self.length = size, length
 
     def __len__(self) -> int:
-        return 1 << 40
+        return self.length
 
     def __getitem__(self, i: int) -> torch.Tensor:
         return torch.from_numpy(np.full(self.size, i % PERIOD, dtype=np.uint8))
+
+
+@functools.lru_cache(maxsize=1)
+def free_rows(size: int) -> torch.Tensor:
+    """PERIOD rows of `size` bytes, row j all j: made once in the main process, shared with the
+    forked workers."""
+    return torch.arange(PERIOD, dtype=torch.uint8)[:, None].expand(PERIOD, size).contiguous()
+
+
+class FreeSamples(Dataset):
+    """Sample i: a view of row i % PERIOD of free_rows, which costs nothing to make."""
+
+    def __init__(self, size: int, length: int = ENDLESS) -> None:
+        self.rows, self.length = free_rows(size), length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.rows[i % PERIOD]
+
+
+def samples(producer: Producer, size: int, length: int = ENDLESS) -> Dataset:
+    return {Producer.numpy: NumpySamples, Producer.free: FreeSamples}[Producer(producer)](size, length)
 
 
 def _context():
@@ -208,152 +421,547 @@ def _context():
     return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
 
-class Feed:
-    """Batches from a DataLoader over SyntheticSamples, moved to `device` as the loop says and
-    checked as they are consumed; calling it with n consumes n batches."""
+def loader(dataset: Dataset, batch: int | None, workers: int, prefetch_factor: int = 2, **kw) -> DataLoader:
+    """A DataLoader with `workers` forked workers (batch None: each item as the dataset gives it)."""
+    return DataLoader(dataset, batch_size=batch, num_workers=workers,
+                      multiprocessing_context=_context() if workers else None,
+                      prefetch_factor=prefetch_factor if workers else None, **kw)
 
-    def __init__(self, batch: int, sample: int, loop: Loop, device: torch.device) -> None:
-        self.batch, self.loop, self.device = batch, loop, device
-        self.gpu = device.type == "cuda"
-        forked = loop.workers > 0
-        self.loader = DataLoader(SyntheticSamples(sample), batch_size=batch, num_workers=loop.workers,
-                                 pin_memory=loop.pin_memory, multiprocessing_context=_context() if forked else None,
-                                 prefetch_factor=PREFETCH_FACTOR if forked else None)
-        self.batches = iter(self.loader)
-        self.consumed = 0            # batches checked: the next one holds samples consumed * batch onwards
-        self.short = 0               # batches with fewer samples than asked for
-        self.errors = torch.zeros((), dtype=torch.int64, device=device)
+
+# ---------------------------------------------------------------- the loop
+
+
+class Check:
+    """The data check: each batch against the samples it must hold, from sample index `first`.
+    On a GPU every byte (at HBM speed it costs little beside the copy); on the host each
+    sample's first and last byte (a full pass would halve what the loader alone shows)."""
+
+    def __init__(self, batch: int, device: torch.device) -> None:
+        self.batch, self.gpu = batch, device.type == "cuda"
         self.expected = (torch.arange(batch + PERIOD) % PERIOD).to(torch.uint8).to(device)
-        self.stream = torch.cuda.Stream(device) if loop.prefetch else None
-        self.ahead: torch.Tensor | None = None
+        self.errors = torch.zeros((), dtype=torch.int64, device=device)
+        self.checked = 0     # batches checked
+        self.short = 0       # batches with fewer samples than asked for
+
+    def __call__(self, batch: torch.Tensor, first: int) -> None:
+        start = first % PERIOD
+        want = self.expected[start:start + len(batch)]
+        if self.gpu:
+            self.errors += batch.ne(want[:, None]).sum()
+        else:
+            self.errors += (batch[:, 0] != want).sum() + (batch[:, -1] != want).sum()
+        self.short += len(batch) != self.batch
+        self.checked += 1
+
+    def passed(self) -> bool:
+        """Every batch checked held the samples it should, and some were checked."""
+        if self.gpu:
+            torch.cuda.synchronize(self.errors.device)
+        return self.checked > 0 and self.short == 0 and int(self.errors) == 0
+
+
+class Feed:
+    """The loop: batches from a DataLoader over the loop's producer, moved to `device` as the
+    loop says and checked as they are consumed; calling it with n consumes n batches. With
+    epoch_batches the loader is iterated anew at each epoch's end, as `for epoch in ...: for
+    batch in loader` does."""
+
+    def __init__(self, batch: int, sample: int, loop: Loop, device: torch.device, epoch_batches: int = 0) -> None:
+        self.loop, self.device = loop, device
+        self.gpu = device.type == "cuda"
+        w = loop.workers
+        self.loader = loader(samples(loop.producer, sample, epoch_batches * batch or ENDLESS), batch, w,
+                             pin_memory=loop.pin_memory and self.gpu, prefetch_factor=loop.prefetch_factor,
+                             persistent_workers=loop.persistent_workers and w > 0)
+        self.batches = iter(self.loader)
+        self.next_sample = 0         # the first sample of the next batch the loader gives, in its epoch
+        self.check = Check(batch, device)
+        self.stream = torch.cuda.Stream(device) if self.gpu and loop.prefetch else None
+        self.ahead: tuple[torch.Tensor, int] | None = None
 
     @property
     def queued(self) -> int:
         """Batches the workers make before the loop asks: the warm-up drains them."""
-        return self.loop.workers * PREFETCH_FACTOR
+        return self.loop.queued
+
+    @property
+    def consumed(self) -> int:
+        return self.check.checked
 
     def __call__(self, n: int) -> None:
         for _ in range(n):
-            self._check(self._next())
+            self.check(*self._next())
+
+    def _pull(self) -> tuple[torch.Tensor, int]:
+        try:
+            batch = next(self.batches)
+        except StopIteration:   # an epoch's end
+            self.batches = iter(self.loader)
+            self.next_sample = 0
+            batch = next(self.batches)
+        first, self.next_sample = self.next_sample, self.next_sample + len(batch)
+        return batch, first
 
     def _move(self, batch: torch.Tensor) -> torch.Tensor:
         return batch.to(self.device, non_blocking=self.loop.non_blocking) if self.gpu else batch
 
-    def _next(self) -> torch.Tensor:
+    def _next(self) -> tuple[torch.Tensor, int]:
         if self.stream is None:
-            return self._move(next(self.batches))
+            batch, first = self._pull()
+            return self._move(batch), first
         if self.ahead is None:
             self.ahead = self._load_ahead()
         current = torch.cuda.current_stream(self.device)
         current.wait_stream(self.stream)
-        batch, self.ahead = self.ahead, None
+        (batch, first), self.ahead = self.ahead, None
         batch.record_stream(current)     # made on the side stream, freed after use on this one
         self.ahead = self._load_ahead()  # the next copy runs while this batch is consumed
-        return batch
+        return batch, first
 
-    def _load_ahead(self) -> torch.Tensor:
+    def _load_ahead(self) -> tuple[torch.Tensor, int]:
+        batch, first = self._pull()
         with torch.cuda.stream(self.stream):
-            return self._move(next(self.batches))
-
-    def _check(self, batch: torch.Tensor) -> None:
-        first = self.consumed * self.batch % PERIOD
-        want = self.expected[first:first + len(batch)]
-        if self.gpu:   # every byte: at HBM speed this costs little beside the copy
-            self.errors += batch.ne(want[:, None]).sum()
-        else:          # each sample's ends: a full pass would halve what the loader alone shows
-            self.errors += (batch[:, 0] != want).sum() + (batch[:, -1] != want).sum()
-        self.short += len(batch) != self.batch
-        self.consumed += 1
+            return self._move(batch), first
 
     def correct(self) -> bool:
-        """Every batch consumed held the samples it should, and some were consumed."""
-        if self.gpu:
-            torch.cuda.synchronize(self.device)
-        return self.consumed > 0 and self.short == 0 and int(self.errors) == 0
+        return self.check.passed()
 
     def close(self) -> None:
         """Stop the workers now, not whenever the iterator is collected."""
-        self.ahead = None
-        self.batches = None
+        self.ahead = self.batches = self.loader = None
 
 
-def loop_timing(ctx: Context, min_trial_s: float, feed: Feed) -> timing.TimingConfig:
-    """The core's settings for a loop: a warm-up that drains what the workers made before the
-    loop started, trials of at least min_trial_s and MIN_BATCHES batches."""
-    t = ctx.timing
-    return replace(t, warmup=max(t.warmup, feed.queued + 1), min_trial_s=max(t.min_trial_s, min_trial_s),
-                   min_iters=max(t.min_iters, MIN_BATCHES))
+def stream_timing(ctx: Context, p: Settings) -> timing.TimingConfig:
+    return replace(ctx.timing, min_trial_s=max(ctx.timing.min_trial_s, p.min_trial_s))
+
+
+def loop_stream(feed: Feed, ctx: Context, p: Settings) -> list[Trial]:
+    """The loop's trials: a warm-up that drains what the workers queued, trials of at least
+    twice that, whole epochs each when there are epochs."""
+    marks = EventMarks() if feed.gpu else HostMarks()
+    return timing.measure_stream(feed, marks, stream_timing(ctx, p), warmup=feed.queued + 1,
+                                 min_ops=max(MIN_BATCHES, 2 * feed.queued), multiple=p.epoch_batches or 1)
+
+
+def disagreement(trials: list[Trial]) -> str:
+    """A note when the trials of one point differ by more than DISAGREE of their median."""
+    per = sorted(t.per_op_s for t in trials)
+    mid = float(np.median(per))
+    if len(per) < 2 or mid <= 0 or (per[-1] - per[0]) <= DISAGREE * mid:
+        return ""
+    return f"trials disagree: {per[0] / mid:.2f}x to {per[-1] / mid:.2f}x their median time"
+
+
+def _rows(point: Point, trials: list[Trial], verified: bool, failure: str) -> list[Sample]:
+    return trial_rows(point, trials, point.size_bytes, 1.0, verified, disagreement(trials) if verified else failure)
+
+
+def _device(ctx: Context) -> torch.device:
+    return torch.device("cuda", ctx.local_rank) if ctx.device == "cuda" else torch.device("cpu")
 
 
 def _loop_point(point: Point, cfg, ctx: Context) -> list[Sample]:
     sample = sample_bytes(point.dtype)
-    device = torch.device("cuda", ctx.local_rank) if ctx.device == "cuda" else torch.device("cpu")
-    feed = Feed(point.size_bytes // sample, sample, Loop.of(point.memory, point.mode), device)
+    feed = Feed(point.size_bytes // sample, sample, descriptor(point.op, point.memory, point.mode), _device(ctx),
+                cfg.pipeline.epoch_batches)
     try:
-        clock = HostClock(torch.cuda.synchronize if feed.gpu else lambda: None)
-        trials = timing.measure(feed, clock, loop_timing(ctx, cfg.pipeline.min_trial_s, feed))
+        trials = loop_stream(feed, ctx, cfg.pipeline)
         verified = feed.correct()
     finally:
         feed.close()
-    return trial_rows(point, trials, point.size_bytes, 1.0, verified,
-                      "" if verified else "data check failed: a batch differs from the samples it should hold")
+    return _rows(point, trials, verified, "data check failed: a batch differs from the samples it should hold")
 
 
-def _link_point(point: Point, cfg, ctx: Context) -> list[Sample]:
-    """A pinned host-to-device copy of one batch's size: the link's figure beside the loops'."""
-    big, n = max(batch_sizes(cfg, ctx.device)), point.size_bytes
-    bufs = ctx.extra.setdefault("pipeline_link", {})
-    if not bufs:
-        bufs["dst"] = torch.empty(big, dtype=torch.uint8, device=torch.device("cuda", ctx.local_rank))
-        bufs["src"] = torch.empty(big, dtype=torch.uint8, pin_memory=True).copy_(
-            torch.randint(0, 256, (big,), dtype=torch.uint8, device=bufs["dst"].device))
-    dst, src = bufs["dst"][:n], bufs["src"][:n]
-    dst.zero_()
+# ---------------------------------------------------------------- stages alone
 
-    def copies(k: int) -> None:
-        for _ in range(k):
+
+class MakeBatch:
+    """The fetcher's part of a batch: each of its samples from the dataset, one call each, as
+    the loader asks for them; a call makes the next batch's and returns the seconds it took."""
+
+    def __init__(self, dataset: Dataset, batch: int) -> None:
+        self.dataset, self.batch, self.next = dataset, batch, 0
+
+    def samples(self) -> list:
+        first, self.next = self.next, self.next + self.batch
+        return [self.dataset[i] for i in range(first, first + self.batch)]
+
+    def __call__(self) -> float:
+        start = time.perf_counter()
+        self.samples()
+        return time.perf_counter() - start
+
+
+class CollateBatch:
+    """default_collate of each next batch's samples as the producer makes them (untimed), and
+    freeing what it made: in a worker a new shared-memory segment each time, as the loader's
+    is; in the main process host memory. A call returns the seconds collating took."""
+
+    def __init__(self, dataset: Dataset, batch: int) -> None:
+        self.make = MakeBatch(dataset, batch)
+
+    def __call__(self) -> float:
+        samples = self.make.samples()
+        start = time.perf_counter()
+        batch = default_collate(samples)
+        del batch
+        return time.perf_counter() - start
+
+
+class StageItems(Dataset):
+    """Item j: a stage's operation (which returns the seconds of its timed part) run until those
+    add up to ITEM_S, in the process that serves it (a DataLoader worker, or the main process
+    without workers): [seconds, runs, worker]."""
+
+    def __init__(self, make_op: Callable[[], Callable[[], float]]) -> None:
+        self.make_op, self.op = make_op, None
+
+    def __len__(self) -> int:
+        return ENDLESS
+
+    def __getitem__(self, j: int) -> torch.Tensor:
+        if self.op is None:
+            self.op = self.make_op()   # in the process that runs it
+        runs, busy = 0, 0.0
+        while busy < ITEM_S:
+            busy += self.op()
+            runs += 1
+        info = get_worker_info()
+        return torch.tensor([busy, runs, info.id if info else 0], dtype=torch.float64)
+
+
+class WorkerBusy:
+    """Marks of several processes' busy seconds at once. A segment's seconds are those in which
+    the processes, each at the rate its own busy time shows, would run the segment's operations
+    together: the sum of their rates, an upper bound on what they deliver at once."""
+
+    def __init__(self) -> None:
+        self.busy: dict[int, float] = defaultdict(float)
+        self.runs: dict[int, int] = defaultdict(int)
+
+    def add(self, worker: int, seconds: float, runs: int) -> None:
+        self.busy[worker] += seconds
+        self.runs[worker] += runs
+
+    def mark(self) -> tuple[dict, dict]:
+        return dict(self.busy), dict(self.runs)
+
+    def count(self, start: tuple[dict, dict], end: tuple[dict, dict]) -> int:
+        return sum(n - start[1].get(w, 0) for w, n in end[1].items())
+
+    def seconds(self, start: tuple[dict, dict], end: tuple[dict, dict]) -> float:
+        done = {w: n - start[1].get(w, 0) for w, n in end[1].items()}
+        rate = sum(d / (end[0][w] - start[0].get(w, 0.0)) for w, d in done.items() if d)
+        return sum(done.values()) / rate if rate else 0.0
+
+
+def _worker_stage(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
+    """make or collate: st.workers DataLoader workers at once (none: the main process), each
+    running the stage back to back and timing only that."""
+    sample = sample_bytes(point.dtype)
+    batch = point.size_bytes // sample
+    dataset = samples(st.producer, sample)
+    check = Check(batch, torch.device("cpu"))   # the samples the stage makes or collates, once
+    check(default_collate(MakeBatch(dataset, batch).samples()), 0)
+    op = MakeBatch if st.op == MAKE else CollateBatch
+    processes = max(st.workers, 1)
+    items = iter(loader(StageItems(functools.partial(op, dataset, batch)), None, st.workers))
+    marks = WorkerBusy()
+
+    def step(n: int) -> None:
+        for _ in range(n):
+            busy, runs, worker = next(items).tolist()
+            marks.add(int(worker), busy, int(runs))
+
+    try:
+        trials = timing.measure_stream(step, marks, stream_timing(ctx, cfg.pipeline), warmup=2 * processes,
+                                       min_ops=processes, multiple=processes)
+    finally:
+        items = None
+    return _rows(point, trials, check.passed(), "data check failed: a sample differs from what it should hold")
+
+
+class FreshBatches(Dataset):
+    """Item j: a new shared-memory tensor of `size` bytes, allocated as default_collate does in
+    a worker but never written: what the hand-off alone carries. Without workers, one tensor
+    made once: what remains is the loader's own work a batch in the main process."""
+
+    def __init__(self, size: int, workers: int) -> None:
+        self.size = size
+        self.made = None if workers else torch.empty(size, dtype=torch.uint8)
+
+    def __len__(self) -> int:
+        return ENDLESS
+
+    def __getitem__(self, j: int) -> torch.Tensor:
+        if self.made is not None:
+            return self.made
+        elem = torch.empty(0, dtype=torch.uint8)
+        storage = elem._typed_storage()._new_shared(self.size, device=elem.device)
+        return elem.new(storage).resize_(self.size)
+
+
+def _handoff(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
+    """Batches through the DataLoader from st.workers workers, each a new segment no one writes
+    or reads: the loader's machinery alone, by the main process's clock."""
+    batches = iter(loader(FreshBatches(point.size_bytes, st.workers), None, st.workers))
+    sizes = []
+
+    def step(n: int) -> None:
+        for _ in range(n):
+            sizes.append(next(batches).numel())
+
+    try:
+        trials = timing.measure_stream(step, HostMarks(), stream_timing(ctx, cfg.pipeline), warmup=2 * st.workers + 1,
+                                       min_ops=max(MIN_BATCHES, 4 * st.workers))
+    finally:
+        batches = None
+    verified = bool(sizes) and set(sizes) == {point.size_bytes}
+    return _rows(point, trials, verified, "hand-off failed: a batch arrived with the wrong size")
+
+
+def _received_stage(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
+    """pin, a pageable h2d copy, or (without a GPU) the check: of each batch as the main process
+    receives it from st.workers workers of a DataLoader over the free producer (none: collated
+    in the main process), the batch freed right after as the loop frees it; timed around that
+    alone."""
+    sample = sample_bytes(point.dtype)
+    batch = point.size_bytes // sample
+    device = _device(ctx)
+    batches = iter(loader(samples(Producer.free, sample), batch, st.workers))
+    check = Check(batch, device if st.op == H2D else torch.device("cpu"))
+    marks, first = BusyMarks(), [0]
+
+    def stage(received: torch.Tensor) -> torch.Tensor | None:
+        """The stage on one batch; what it made, to check after the clock stops (the check itself: None)."""
+        if st.op == PIN:
+            return received.pin_memory()
+        if st.op == H2D:
+            out = received.to(device)
+            torch.cuda.synchronize(device)
+            return out
+        check(received, first[0])
+        return None
+
+    def step(n: int) -> None:
+        for _ in range(n):
+            received = next(batches)
+            size = len(received)
+            if st.op == H2D:
+                torch.cuda.synchronize(device)   # the last check is not this copy's time
+            start = time.perf_counter()
+            out = stage(received)
+            received = None                      # freed here, as the loop frees it
+            marks.add(time.perf_counter() - start)
+            if out is not None:
+                check(out, first[0])
+            first[0] += size
+
+    try:
+        trials = timing.measure_stream(step, marks, stream_timing(ctx, cfg.pipeline), warmup=2 * st.workers + 1,
+                                       min_ops=max(MIN_BATCHES, 4 * st.workers))
+    finally:
+        batches = None
+    return _rows(point, trials, check.passed(), "data check failed: a batch differs from the samples it should hold")
+
+
+def _link(point: Point, cfg, ctx: Context) -> list[Sample]:
+    """Pinned host-to-device copies of one batch's size, back to back: the link's figure."""
+    device = _device(ctx)
+    dst = torch.zeros(point.size_bytes, dtype=torch.uint8, device=device)
+    src = torch.empty(point.size_bytes, dtype=torch.uint8, pin_memory=True).copy_(
+        torch.randint(0, 256, (point.size_bytes,), dtype=torch.uint8, device=device))
+
+    def step(n: int) -> None:
+        for _ in range(n):
             dst.copy_(src, non_blocking=True)
 
-    trials = timing.measure(copies, EventClock(), ctx.timing)
-    torch.cuda.synchronize()
-    return trial_rows(point, trials, n, 1.0, same_data(dst, src))
+    trials = timing.measure_stream(step, EventMarks(), stream_timing(ctx, cfg.pipeline))
+    torch.cuda.synchronize(device)
+    return _rows(point, trials, same_data(dst, src), "data check failed: destination differs from source")
+
+
+def _consume(point: Point, cfg, ctx: Context) -> list[Sample]:
+    """The data check on the GPU of a batch already there, back to back."""
+    sample = sample_bytes(point.dtype)
+    batch = point.size_bytes // sample
+    device = _device(ctx)
+    resident = default_collate(MakeBatch(FreeSamples(sample), batch).samples()).to(device)
+    check = Check(batch, device)
+
+    def step(n: int) -> None:
+        for _ in range(n):
+            check(resident, 0)
+
+    trials = timing.measure_stream(step, EventMarks(), stream_timing(ctx, cfg.pipeline))
+    return _rows(point, trials, check.passed(), "data check failed: the resident batch reads wrong")
 
 
 def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
-    if point.op == "h2d":
-        return _link_point(point, cfg, ctx)
-    return _loop_point(point, cfg, ctx)
+    if point.op not in STAGES:
+        return _loop_point(point, cfg, ctx)
+    st = descriptor(point.op, point.memory, point.mode)
+    if st.op in (MAKE, COLLATE):
+        return _worker_stage(point, st, cfg, ctx)
+    if st.op == HANDOFF:
+        return _handoff(point, st, cfg, ctx)
+    if st.op == CONSUME and st.workers < 0:
+        return _consume(point, cfg, ctx)
+    if st.op == H2D and st.memory == "pinned":
+        return _link(point, cfg, ctx)
+    return _received_stage(point, st, cfg, ctx)
 
 
-# ---------------------------------------------------------------- the table of a run's rows
+# ---------------------------------------------------------------- the tables of a run's rows
+
+
+_ROW = ["op", "memory", "mode", "backend", "dtype", "size_bytes"]
+
+
+def _runs(rows: pd.DataFrame) -> list[str]:
+    return [k for k in ("instance", "run_id") if k in rows.columns and rows[k].nunique() > 1]
+
+
+def _medians(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Median GB/s and seconds per batch of every measured pipeline point, and the columns that
+    tell runs apart."""
+    rows = frame[(frame["suite"] == NAME) & (frame["status"] == "ok") & (frame["part"] == "total")]
+    runs = _runs(rows)
+    if rows.empty:
+        return pd.DataFrame(), runs
+    med = rows.groupby(runs + _ROW, sort=False).agg(gbps=("algbw_gbps", "median"), time_s=("time_s", "median"))
+    return med.reset_index(), runs
+
+
+def stage_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """One row per stage point: GB/s alone (medians of trials)."""
+    med, runs = _medians(frame)
+    if med.empty:
+        return pd.DataFrame()
+    out = med[med["op"].isin(STAGES)].copy()
+    if out.empty:
+        return pd.DataFrame()
+    named = [descriptor(*row) for row in out[["op", "memory", "mode"]].itertuples(index=False)]
+    out["stage"] = [st.name for st in named]
+    out["producer"] = [st.producer.value if st.producer else "" for st in named]
+    out["workers"] = [st.workers for st in named]     # -1: none involved
+    out["sample"] = out["dtype"].map(sample_bytes).map(format_size)
+    out = out.sort_values(runs + ["dtype", "size_bytes"], kind="stable")
+    out["size"] = out["size_bytes"].map(format_size)
+    cols = ["stage", "memory", "mode", "producer", "workers", "sample", "size", "size_bytes", "gbps"]
+    return out[runs + cols].reset_index(drop=True)
+
+
+def attribute(loop: Loop, gpu: bool, rate: Callable[[Stage], float | None]) -> dict | None:
+    """The group of stages that limits a loop (the lowest rate of its stages one after another),
+    and its slowest stage; None where a stage it needs was not measured."""
+    best = None
+    for who, group in stages_of(loop, gpu).items():
+        rates = [rate(st) for st in group]
+        if any(r is None or not r > 0 for r in rates):
+            return None
+        bound = 1 / sum(1 / r for r in rates)
+        slowest = min(range(len(group)), key=lambda i: rates[i])
+        if best is None or bound < best["bound_gbps"]:
+            best = {"bottleneck": group[slowest].label, "on": who, "stage_gbps": rates[slowest], "bound_gbps": bound}
+    return best
 
 
 def table(frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per loop and batch size: samples/s, GB/s delivered, and that as a fraction of the
-    pinned h2d copy of the same size in the same run (medians of trials)."""
-    rows = frame[(frame["suite"] == NAME) & (frame["status"] == "ok") & (frame["part"] == "total")]
-    loops_ = rows[rows["op"] != "h2d"]
+    """One row per loop and batch size: samples/s and GB/s delivered; the bottleneck (the group
+    of stages that limits it, `on`, and that group's slowest stage), that stage's GB/s alone and
+    the fraction of it the loop reaches, the group's bound (its stages one after another) and the
+    fraction of that; the link (pinned h2d of that size) and the fraction of it."""
+    med, runs = _medians(frame)
+    if med.empty:
+        return pd.DataFrame()
+    is_stage = med["op"].isin(STAGES)
+    loops_ = med[~is_stage].copy()
     if loops_.empty:
         return pd.DataFrame()
-    runs = [k for k in ("instance", "run_id") if k in rows.columns and rows[k].nunique() > 1]
-    keys = runs + ["op", "memory", "mode", "dtype", "size_bytes"]
-    out = loops_.groupby(keys, sort=False).agg(time_s=("time_s", "median"), gbps=("algbw_gbps", "median")).reset_index()
-    link = rows[rows["op"] == "h2d"].groupby(runs + ["size_bytes"])["algbw_gbps"].median().rename("link_gbps")
-    out = out.join(link, on=runs + ["size_bytes"])
-    out = out.sort_values(runs + ["op", "memory", "mode", "size_bytes"], kind="stable")
-    batch = out["size_bytes"] // out["dtype"].map(sample_bytes)
-    out.insert(len(keys), "batch", batch)
-    out["samples_per_s"] = (batch / out.pop("time_s")).round(0).astype("int64")
-    out["gbps"] = out["gbps"].round(2)
-    out["of_link"] = (out["gbps"] / out["link_gbps"]).round(3)
-    out["link_gbps"] = out["link_gbps"].round(1)
-    out["size"] = out.pop("size_bytes").map(format_size)
-    out = out[runs + ["op", "memory", "mode", "size", "batch", "samples_per_s", "gbps", "link_gbps", "of_link"]]
-    return out.dropna(axis="columns", how="all")   # no link without a GPU
+    rates: dict[tuple, float] = {}
+    for row in med[is_stage].itertuples(index=False):
+        key = tuple(getattr(row, k) for k in runs) + (row.dtype, row.size_bytes)
+        rates[key + (descriptor(row.op, row.memory, row.mode),)] = row.gbps
+    found = []
+    for row in loops_.itertuples(index=False):
+        key = tuple(getattr(row, k) for k in runs) + (row.dtype, row.size_bytes)
+        loop = descriptor(row.op, row.memory, row.mode)
+        att = attribute(loop, row.backend == "cuda", lambda st: rates.get(key + (st,))) or {}
+        link = rates.get(key + (Stage(H2D, memory="pinned"),))
+        found.append({**att, "producer": loop.producer.value, "link_gbps": link})
+    loops_ = pd.concat([loops_.reset_index(drop=True), pd.DataFrame(found)], axis=1)
+    for col in ("bottleneck", "on", "stage_gbps", "bound_gbps", "link_gbps"):
+        if col not in loops_:
+            loops_[col] = np.nan
+    sample = loops_["dtype"].map(sample_bytes)
+    loops_["sample"] = sample.map(format_size)
+    loops_["batch"] = loops_["size_bytes"] // sample
+    loops_["samples_per_s"] = (loops_["batch"] / loops_["time_s"]).round(0).astype("int64")
+    for col in ("stage_gbps", "bound_gbps", "link_gbps"):
+        loops_[col] = loops_[col].astype(float)
+    loops_["of_stage"] = loops_["gbps"] / loops_["stage_gbps"]
+    loops_["of_bound"] = loops_["gbps"] / loops_["bound_gbps"]
+    loops_["of_link"] = loops_["gbps"] / loops_["link_gbps"]
+    loops_ = loops_.sort_values(runs + ["producer", "dtype", "memory", "mode", "size_bytes"], kind="stable")
+    loops_["size"] = loops_["size_bytes"].map(format_size)
+    cols = runs + ["op", "memory", "mode", "sample", "size", "size_bytes", "batch", "samples_per_s", "gbps",
+                   "bottleneck", "on", "stage_gbps", "of_stage", "bound_gbps", "of_bound", "link_gbps", "of_link"]
+    return loops_[cols].dropna(axis="columns", how="all").reset_index(drop=True)   # no link without a GPU
+
+
+def advice(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per run, producer, sample and batch size: the best loop measured, its GB/s against the
+    DataLoader's defaults', and what limits it: the link (pinned copies at the copy engine's
+    pace) or the host (the stage named)."""
+    loops_ = table(frame)
+    if loops_.empty:
+        return pd.DataFrame()
+    runs = _runs(frame[frame["suite"] == NAME])
+    out = []
+    for key, g in loops_.groupby(runs + ["sample", "size_bytes"], sort=False):
+        for producer, h in g.groupby(g["mode"].str.split().str[0], sort=False):
+            best = h.loc[h["gbps"].idxmax()]
+            default_mode = dataloader_defaults(Producer(producer)).mode(
+                "cuda" if best["op"] == LOOP_OP else "cpu")
+            default = h[(h["mode"] == default_mode) & (h["memory"] == "pageable")]["gbps"]
+            link = best.get("bottleneck") == Stage(H2D, memory="pinned").label   # the pinned copy itself
+            out.append({**dict(zip(runs, key[:len(runs)])), "producer": producer, "sample": key[-2],
+                        "size": best["size"], "size_bytes": key[-1], "best": f"{best['memory']} {best['mode']}",
+                        "gbps": best["gbps"], "defaults_gbps": default.iloc[0] if len(default) else np.nan,
+                        "limit": "link" if link else "host", "bottleneck": best.get("bottleneck", np.nan),
+                        "on": best.get("on", np.nan), "stage_gbps": best.get("stage_gbps", np.nan),
+                        "bound_gbps": best.get("bound_gbps", np.nan), "of_bound": best.get("of_bound", np.nan),
+                        "of_link": best.get("of_link", np.nan)})
+    adv = pd.DataFrame(out)
+    adv["gain"] = (adv["gbps"] / adv["defaults_gbps"].where(adv["defaults_gbps"] > 0)).round(2)
+    return adv
+
+
+def advice_lines(adv: pd.DataFrame) -> list[str]:
+    """advice() as sentences, one per batch size and producer."""
+    lines = []
+    for row in adv.to_dict("records"):
+        text = (f"{row['size']} batches of {row['sample']} {row['producer']} samples: best {row['best']}, "
+                f"{row['gbps']:.2f} GB/s")
+        if pd.notna(row["defaults_gbps"]):
+            text += f", {row['gain']:.2f}x the DataLoader's defaults ({row['defaults_gbps']:.2f})"
+        if pd.notna(row["bottleneck"]):
+            text += (f"; the {row['limit']} limits it: {row['bottleneck']} on the {row['on']}, "
+                     f"{row['stage_gbps']:.2f} GB/s alone, {row['bound_gbps']:.2f} with what the {row['on']} "
+                     f"run{'s' if row['on'] in ('main thread', 'pin thread', 'copy engine') else ''} beside it "
+                     f"(the loop reaches {row['of_bound']:.0%} of that)")
+        if pd.notna(row.get("of_link")):
+            text += f"; {row['of_link']:.0%} of the link"
+        lines.append(text)
+    return lines
+
+
+DIGITS = {"gbps": 2, "stage_gbps": 2, "of_stage": 3, "bound_gbps": 2, "of_bound": 3, "link_gbps": 1, "of_link": 3}
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python -m bench.suites.pipeline RESULTS...: the pipeline table."""
+    """python -m bench.suites.pipeline RESULTS...: the loops, the stages alone, the advice."""
     from bench.results import ResultsError, load
 
     args = sys.argv[1:] if argv is None else argv
@@ -361,14 +969,22 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m bench.suites.pipeline RESULTS...", file=sys.stderr)
         return 2
     try:
-        rows = table(load(args))
+        frame = load(args)
     except ResultsError as exc:
         print(f"pipeline: {exc}", file=sys.stderr)
         return 2
+    rows = table(frame)
     if rows.empty:
         print("pipeline: no measured pipeline rows", file=sys.stderr)
         return 1
-    print(rows.to_string(index=False))
+    print("loops: GB/s delivered; the group of stages that bounds each, and the fraction of that bound reached")
+    print(rows.drop(columns="size_bytes").round(DIGITS).fillna("").to_string(index=False))
+    stages = stage_table(frame)
+    if not stages.empty:
+        print("\nstages alone: GB/s")
+        print(stages.drop(columns=["size_bytes", "producer", "workers"]).round(DIGITS).to_string(index=False))
+    print("\nwhat to do")
+    print("\n".join(advice_lines(advice(frame))))
     return 0
 
 

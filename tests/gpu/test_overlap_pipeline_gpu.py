@@ -1,11 +1,16 @@
 """The overlap and pipeline suites on GPUs: every point measured and checked, and what the README
 says of them holds (a pinned copy overlaps a product on two streams and not on one; a stream
-wait costs less than a device synchronize on a busy GPU; no loop beats the link)."""
+wait costs less than a device synchronize on a busy GPU; no loop beats the link, and the
+pipeline's bottleneck is named)."""
+import time
+from types import SimpleNamespace
+
 import pytest
 import torch
 
 from bench.results import load
-from bench.suites import overlap, pipeline
+from bench.suites import Context, Point, overlap, pipeline
+from bench.timing import TimingConfig
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
@@ -50,37 +55,84 @@ def test_overlap_peer_copy_and_all_reduce(xferbench):
     assert (pairs.overlap_one_stream < 1.15).all() and pairs.loc["peer", "overlap"] > 1.2, pairs
 
 
-def test_pipeline_loops_and_the_link(xferbench):
-    proc, runs = xferbench("suite=pipeline", "pipeline.workers=[0,2]", "pipeline.min_size=256KiB",
-                           "pipeline.max_size=4MiB", "timing.trials=3", timeout=240)
+def test_pipeline_loops_stages_and_their_bottlenecks(xferbench):
+    """A quick sweep: every stage row there and checked, every loop's bottleneck named, no loop
+    above the link or far above its bound, and the free producer's loops at 80% of their bound
+    or more (its stages are the DataLoader's own machinery: nothing else should limit them)."""
+    proc, runs = xferbench("suite=pipeline", "pipeline.workers=[0,2]", "pipeline.min_size=1MiB",
+                           "pipeline.max_size=4MiB", "timing.trials=3", timeout=300)
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
     assert (df.status == "ok").all() and df.verified.all(), df[~df.verified].note.unique()
-    assert set(df.op) == {"h2d", "loader_to_gpu"}
+    assert set(df.op) == {"loader_to_gpu", *pipeline.STAGES}
+    stages = pipeline.stage_table(df)
+    assert set(stages.stage) == {"make", "collate", "handoff", "pin", "h2d", "consume"}
+    assert set(stages[stages.stage == "h2d"].memory) == {"pinned", "pageable"}
     table = pipeline.table(df)
-    assert len(table) == 5 * 3   # the best loop and four changed alone, at three sizes
+    assert len(table) == 2 * 6 * 2   # two producers: the base loop, each switch changed alone, the defaults; two sizes
+    assert table.bottleneck.notna().all() and table.on.notna().all(), table
     assert (table.link_gbps[table["size"] == "4MiB"] > 10).all()
     assert (table.of_link < 1.05).all(), table   # no loop delivers more than the link carries
+    assert (table.of_bound < 1.15).all(), table  # nor much more than its slowest stages allow
+    free = table[table["mode"].str.startswith("free")]
+    assert (free.of_bound >= 0.8).all(), free[["memory", "mode", "size", "gbps", "bottleneck", "on", "bound_gbps"]]
+    adv = pipeline.advice(df)
+    assert len(adv) == 2 * 2 and set(adv.limit) <= {"host", "link"} and adv.gain.notna().all()
 
 
-class _Swapped(pipeline.SyntheticSamples):
+class _Swapped(pipeline.NumpySamples):
     def __getitem__(self, i: int) -> torch.Tensor:
         return super().__getitem__({5: 6, 6: 5}.get(i, i))
 
 
-def test_prefetching_feed_checks_every_byte_on_the_gpu(monkeypatch):
-    loop = pipeline.Loop(0, pin_memory=True, non_blocking=True, prefetch=True)
+@pytest.mark.parametrize("workers", [0, 2])
+def test_prefetching_feed_checks_every_byte_on_the_gpu(monkeypatch, workers):
+    loop = pipeline.Loop(pipeline.Producer.numpy, workers, pin_memory=True, non_blocking=True, prefetch=True)
     feed = pipeline.Feed(4, 4096, loop, torch.device("cuda", 0))
     feed(8)
     assert feed.correct() and feed.consumed == 8
     feed.close()
-    monkeypatch.setattr(pipeline, "SyntheticSamples", _Swapped)
+    monkeypatch.setattr(pipeline, "NumpySamples", _Swapped)
     feed = pipeline.Feed(4, 4096, loop, torch.device("cuda", 0))
     feed(1)
     assert feed.correct()
     feed(1)
     assert not feed.correct()   # the second batch holds samples 4, 6, 5, 7
     feed.close()
+
+
+def test_the_loop_on_the_gpu_reads_its_steady_rate(monkeypatch):
+    """Event marks on the consuming stream, no synchronize between trials: a producer of known
+    rate behind a pre-filled queue reads at that rate on the GPU path too."""
+    class Paced(pipeline.NumpySamples):
+        def __getitem__(self, i: int) -> torch.Tensor:
+            time.sleep(0.01)
+            return super().__getitem__(i)
+
+    monkeypatch.setattr(pipeline, "NumpySamples", Paced)
+    loop = pipeline.Loop(pipeline.Producer.numpy, 2, pin_memory=True, non_blocking=True, prefetch=True)
+    feed = pipeline.Feed(2, 4096, loop, torch.device("cuda", 0))
+    ctx = Context("cuda", TimingConfig(warmup=1, trials=3), [1])
+    try:
+        time.sleep(0.3)
+        trials = pipeline.loop_stream(feed, ctx, pipeline.Settings(min_trial_s=0.05))
+        assert feed.correct()
+    finally:
+        feed.close()
+    per_batch = sorted(t.per_op_s for t in trials)
+    assert per_batch[1] == pytest.approx(0.01, rel=0.15)   # 2 workers, 20 ms a batch each
+
+
+@pytest.mark.parametrize("op, memory, mode", [("stage_pin", "", "free workers=2"), ("stage_pin", "", "free workers=0"),
+                                             ("stage_h2d", "pageable", "free workers=2"), ("stage_h2d", "pinned", ""),
+                                             ("stage_consume", "", "")])
+def test_each_gpu_stage_alone_is_measured_and_checked(op, memory, mode):
+    cfg = SimpleNamespace(pipeline=pipeline.Settings(min_trial_s=0.01), sizes=SimpleNamespace(cpu_max="16MiB"))
+    ctx = Context("cuda", TimingConfig(warmup=1, trials=3), [1])
+    point = Point("pipeline", op, 4 << 20, memory=memory, mode=mode, backend="cuda", src="host",
+                  dst="cuda:0" if op != "stage_pin" else "host", dtype=pipeline.sample_dtype(64 << 10))
+    rows = pipeline.measure(point, cfg, ctx)
+    assert len(rows) == 3 and all(r.verified and r.status == "ok" and r.algbw_gbps > 0 for r in rows), rows
 
 
 def test_matmul_check_on_the_gpu():

@@ -729,50 +729,77 @@ def sync_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str]
 
 def pipeline_figure(frame: pd.DataFrame, out_dir: str | Path, formats: Iterable[str] = ("png",),
                     colours: dict | None = None) -> list[Path]:
-    """The pipeline suite: GB/s a DataLoader-fed loop delivers against the batch size, a panel per
-    run and worker count, a line per setting; dashed, the pinned h2d copy of each size (the link)."""
-    rows = usable_rows(frame)
-    rows = with_series(rows[rows["suite"] == "pipeline"])
-    loops = rows[rows["op"] != "h2d"]
+    """The pipeline suite, a column per producer and sample size: above, GB/s each loop delivers
+    against the batch size (dashed black: the link; dotted grey: the bound of the best loop);
+    below, each stage alone (solid: the most workers measured, dashed: none, dotted: between),
+    the link and the best loop in black."""
+    from bench.suites import pipeline
+
+    loops = _per_series(frame, pipeline.table)
     if loops.empty:
         return []
-    from bench.suites.pipeline import Loop
-
-    parsed = [Loop.of(m, mode) for m, mode in zip(loops["memory"], loops["mode"])]
-    loops = loops.assign(workers=[p.workers for p in parsed],
-                         setting=[" ".join([p.memory if m == "cuda" else "", *mode.split()[1:]]).strip() or "loader"
-                                  for p, m, mode in zip(parsed, loops["backend"], loops["mode"])])
+    stages = _per_series(frame, pipeline.stage_table)
+    loops = loops.assign(producer=loops["mode"].str.split().str[0],
+                         setting=(loops["memory"] + " " + loops["mode"].str.split(n=1).str[1].fillna("")).str.strip())
+    columns = sorted(set(zip(loops["producer"], loops["sample"])))
+    series = sorted(loops[SERIES].unique())
     settings = sorted(loops["setting"].unique())
     line_colours = dict(zip(settings, sns.color_palette("tab10", len(settings))))
-    panels = sorted(set(zip(loops[SERIES], loops["workers"])))
-    ncols = min(3, len(panels))
-    nrows = math.ceil(len(panels) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 0.4, 3.1 * nrows + 1.5), squeeze=False,
-                             sharey=True, layout="constrained")
-    for ax in axes.flat[len(panels):]:
-        ax.set_axis_off()
-    positive = rows.loc[rows["algbw_gbps"] > 0, "algbw_gbps"]
-    span = positive.max() / positive.min()
-    for ax, (series, workers) in zip(axes.flat, panels):
-        d = loops[(loops[SERIES] == series) & (loops["workers"] == workers)]
-        for setting, g in d.groupby("setting"):
-            med = g.groupby("size_bytes")["algbw_gbps"].median()
-            ax.plot(med.index, med.values, color=line_colours[setting], marker="o", markersize=3)
-        link = rows[(rows[SERIES] == series) & (rows["op"] == "h2d")].groupby("size_bytes")["algbw_gbps"].median()
-        if not link.empty:
-            ax.plot(link.index, link.values, color="black", linestyle="--", linewidth=1.2)
-        _size_axis(ax, rows["size_bytes"].unique())
-        _log_y(ax, span)
-        ax.grid(True, which="major", alpha=0.35)
-        ax.set_title(f"{series} · {workers} worker{'' if workers == 1 else 's'}", fontsize=10)
-        ax.set_xlabel("Batch size", fontsize=9)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("GB/s delivered", fontsize=9)
-    handles = [Line2D([], [], color=c, linewidth=2, label=s) for s, c in line_colours.items()]
-    if (rows["op"] == "h2d").any():
+    stage_names = [st.removeprefix("stage_") for st in pipeline.STAGES]
+    stage_colours = dict(zip(stage_names, sns.color_palette("Dark2", len(stage_names))))
+    fig, axes = plt.subplots(2 * len(series), len(columns), squeeze=False, layout="constrained",
+                             figsize=(5.2 * len(columns) + 0.4, 3.4 * 2 * len(series) + 1.6))
+    sizes = loops["size_bytes"].unique()
+    for r, run in enumerate(series):
+        for c, (producer, sample) in enumerate(columns):
+            top, bottom = axes[2 * r][c], axes[2 * r + 1][c]
+            d = loops[(loops[SERIES] == run) & (loops["producer"] == producer) & (loops["sample"] == sample)]
+            for setting, g in d.groupby("setting"):
+                g = g.sort_values("size_bytes")
+                top.plot(g["size_bytes"], g["gbps"], color=line_colours[setting], marker="o", markersize=3)
+            best = d.loc[d.groupby("size_bytes")["gbps"].idxmax()].sort_values("size_bytes")
+            if "bound_gbps" in best:
+                top.plot(best["size_bytes"], best["bound_gbps"], color="grey", linestyle=":", linewidth=1.2)
+            if "link_gbps" in d:
+                link = d.groupby("size_bytes")["link_gbps"].first().dropna()
+                top.plot(link.index, link.values, color="black", linestyle="--", linewidth=1.2)
+            top.set_title(f"{run} · {producer} samples of {sample}", fontsize=10)
+            top.set_ylabel("GB/s the loop delivers", fontsize=9)
+            s = stages[(stages[SERIES] == run) & (stages["sample"] == sample)] if not stages.empty else stages
+            if not s.empty:
+                s = s[~s["stage"].isin(["make", "collate"]) | (s["producer"] == producer)]
+                most = s["workers"].max()
+                for (stage, memory, w), g in s.groupby(["stage", "memory", "workers"]):
+                    g = g.sort_values("size_bytes")
+                    if stage == "h2d" and memory == "pinned":   # the link, as above
+                        bottom.plot(g["size_bytes"], g["gbps"], color="black", linestyle="--", linewidth=1.2)
+                        continue
+                    style = "-" if w in (-1, most) else "--" if w == 0 else ":"
+                    bottom.plot(g["size_bytes"], g["gbps"], color=stage_colours[stage], linestyle=style, marker="o",
+                                markersize=2.5, linewidth=1.3)
+            bottom.plot(best["size_bytes"], best["gbps"], color="black", linewidth=2)
+            bottom.set_ylabel("GB/s of each stage alone", fontsize=9)
+            for ax in (top, bottom):
+                values = np.concatenate([np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()])
+                values = values[values > 0]
+                _size_axis(ax, sizes)
+                _log_y(ax, values.max() / values.min() if len(values) else 10)
+                ax.grid(True, which="major", alpha=0.35)
+                ax.set_xlabel("Batch size", fontsize=9)
+    handles = [Line2D([], [], color=col, linewidth=2, label=name) for name, col in line_colours.items()]
+    handles.append(Line2D([], [], color="grey", linestyle=":", label="bound of the best loop (its slowest stages)"))
+    if "link_gbps" in loops:
         handles.append(Line2D([], [], color="black", linestyle="--", label="pinned h2d copy (the link)"))
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 3), frameon=False, fontsize=8)
-    fig.suptitle("Input pipeline: a DataLoader feeding the GPU, each batch checked as it arrives", fontsize=11)
+    handles.append(Line2D([], [], color="black", linewidth=2, label="below: the best loop"))
+    drawn = set()   # stages drawn in colour: the pinned copy is the link's black
+    if not stages.empty:
+        drawn = set(stages["stage"][(stages["stage"] != "h2d") | (stages["memory"] == "pageable")])
+    handles += [Line2D([], [], color=col, linewidth=2, label=f"stage: {name}" + (" pageable" if name == "h2d" else ""))
+                for name, col in stage_colours.items() if name in drawn]
+    handles += [Line2D([], [], color="grey", linestyle=style, label=f"stage with {what}")
+                for style, what in (("-", "the most workers"), ("--", "no workers"), (":", "other worker counts"))]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False, fontsize=8)
+    fig.suptitle("Input pipeline: what a DataLoader-fed loop delivers, and each of its stages alone", fontsize=11)
     return _save(fig, Path(out_dir), "pipeline", formats)
 
 
