@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from bench.pairs import link_class
 
 NVLINK_LINK_GBPS = 25.0   # one NVLink (gen 3 or 4) link, one direction
 _SPLIT = ("all_gather", "reduce_scatter", "all_to_all")   # S is divided among the ranks
@@ -47,3 +51,36 @@ def bus_factor(op: str, n: int) -> float:
     if split_op(op):
         return (n - 1) / n
     return 1.0
+
+
+@dataclass(frozen=True)
+class Speeds:
+    """A machine's links as models read them: PCIe to the host, NVLink between GPUs, and the link
+    class of each GPU pair ('i,j' -> NV18, PIX, SYS: nvidia-smi topo -m)."""
+
+    pcie_gen: int | None = None
+    pcie_width: int | None = None
+    nvlink_gbps_per_gpu: float | None = None      # the instance catalogue's, one direction
+    classes: Mapping[str, str] = field(default_factory=dict)
+
+    def pcie(self) -> float:
+        """PCIe per direction, GB/s; gen 4 x16 where unknown."""
+        return pcie_gbps(self.pcie_gen or 4, self.pcie_width or 16)
+
+    def nvlink(self, link_class: str = "") -> float | None:
+        """NVLink per direction, GB/s: the pair's class (NV18: 18 links), else the catalogue's
+        figure, else the fewest links of any pair; None without NVLink."""
+        links = nvlink_links(link_class)
+        if links:
+            return links * NVLINK_LINK_GBPS
+        if self.nvlink_gbps_per_gpu:
+            return self.nvlink_gbps_per_gpu
+        counts = [n for n in map(nvlink_links, self.classes.values()) if n]
+        return min(counts) * NVLINK_LINK_GBPS if counts else None
+
+    def pair(self, src: str, dst: str) -> str:
+        """The link class between two GPUs named 'cuda:i'; '' where either end is not one GPU."""
+        ends = [re.fullmatch(r"cuda:(\d+)", d) for d in (src, dst)]
+        if not all(ends):
+            return ""
+        return link_class(self.classes, int(ends[0].group(1)), int(ends[1].group(1)))

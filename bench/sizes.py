@@ -95,3 +95,22 @@ def ladder(min_size: str | int, max_size: str | int, factor: int = 2, steps: lis
     if sizes[-1] != hi:
         sizes.append(hi)
     return sizes
+
+
+# Whole-machine sizes: the largest up to 256 MiB (on the committed 2x H200 runs copies there move
+# within 2% of their 1 GiB rate, at a quarter of the time), then every x16 step below it down to
+# 1 MiB (below it the host's enqueue rate, not the link, sets the pace).
+MACHINE_MAX_BYTES = 256 << 20
+MACHINE_STEP = 16
+MACHINE_MIN_BYTES = 1 << 20
+
+
+def machine_sizes(sizes: list[int]) -> list[int]:
+    """The sweep's sizes that whole-machine points (every GPU at once, SM copies) use: its largest
+    up to MACHINE_MAX_BYTES, then each size at least MACHINE_STEP times below the last one kept,
+    down to MACHINE_MIN_BYTES (4 KiB to 1 GiB: 1 MiB, 16 MiB, 256 MiB)."""
+    kept = [max((s for s in sizes if s <= MACHINE_MAX_BYTES), default=min(sizes))]
+    for size in sorted(sizes, reverse=True):
+        if MACHINE_MIN_BYTES <= size <= kept[-1] // MACHINE_STEP:
+            kept.append(size)
+    return sorted(kept)

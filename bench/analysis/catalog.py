@@ -32,6 +32,7 @@ class SuiteView(Protocol):
     """A suite as the analysis side reads it (bench.suites.contract.Suite provides all of it)."""
 
     name: str
+    title: str                                      # its name in figure titles
     bandwidth: str                                  # algbw_gbps | busbw_gbps
     latency_sizes: tuple[int, ...]
     headline: tuple[Metric, ...]
@@ -50,7 +51,7 @@ Catalog = Mapping[str, SuiteView]
 class _Unknown:
     """A suite the catalog does not hold: bytes per second, no tables or figures of its own."""
 
-    name = ""
+    name = title = ""
     bandwidth = "algbw_gbps"
     latency_sizes = (4096,)
     headline: tuple[Metric, ...] = ()

@@ -1,73 +1,34 @@
-"""xferbench-report: one self-contained HTML page that compares instances.
+"""One self-contained HTML page that compares instances (xferbench-report).
 
 The page holds a headline table (a column per run shown, one run per instance by default: see
-bench.plots.run_index), the caveats, every figure bench.plots draws (embedded as PNG data URIs),
-each machine's description and versions, and the list of runs found. It loads nothing when
-opened: no scripts, fonts, styles or images from elsewhere.
-
-    xferbench-report results/ --out /tmp/report.html
-    xferbench-report results/h200-x2/20261123-101500      # one run: its folder's report.html
+bench.analysis.runs; a row per headline metric the suites declare), the caveats, every figure
+bench.analysis.figures draws (embedded as PNG data URIs), each machine's description and
+versions, and the list of runs found. It loads nothing when opened: no scripts, fonts, styles or
+images from elsewhere.
 """
 from __future__ import annotations
 
-import argparse
 import base64
 import html
 import re
-import sys
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 
 import pandas as pd
 
 import bench
-from bench import plots
+from bench.analysis.catalog import Catalog, Metric, view
+from bench.analysis.figures import render
+from bench.analysis.figures.style import SMALL_BYTES, with_bandwidth
+from bench.analysis.runs import COMPLETE, SERIES, palette, with_series
 from bench.results import ResultsError, read_meta, usable_rows
 from bench.sizes import format_size
 
 
-@dataclass(frozen=True)
-class Metric:
-    """One headline row: the eager curves of (suite, op) whose columns match `where`."""
-
-    label: str
-    suite: str
-    op: str
-    where: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    latency: bool = False     # time per op at the smallest size, eager and graph; else GB/s at the largest
-
-
-ONE = (("world_size", ("1",)),)     # one GPU or one pair: not an aggregate over every GPU (nvbandwidth's all)
-PINNED = (("memory", ("pinned",)), *ONE)
-DIRECT = (("mode", ("peer", "read", "write")), *ONE)   # nvbandwidth's peer copies are read or write
-NCCL = (("mode", ("default",)),)
-HEADLINE = (
-    Metric("Host → device, pinned", "copy", "h2d", PINNED),
-    Metric("Device → host, pinned", "copy", "d2h", PINNED),
-    Metric("Both directions at once, pinned (sum)", "copy", "bidir", PINNED),
-    Metric("Device → device, one GPU (bytes copied)", "copy", "d2d", ONE),
-    Metric("P2P one way, peer", "p2p", "uni", DIRECT),
-    Metric("P2P both ways, peer (sum)", "p2p", "bidir", DIRECT),
-    Metric("all_reduce, bus bandwidth", "collectives", "all_reduce", NCCL),
-    Metric("Host → device latency, pinned: eager / graph", "copy", "h2d", PINNED, latency=True),
-    Metric("all_reduce latency: eager / graph", "collectives", "all_reduce", NCCL, latency=True),
-)
 # What tells two curves of one metric apart (a run may hold several dtypes, APIs, engines...).
 CURVE_KEYS = ["memory", "mode", "backend", "dtype", "world_size", "nnodes", "api", "engine", "numa"]
 SHOWN_KEYS = ["mode", "dtype", "api", "engine", "numa"]    # named under a value when a run has several
-CAPTIONS = {
-    "peak_vs_link": "Each variant's best eager figure as a share of the link it crosses.",
-    "bandwidth_copy": "Copies between host and device, and within one GPU.",
-    "bandwidth_p2p": "Copies between GPUs: direct (peer) or staged through pinned host memory.",
-    "bandwidth_collectives": "NCCL collectives: bus bandwidth as nccl-tests defines it.",
-    "latency_copy": "Small copies: solid lines are eager launches, dashed lines CUDA-graph replays.",
-    "latency_collectives": "Small collectives: eager against CUDA-graph launch.",
-    "latency_p2p": "Small peer-to-peer copies.",
-    "p2p_heatmap": "Every ordered GPU pair's best figure.",
-    "bandwidth_per_dollar": "Peak bandwidth per on-demand dollar an hour.",
-}
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -77,8 +38,8 @@ class Cell:
     notes: list[str]
 
 
-def _curves(frame: pd.DataFrame, metric: Metric) -> pd.DataFrame:
-    data = plots.with_bandwidth(usable_rows(frame))
+def _curves(frame: pd.DataFrame, metric: Metric, catalog: Catalog) -> pd.DataFrame:
+    data = with_bandwidth(usable_rows(frame), catalog)
     data = data[(data["suite"] == metric.suite) & (data["op"] == metric.op)]
     for column, value in metric.where:
         data = data[data[column].astype(str).isin(value)]
@@ -111,10 +72,10 @@ def _gbps(value: float) -> str:
     return f"{value:,.0f} GB/s" if value >= 1000 else f"{value:.1f} GB/s"
 
 
-def bandwidth_cell(frame: pd.DataFrame, metric: Metric) -> Cell | None:
+def bandwidth_cell(frame: pd.DataFrame, metric: Metric, catalog: Catalog) -> Cell | None:
     """The median at the largest size of the best eager curve, with its size, the share of the
     link it crosses, the peak where a smaller size beat it, and GB/s per dollar where priced."""
-    data = _curves(frame, metric)
+    data = _curves(frame, metric, catalog)
     data = data[data["launch"] == "eager"].dropna(subset=["bandwidth_gbps"])
     if data.empty:
         return None
@@ -124,7 +85,7 @@ def bandwidth_cell(frame: pd.DataFrame, metric: Metric) -> Cell | None:
     curve, median = curves[best], medians[best]
     value, size = float(median.iloc[-1]), int(median.index[-1])
     notes = [f"at {format_size(size)}", *_spread_note(curve, size)]
-    link_gbps, link = plots.link_peak(curve.iloc[0])
+    link_gbps, link = view(catalog, metric.suite).link_limit(curve.iloc[0])
     if link_gbps > 0:
         notes.append(f"{100 * value / link_gbps:.0f}% of {link} ({link_gbps:.0f} GB/s)")
     if median.max() > 1.03 * value:
@@ -135,10 +96,10 @@ def bandwidth_cell(frame: pd.DataFrame, metric: Metric) -> Cell | None:
     return Cell(_gbps(value), notes + _ranks_note(curve) + _variant_note(curve, data))
 
 
-def latency_cell(frame: pd.DataFrame, metric: Metric) -> Cell | None:
+def latency_cell(frame: pd.DataFrame, metric: Metric, catalog: Catalog) -> Cell | None:
     """Median time per op at the smallest size (1 MiB or less), eager / graph: the fastest curve of each."""
-    data = _curves(frame, metric)
-    data = data[data["size_bytes"] <= plots.SMALL_BYTES]
+    data = _curves(frame, metric, catalog)
+    data = data[data["size_bytes"] <= SMALL_BYTES]
     if data.empty:
         return None
     at = data[data["size_bytes"] == data["size_bytes"].min()]
@@ -152,14 +113,16 @@ def latency_cell(frame: pd.DataFrame, metric: Metric) -> Cell | None:
                 notes + ([f"the fastest of {variants} variants"] if variants > 1 else []))
 
 
-def headline(frame: pd.DataFrame) -> dict[str, dict[str, Cell | None]]:
-    """metric label -> series -> its cell (None where that run did not measure it)."""
-    data = plots.with_series(frame)
-    series = sorted(data[plots.SERIES].unique())
+def headline(frame: pd.DataFrame, catalog: Catalog) -> dict[str, dict[str, Cell | None]]:
+    """metric label -> series -> its cell (None where that run did not measure it): the suites'
+    headline metrics, bandwidth first, for the suites the frame holds."""
+    data = with_series(frame)
+    series = sorted(data[SERIES].unique())
+    metrics = [m for suite in dict.fromkeys(frame["suite"]) for m in view(catalog, suite).headline]
     table = {}
-    for metric in HEADLINE:
+    for metric in sorted(metrics, key=lambda m: m.latency):
         cell = latency_cell if metric.latency else bandwidth_cell
-        table[metric.label] = {s: cell(data[data[plots.SERIES] == s], metric) for s in series}
+        table[metric.label] = {s: cell(data[data[SERIES] == s], metric, catalog) for s in series}
     return table
 
 
@@ -277,8 +240,8 @@ def _hex(colour: tuple) -> str:
 
 def _series_runs(frame: pd.DataFrame) -> dict[str, str]:
     """series -> its run folder (the first, for a series that is one run)."""
-    data = plots.with_series(frame)
-    return data.groupby(plots.SERIES)["run_dir"].first().to_dict()
+    data = with_series(frame)
+    return data.groupby(SERIES)["run_dir"].first().to_dict()
 
 
 def _headline_html(table: dict, frame: pd.DataFrame, colours: dict) -> str:
@@ -313,7 +276,7 @@ def caveats(frame: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
         "Graph-mode points stop at timing.graph_max_size (16 MiB by default), so peaks use eager points.",
     ]
     for r in chosen.itertuples():
-        if r.status not in plots.COMPLETE:
+        if r.status not in COMPLETE:
             notes.append(f"{r.instance}/{r.run_id} is {r.status}: some points were never measured.")
     unpriced = sorted(set(frame.loc[pd.to_numeric(frame["usd_per_hour"], errors="coerce").isna(), "instance"]))
     if unpriced:
@@ -325,12 +288,12 @@ def caveats(frame: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     return notes
 
 
-def _figures_html(frame: pd.DataFrame) -> str:
-    parts = []
+def _figures_html(frame: pd.DataFrame, catalog: Catalog) -> str:
+    parts, captions = [], {}
     with tempfile.TemporaryDirectory() as tmp:
-        for path in plots.render(frame, tmp, formats=["png"]):
+        for path in render(frame, tmp, catalog, ["png"], captions):
             data = base64.b64encode(path.read_bytes()).decode("ascii")
-            caption = next((c for k, c in CAPTIONS.items() if path.stem.startswith(k)), "")
+            caption = captions.get(path.stem, "")
             parts.append(f'<figure id="fig-{_esc(path.stem)}"><img alt="{_esc(path.stem)}" '
                          f'src="data:image/png;base64,{data}"><figcaption>{_esc(caption)}</figcaption></figure>')
     return "\n".join(parts)
@@ -358,9 +321,9 @@ def _runs_html(runs: pd.DataFrame) -> str:
             f"<th>in this report</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
-def build_report(frame: pd.DataFrame, runs: pd.DataFrame, title: str = "xferbench report") -> str:
+def build_report(frame: pd.DataFrame, runs: pd.DataFrame, catalog: Catalog, title: str = "xferbench report") -> str:
     """The whole page for the chosen runs' rows (`frame`) and run_index() of every run found."""
-    colours = plots.palette(frame)
+    colours = palette(frame)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     instances = sorted(frame["instance"].unique())
     rule = ("One run per instance: named runs, else the newest complete run among those covering the most "
@@ -375,55 +338,12 @@ def build_report(frame: pd.DataFrame, runs: pd.DataFrame, title: str = "xferbenc
 {_esc(bench.__version__)}</p>
 <nav><a href="#headline">Headline</a><a href="#caveats">Caveats</a><a href="#figures">Figures</a>
 <a href="#machines">Machines</a><a href="#runs">Runs</a></nav></header>
-<section id="headline"><h2>Headline</h2>{_headline_html(headline(frame), frame, colours)}
+<section id="headline"><h2>Headline</h2>{_headline_html(headline(frame, catalog), frame, colours)}
 <p class="note">{_esc(rule)}</p></section>
 <section id="caveats"><h2>Caveats</h2><ul class="caveats">
 {"".join(f"<li>{_esc(c)}</li>" for c in caveats(frame, runs))}</ul></section>
-<section id="figures"><h2>Figures</h2>{_figures_html(frame)}</section>
+<section id="figures"><h2>Figures</h2>{_figures_html(frame, catalog)}</section>
 <section id="machines"><h2>Machines</h2>{_machines_html(frame)}</section>
 <section id="runs"><h2>Runs</h2>{_runs_html(runs)}</section>
 </main></body></html>
 """
-
-
-def main(argv: list[str] | None = None) -> int:
-    """xferbench-report RESULTS... [--out FILE]. Exit 0: the page written; 1: no measured rows;
-    2: unusable input, or the page could not be written."""
-    parser = argparse.ArgumentParser(
-        prog="xferbench-report",
-        description="Write one self-contained HTML page comparing instances: headline table, figures, "
-                    "machines and versions, caveats.",
-        epilog="example: xferbench-report results/ --out /tmp/report.html")
-    plots.add_run_arguments(parser)
-    parser.add_argument("--out", metavar="FILE",
-                        help="the page to write (default: RUN/report.html when one run is shown; with several, "
-                             "--out is needed)")
-    parser.add_argument("--title", default="xferbench report", help="the page's title")
-    args = parser.parse_args(argv)
-
-    def say(line: str) -> None:
-        print(f"xferbench-report: {line}", file=sys.stderr)
-
-    try:
-        frame, runs = plots.load_runs(args, say)
-        out = Path(args.out) if args.out else plots.default_out(runs, "report.html", "--out FILE")
-    except ResultsError as exc:
-        say(str(exc))
-        return 2
-    if usable_rows(frame).empty:
-        say("no measured rows (every point failed or was skipped)")
-        return 1
-    for line in plots.describe_choice(runs):
-        say(line)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(build_report(frame, runs, args.title), encoding="utf-8")
-    except OSError as exc:
-        say(plots.cannot_write(out, exc))
-        return 2
-    print(out)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

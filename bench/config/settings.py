@@ -33,6 +33,13 @@ class Launch(Choice):
     graph = "graph"
 
 
+class Engine(Choice):
+    """Who moves the bytes of a copy."""
+
+    ce = "ce"   # the copy engines, through cudaMemcpyAsync
+    sm = "sm"   # a Triton copy kernel: the SMs load and store across the link
+
+
 def require(ok: bool, key: str, value: object, rule: str) -> None:
     """ConfigError `key=value: rule` unless ok."""
     if not ok:

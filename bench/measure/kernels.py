@@ -16,7 +16,7 @@ import functools
 import importlib.util
 from types import SimpleNamespace
 
-from bench import lazy
+from bench import ConfigError, lazy
 
 torch = lazy.module("torch")
 
@@ -29,6 +29,18 @@ COPY_WARPS = 4
 PROGRAMS_PER_SM = 4  # a persistent grid: ~8 MiB in flight on an H100/H200, far above the links' bandwidth-delay product
 TAIL = 128  # the word part is cut to a multiple of 128 bytes (16 words) so its mask keeps 16-byte vectors
 LINE = 128  # bytes in a GPU cache line: ring slots at least this far apart share no line
+
+
+def need(wanted: list[str]) -> None:
+    """ConfigError in one line when settings in `wanted` (e.g. 'copy.engine=sm') need Triton and it is missing."""
+    if wanted and importlib.util.find_spec("triton") is None:
+        raise ConfigError(f"{' and '.join(wanted)} {'run' if len(wanted) > 1 else 'runs'} Triton kernels, and triton "
+                          "is not installed (CUDA builds of torch ship it): pip install triton, or leave them out")
+
+
+def ce_copy(dst, src) -> None:
+    """The copy engines' copy (cudaMemcpyAsync on the current stream), as sm_copy is the SMs'."""
+    dst.copy_(src, non_blocking=True)
 
 
 def available() -> bool:

@@ -311,3 +311,8 @@ def _mapping_start(address: int) -> int | None:
         if lo <= address < hi:
             return lo
     return None
+
+
+def one_node(cpus: frozenset[int] = frozenset()) -> Topology:
+    """A machine of one NUMA node: what a plan for another machine assumes."""
+    return Topology({0: Node(0, cpus, {0: _LOCAL_DISTANCE})})

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
     from bench.analysis.catalog import Metric
     from bench.analysis.figures.style import Canvas
     from bench.links import Speeds
+    from bench.measure.numa import Topology
+
+ALL = "all"   # src or dst of a point that runs on every GPU at once (world_size of them)
 
 # Config keys of the root config: no suite may take one as its name.
 RESERVED = frozenset({"suites", "device", "out_dir", "run_id", "resume", "progress", "plan", "timing", "sizes",
@@ -56,6 +59,8 @@ class Context:
     graph_max_bytes: int = 0
     links: Mapping[str, str] = field(default_factory=dict)   # 'i,j' -> NV18, PIX, SYS (nvidia-smi topo -m)
     size_cap: int | None = None      # without a GPU, sweeps stop here (sizes.cpu_max)
+    numa: Topology | None = None     # the NUMA nodes (None: one node holding every CPU)
+    gpu_nodes: tuple[int | None, ...] = ()   # each GPU's NUMA node, in CUDA's order (None: unknown)
     here: bool = True                # False when planning for another machine: probe nothing here
     explicit: frozenset[str] = frozenset()   # the settings the user named (e.g. 'copy.memory')
     rank: int = 0
@@ -139,6 +144,7 @@ class Suite:
     """A suite's declarations and hooks; see the module docstring for what is required."""
 
     name: ClassVar[str]
+    title: ClassVar[str] = ""                    # its name in figure titles ('Copies'); default: name
     Settings: ClassVar[type]
     sizes: ClassVar[SizeRange | None] = None
     groups: ClassVar[tuple[str, ...]] = ()       # config groups besides `all` and its own (suite=links, ...)

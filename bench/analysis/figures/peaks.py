@@ -1,0 +1,97 @@
+"""Peaks against what the link can carry, and against the price: each variant's best eager
+figure as a share of its link's theoretical peak (the suite says which link), and GB/s per
+on-demand dollar an hour."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from bench.analysis.catalog import Catalog, view
+from bench.analysis.figures.bars import dot_bars
+from bench.analysis.figures.style import OP_ORDER, SERIES, VALUE_ORDER, Canvas, _rank, with_bandwidth
+from bench.results import usable_rows
+
+
+PEAK_VARIANT = ["suite", "op", "memory", "mode", "backend", "dtype", "world_size", "nnodes", "launch",
+                "api", "engine", "numa"]
+
+
+def _peak_label(row) -> str:
+    # host memory tells copies apart; device memory goes without saying
+    parts = [row["suite"], row["op"], row["memory"] if row["memory"] != "device" else "",
+             row["mode"] if row["mode"] != "default" else "",
+             row["dtype"] if row["dtype"] != "uint8" else "",
+             row["api"] if row["api"] not in ("", "torch") else "",
+             row["engine"] if row["engine"] not in ("", "ce") else "",
+             row["numa"] if row["numa"] not in ("", "none", "local") else "",
+             f"{row['world_size']} ranks" if int(row["world_size"]) > 1 else ""]
+    return " ".join(str(p) for p in parts if p)
+
+
+def peak_table(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
+    """Peak bandwidth per run and variant (max over sizes, and pairs, of the per-size median),
+    with the link's theoretical peak (the suite's link_limit), the achieved share, and the
+    instance's price; rows in the catalog's order of suites, then by link, op and values."""
+    data = with_bandwidth(usable_rows(frame), catalog).dropna(subset=["bandwidth_gbps"])
+    # Graph mode stops at timing.graph_max_size, so its largest figure is no peak: eager only.
+    # Collectives through NCCL directly peak where torch.distributed's do (the wire, not the host,
+    # bounds large messages): one row, torch's, what a job calls.
+    # Every GPU at once is many links' traffic: concurrent_figure shows it, not one link's share.
+    data = data[(data["launch"] != "graph") & (data["api"] != "nccl") & (data["src"] != "all") & (data["dst"] != "all")]
+    if data.empty:
+        return pd.DataFrame(columns=["instance", "run_id", SERIES, "label", "peak_gbps", "link", "link_gbps",
+                                     "percent", "usd_per_hour"])
+    runs = ["instance", "run_id", SERIES]
+    med = data.groupby(runs + PEAK_VARIANT + ["src", "dst", "size_bytes"])["bandwidth_gbps"].median()
+    peaks = med.groupby(level=runs + PEAK_VARIANT).max().rename("peak_gbps").reset_index()
+    links = data.groupby(runs)[["pcie_gen", "pcie_width", "nvlink_gbps_per_gpu", "usd_per_hour"]].first()
+    peaks = peaks.join(links, on=runs)
+    bounds = peaks.apply(lambda row: view(catalog, row["suite"]).link_limit(row), axis=1, result_type="expand")
+    peaks["link_gbps"], peaks["link"] = pd.to_numeric(bounds[0], errors="coerce"), bounds[1]
+    peaks["percent"] = 100 * peaks["peak_gbps"] / peaks["link_gbps"]
+    peaks["usd_per_hour"] = pd.to_numeric(peaks["usd_per_hour"], errors="coerce")
+    peaks["label"] = peaks.apply(_peak_label, axis=1)
+    suites = list(catalog)
+    order = peaks.apply(lambda r: (_rank(r["suite"], suites), r["link"], _rank(r["op"], OP_ORDER),
+                                   _rank(r["memory"], VALUE_ORDER), _rank(r["mode"], VALUE_ORDER), r["label"]), axis=1)
+    return peaks.loc[order.sort_values().index].reset_index(drop=True)
+
+
+def _short_labels(peaks: pd.DataFrame) -> pd.Series:
+    """Labels without the words every row of a suite shares beyond suite and op (float32, 2 ranks)."""
+    words = peaks["label"].str.split()
+    common = {suite: set.intersection(*(set(w[2:]) for w in words[peaks["suite"] == suite]))
+              for suite in peaks["suite"].unique()}
+    return pd.Series([" ".join(x for i, x in enumerate(w) if i < 2 or x not in common[suite])
+                      for w, suite in zip(words, peaks["suite"])], index=peaks.index)
+
+
+def peak_fraction_figure(frame: pd.DataFrame, canvas: Canvas) -> list[Path]:
+    """Peak bandwidth as % of the link's theoretical peak (PCIe for copies, NVLink for P2P and NCCL)."""
+    peaks = peak_table(frame, canvas.catalog).dropna(subset=["percent"])
+    if peaks.empty:
+        return []
+    peaks = peaks.assign(label=_short_labels(peaks) + " (" + peaks["link"] + ")")
+    fig, ax = dot_bars(peaks, "percent", "%.0f%%", canvas.colours,
+                        "% of the link's theoretical peak",
+                        "Peak bandwidth vs the link's theoretical peak\n"
+                        "eager launch, highest per-size median\n"
+                        "PCIe: gen × width, per direction; NVLink: the instance catalogue")
+    ax.axvline(100, color="black", linewidth=1, linestyle="--")
+    ax.set_xlim(0, max(115, peaks["percent"].max() * 1.12))
+    return canvas.save(fig, "peak_vs_link", "Each variant's best eager figure as a share of the link it crosses.")
+
+
+def per_dollar_figure(frame: pd.DataFrame, canvas: Canvas) -> list[Path]:
+    """Peak bandwidth per on-demand dollar an hour, for instances with a known price."""
+    peaks = peak_table(frame, canvas.catalog)
+    peaks = peaks[peaks["usd_per_hour"] > 0]
+    if peaks.empty:
+        return []
+    peaks = peaks.assign(per_dollar=peaks["peak_gbps"] / peaks["usd_per_hour"])
+    peaks = peaks.assign(label=_short_labels(peaks))
+    fig, ax = dot_bars(peaks, "per_dollar", "%.2f", canvas.colours,
+                       "Peak bandwidth per price (GB/s per $/hour, on-demand)", "Bandwidth per dollar")
+    ax.set_xlim(0, peaks["per_dollar"].max() * 1.15)
+    return canvas.save(fig, "bandwidth_per_dollar", "Peak bandwidth per on-demand dollar an hour.")

@@ -1,0 +1,30 @@
+"""What the command lines share: the catalog of suites they hand the analysis, the choice of
+runs (RESULTS, --runs, --all-runs), and the one line for an output that cannot be written."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from bench import suites
+from bench.analysis.catalog import Catalog
+
+
+def catalog() -> Catalog:
+    """Every registered suite, as the analysis side reads it."""
+    return {suite.name: suite for suite in suites.all()}
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """RESULTS, --runs and --all-runs: the run choice shared by xferbench-plot and xferbench-report."""
+    parser.add_argument("results", nargs="+", metavar="RESULTS",
+                        help="run folders (each is used), or folders holding runs (one run per instance "
+                             "is chosen: the newest complete main sweep; the project's committed runs in "
+                             "results/reference and results/noise only when such a folder is named)")
+    parser.add_argument("--runs", nargs="+", default=[], metavar="RUN",
+                        help="use these runs (run id, instance/run_id, or folder) for their instances")
+    parser.add_argument("--all-runs", action="store_true", help="use every run found, one colour each")
+
+
+def cannot_write(path: str | Path, exc: OSError) -> str:
+    """The one line for an output that could not be written: which, and why."""
+    return f"cannot write {path}: {exc.strerror or exc}"
