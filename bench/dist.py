@@ -1,6 +1,6 @@
 """Process groups for distributed suites: spawn local ranks, or join torchrun/Slurm.
 
-Spawned ranks are processes of their own, `python -m bench.rank` (bench/rank.py), armed to die
+Spawned ranks are processes of their own, started in bench/rank.py, armed to die
 with the parent before they import anything heavy: a parent killed at any moment, SIGKILL
 included and while its ranks are still starting, takes them with it. The parent watches them:
 when one exits with an error (or is killed) every other rank is killed too, and the error names
@@ -37,6 +37,9 @@ from bench.suites import Context
 
 
 RANK_LOGS = "ranks"  # in the run folder: rank-<r>.log, each rank's stdout and stderr
+# A rank's start: `python -c _RANK_START BENCH_ROOT RANK PARENT_PID`. The parent's bench comes
+# first on the path, whatever the working directory holds (`-m` would put it first).
+_RANK_START = "import sys; sys.path.insert(0, sys.argv[1]); from bench.rank import main; main()"
 _PROGRESS_FD = "XFERBENCH_PROGRESS_FD"  # rank 0's copy of the parent's stderr, for its progress bar
 
 
@@ -176,11 +179,9 @@ def _stderr_copy() -> int:
 
 def _start_rank(rank: int, nproc: int, env: dict, work: bytes, log: Path | None, header: str,
                 progress: bool) -> subprocess.Popen:
-    """One rank, `python -m bench.rank`, its output appended to `log` after `header` (no log: to
-    this terminal)."""
-    root = str(Path(bench.__file__).resolve().parent.parent)  # where `-m bench.rank` finds this bench
+    """One rank (bench.rank), its output appended to `log` after `header` (no log: to this
+    terminal)."""
     env = {**os.environ, **env, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc),
-           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
            "PYTHONUNBUFFERED": "1"}  # a killed rank's last lines are in its log
     fd = _stderr_copy() if progress and log is not None else None
     if fd is not None:
@@ -190,7 +191,8 @@ def _start_rank(rank: int, nproc: int, env: dict, work: bytes, log: Path | None,
         if out is not None:
             out.write(header)
             out.flush()
-        proc = subprocess.Popen([sys.executable, "-m", "bench.rank", str(rank), str(os.getpid())],
+        root = str(Path(bench.__file__).resolve().parent.parent)
+        proc = subprocess.Popen([sys.executable, "-c", _RANK_START, root, str(rank), str(os.getpid())],
                                 stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT if out else None,
                                 env=env, pass_fds=() if fd is None else (fd,))
     finally:

@@ -1,5 +1,6 @@
-"""A spawned rank's first code, `python -m bench.rank RANK PARENT_PID`: it arms its death with
-the parent before anything heavy is imported, then reads its work from stdin and runs it.
+"""A spawned rank's first code (`main`, with arguments BENCH_ROOT RANK PARENT_PID; see
+dist._RANK_START): it arms its death with the parent before anything heavy is imported, then
+reads its work from stdin and runs it.
 
 Only the standard library comes before `die_with_parent`: torch and bench take seconds to
 import (more with many ranks on few cores), and a parent killed meanwhile must still take its
@@ -44,7 +45,7 @@ def die_with_parent(parent_pid: int) -> None:
 
 
 def main() -> None:
-    die_with_parent(int(sys.argv[2]))
+    die_with_parent(int(sys.argv[3]))
     import io
     import pickle
 
@@ -53,7 +54,3 @@ def main() -> None:
     from bench import dist
 
     dist.rank_main(*pickle.load(work))
-
-
-if __name__ == "__main__":
-    main()

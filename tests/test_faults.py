@@ -18,16 +18,16 @@ from conftest import env, xferbench_cmd
 
 
 def _ranks(pid: int) -> list[int]:
-    """The rank processes `pid` spawned (`python -m bench.rank RANK PARENT_PID`), in rank order:
-    found by their command line, so also after the parent died (they would be orphans)."""
+    """The rank processes `pid` spawned (`python -c "...bench.rank..." ROOT RANK PARENT_PID`), in
+    rank order: found by their command line, so also after the parent died (as orphans)."""
     ranks = {}
     for proc in Path("/proc").iterdir():
         try:
             cmd = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"bench.rank" in cmd and cmd[cmd.index(b"bench.rank") + 2:][:1] == [str(pid).encode()]:
-            ranks[int(cmd[cmd.index(b"bench.rank") + 1])] = int(proc.name)
+        if len(cmd) > 5 and cmd[1] == b"-c" and b"bench.rank" in cmd[2] and cmd[5] == str(pid).encode():
+            ranks[int(cmd[4])] = int(proc.name)
     return [ranks[r] for r in sorted(ranks)]
 
 
