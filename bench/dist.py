@@ -212,6 +212,21 @@ class _Rank:
         return (said[:1], said[1:]) if said else ("", "")
 
 
+def _open_log(log: Path | None, header: str):
+    """The rank's log, opened to append after `header`; None without one. A log that cannot be
+    written (a full disk) is dropped: the rank's output goes nowhere, and a rank that fails tells
+    the parent why through its pipe."""
+    if log is None:
+        return None
+    try:
+        out = open(log, "a")
+        out.write(header)
+        out.flush()
+        return out
+    except OSError:
+        return open(os.devnull, "w")
+
+
 def _start_rank(rank: int, nproc: int, env: dict, work: bytes, log: Path | None, header: str,
                 progress: bool) -> _Rank:
     """One rank (bench.rank), its output appended to `log` after `header` (no log: to this
@@ -223,11 +238,8 @@ def _start_rank(rank: int, nproc: int, env: dict, work: bytes, log: Path | None,
         env[_PROGRESS_FD] = str(fd)
     reason, told = os.pipe()
     env[_REASON_FD] = str(told)
-    out = open(log, "a") if log is not None else None
+    out = _open_log(log, header)
     try:
-        if out is not None:
-            out.write(header)
-            out.flush()
         root = str(Path(bench.__file__).resolve().parent.parent)
         proc = subprocess.Popen([sys.executable, "-c", _RANK_START, root, str(rank), str(os.getpid())],
                                 stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT if out else None,
@@ -290,7 +302,10 @@ def spawn(nproc: int, env: dict, work: tuple, log_dir: Path | None = None, progr
     stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     logs = [log_dir / f"rank-{rank}.log" if log_dir is not None else None for rank in range(nproc)]
     if log_dir is not None:
-        log_dir.mkdir(exist_ok=True)
+        try:
+            log_dir.mkdir(exist_ok=True)
+        except OSError:   # a full disk: the ranks run without logs (_open_log)
+            pass
     sys.stdout.flush()
     sys.stderr.flush()
     ranks: list[_Rank] = []
