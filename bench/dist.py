@@ -1,25 +1,30 @@
-"""Process groups for distributed suites: spawn one local rank per GPU, or join torchrun/Slurm.
+"""Process groups for distributed suites: spawn local ranks, or join torchrun/Slurm.
 
-Spawned ranks are watched by the parent: when one exits with an error (or is killed) every
-other rank is killed too, and the error names the rank, so no orphan is left behind. A rank
-that hangs is caught by the collective timeout in its peers, which then exit with an error.
-Ranks also die with the parent itself (a parent-death signal), even when it is SIGKILLed.
+Spawned ranks are processes of their own, started in bench/rank.py, armed to die
+with the parent before they import anything heavy: a parent killed at any moment, SIGKILL
+included and while its ranks are still starting, takes them with it. The parent watches them:
+when one exits with an error (or is killed) every other rank is killed too, and the error names
+the rank and its log. A rank that hangs is caught by the collective timeout in its peers, which
+then exit with an error.
+
+Each rank's stdout and stderr (its tracebacks; NCCL's own lines with NCCL_DEBUG=INFO, which go
+to stdout) are appended to RUN/ranks/rank-<r>.log, every world of ranks a run starts marked by
+a header line. Rank 0's progress bar alone goes to the parent's stderr, through a copy of it.
 """
 from __future__ import annotations
 
-import ctypes
 import datetime as dt
-import multiprocessing as mp
-import threading
 import os
+import pickle
 import signal
 import socket
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Mapping
+from typing import Mapping, TextIO
 
 import torch
 import torch.distributed as tdist
@@ -29,6 +34,14 @@ from bench import ConfigError
 from bench.results import ResultsWriteError, RunWriter
 from bench.runner import run_suite
 from bench.suites import Context
+
+
+RANK_LOGS = "ranks"  # in the run folder: rank-<r>.log, each rank's stdout and stderr
+# A rank's start: `python -c _RANK_START BENCH_ROOT RANK PARENT_PID`. The parent's bench comes
+# first on the path, whatever the working directory holds (`-m` would put it first).
+_RANK_START = "import sys; sys.path.insert(0, sys.argv[1]); from bench.rank import main; main()"
+_PROGRESS_FD = "XFERBENCH_PROGRESS_FD"  # rank 0's copy of the parent's stderr, for its progress bar
+_REASON_FD = "XFERBENCH_REASON_FD"      # a pipe to the parent: a failing rank's one line of why
 
 
 class RankFailed(RuntimeError):
@@ -106,51 +119,46 @@ def init_group(ctx: Context, backend: str, timeout_s: float) -> None:
                              timeout=dt.timedelta(seconds=timeout_s), **kwargs)
 
 
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent_pid: int) -> None:
-    """SIGKILL this process when its parent exits: prctl on Linux, else a watchdog thread."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
-            if os.getppid() != parent_pid:  # the parent died before prctl took effect
-                os._exit(1)
-            return
-    except (OSError, AttributeError):
-        pass
-
-    def watch() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="xferbench-parent-watchdog").start()
-
-
-def _rank_main(rank: int, world_size: int, env: dict, parent_pid: int, suite_name: str, cfg,
-               ctx: Context, run_dir: str | None, run_id: str) -> None:
-    die_with_parent(parent_pid)
-    os.environ.update(env)
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size))
+def rank_main(suite_name: str, cfg, ctx: Context, run_dir: str | None, run_id: str) -> None:
+    """A spawned rank's work (bench.rank calls it): the suite's sweep in the world the parent
+    started, its place in it from RANK and WORLD_SIZE."""
     from bench import suites
 
-    ctx.rank, ctx.local_rank, ctx.world_size = rank, rank, world_size
+    ctx.rank = ctx.local_rank = int(os.environ["RANK"])
+    ctx.world_size = int(os.environ["WORLD_SIZE"])
+    fd = os.environ.pop(_PROGRESS_FD, None)
+    progress = os.fdopen(int(fd), "w", buffering=1) if fd else None
     try:
-        _run_rank(suites.get(suite_name), cfg, ctx, Path(run_dir) if run_dir else None, run_id)
-    except ResultsWriteError as exc:  # rank 0 could not write (a full disk): one line, not a traceback
-        # (the parent then names the rank and stops the others)
-        sys.exit(f"xferbench: error: {exc}")
+        _run_rank(suites.get(suite_name), cfg, ctx, Path(run_dir) if run_dir else None, run_id, progress)
+    except BaseException as exc:
+        _tell_parent(exc)
+        raise
 
 
-def _run_rank(suite: ModuleType, cfg, ctx: Context, run_dir: Path | None, run_id: str) -> None:
+def _tell_parent(exc: BaseException) -> None:
+    """The failure's one line, through the pipe the parent gave this rank: its log may be on the
+    very disk that filled."""
+    fd = os.environ.get(_REASON_FD)
+    if fd is None or isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        return
+    first = (str(exc) or type(exc).__name__).splitlines()[0]
+    # W: results could not be written (the cause the user needs); E: anything else
+    line = f"W{first}" if isinstance(exc, ResultsWriteError) else f"E{type(exc).__name__}: {first}"
+    try:
+        os.write(int(fd), line.encode()[:4000])
+    except OSError:
+        pass
+
+
+def _run_rank(suite: ModuleType, cfg, ctx: Context, run_dir: Path | None, run_id: str,
+              progress: TextIO | None = None) -> None:
     backend = suite.backend(ctx)
     init_group(ctx, backend, float(cfg.collectives.timeout_s))
     try:
         writer = RunWriter(run_dir, run_id) if ctx.rank == 0 else None
         done = [writer.done if writer is not None else None]
         tdist.broadcast_object_list(done, src=0)  # a resumed run: every rank skips the same points
-        run_suite(suite, cfg, ctx, writer, progress=cfg.progress, done=done[0])
+        run_suite(suite, cfg, ctx, writer, progress=cfg.progress, done=done[0], stream=progress)
         if writer is not None:
             writer.close()
         tdist.barrier()
@@ -161,15 +169,15 @@ def _run_rank(suite: ModuleType, cfg, ctx: Context, run_dir: Path | None, run_id
         tdist.destroy_process_group()
 
 
-def _kill_all(procs: list) -> None:
+def _kill_all(procs: list[subprocess.Popen]) -> None:
     for p in procs:
-        if p.is_alive():
-            try:
-                os.kill(p.pid, signal.SIGKILL)  # SIGTERM would wait on a stopped or hung rank
-            except ProcessLookupError:
-                pass
+        if p.poll() is None:
+            p.kill()  # SIGKILL: SIGTERM would wait on a stopped or hung rank
     for p in procs:
-        p.join(timeout=10)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _exit_text(code: int) -> str:
@@ -181,29 +189,137 @@ def _exit_text(code: int) -> str:
     return f"exit code {code}"
 
 
-def spawn(nproc: int, env: dict, args: tuple, timeout_s: float) -> None:
-    """Start nproc ranks and wait; on the first rank to fail, kill the rest and raise RankFailed."""
-    context = mp.get_context("spawn")
-    procs = [context.Process(target=_rank_main, args=(rank, nproc, env, os.getpid(), *args), daemon=False)
-             for rank in range(nproc)]
-    for p in procs:
-        p.start()
+def _stderr_copy() -> int:
+    """A copy of this process's stderr, for rank 0's progress bar."""
     try:
-        while True:
-            failed = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
-            if failed:
-                rank, code = failed[0]
-                # When the failure is a collective timeout, the rank still running is the hung one.
-                running = [str(r) for r, p in enumerate(procs) if p.exitcode is None]
-                _kill_all(procs)
-                also = f"; still running then: rank {', '.join(running)}" if running else ""
-                raise RankFailed(f"rank {rank} of {nproc} failed ({_exit_text(code)}){also}; all ranks stopped")
-            if all(p.exitcode == 0 for p in procs):
-                return
-            time.sleep(0.2)
+        return os.dup(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):  # a stand-in stream without a file (pytest's capture)
+        return os.dup(2)
+
+
+@dataclass
+class _Rank:
+    proc: subprocess.Popen
+    reason: int          # the read end of the rank's reason pipe
+
+    def why(self) -> tuple[str, str]:
+        """What the rank said of its failure: (W: results not written, E: another error, '': nothing; the line)."""
+        os.set_blocking(self.reason, False)
+        try:
+            said = os.read(self.reason, 4096).decode(errors="replace").strip()
+        except OSError:
+            said = ""
+        return (said[:1], said[1:]) if said else ("", "")
+
+
+def _open_log(log: Path | None, header: str):
+    """The rank's log, opened to append after `header`; None without one. A log that cannot be
+    written (a full disk) is dropped: the rank's output goes nowhere, and a rank that fails tells
+    the parent why through its pipe."""
+    if log is None:
+        return None
+    try:
+        out = open(log, "a")
+        out.write(header)
+        out.flush()
+        return out
+    except OSError:
+        return open(os.devnull, "w")
+
+
+def _start_rank(rank: int, nproc: int, env: dict, work: bytes, log: Path | None, header: str,
+                progress: bool) -> _Rank:
+    """One rank (bench.rank), its output appended to `log` after `header` (no log: to this
+    terminal)."""
+    env = {**os.environ, **env, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc),
+           "PYTHONUNBUFFERED": "1"}  # a killed rank's last lines are in its log
+    fd = _stderr_copy() if progress and log is not None else None
+    if fd is not None:
+        env[_PROGRESS_FD] = str(fd)
+    reason, told = os.pipe()
+    env[_REASON_FD] = str(told)
+    out = _open_log(log, header)
+    try:
+        root = str(Path(bench.__file__).resolve().parent.parent)
+        proc = subprocess.Popen([sys.executable, "-c", _RANK_START, root, str(rank), str(os.getpid())],
+                                stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT if out else None,
+                                env=env, pass_fds=(told,) if fd is None else (fd, told))
+    finally:
+        if out is not None:
+            out.close()
+        for mine in (fd, told):
+            if mine is not None:
+                os.close(mine)
+    try:
+        with proc.stdin:
+            proc.stdin.write(work)
+    except BrokenPipeError:
+        pass  # it died already: the watch names it
+    return _Rank(proc, reason)
+
+
+# After the first rank is seen failed, how long its peers get to fail too: the one that said why
+# (rank 0 on a full disk) is named rather than a peer that merely lost it.
+_SETTLE_S = 1.0
+
+
+def _watch(ranks: list[_Rank], logs: list[Path | None]) -> None:
+    """Wait for every rank; on the first to fail, kill the rest and raise RankFailed naming the
+    rank that says why (our own one line first, then one killed by a signal, then the lowest)."""
+    nproc = len(ranks)
+    while True:
+        codes = [r.proc.poll() for r in ranks]
+        if any(code not in (None, 0) for code in codes):
+            deadline = time.monotonic() + _SETTLE_S
+            while any(c is None for c in codes) and time.monotonic() < deadline:
+                time.sleep(0.05)
+                codes = [r.proc.poll() for r in ranks]
+            failed = [r for r, code in enumerate(codes) if code not in (None, 0)]
+            why = {r: ranks[r].why() for r in failed}
+            rank = min(failed, key=lambda r: (why[r][0] != "W", codes[r] >= 0, r))
+            # When the failure is an error exit (a collective timeout), a rank still running is the
+            # hung one; beside a rank killed by a signal, the others are merely its peers.
+            running = [str(r) for r, code in enumerate(codes) if code is None]
+            _kill_all([r.proc for r in ranks])
+            also = f"; still running then: rank {', '.join(running)}" if running and codes[rank] > 0 else ""
+            said = f": {why[rank][1]}" if why[rank][1] else ""
+            see = f"; see {logs[rank]}" if logs[rank] is not None else ""
+            raise RankFailed(f"rank {rank} of {nproc} failed ({_exit_text(codes[rank])}){said}{also}; "
+                             f"all ranks stopped{see}")
+        if all(code == 0 for code in codes):
+            return
+        time.sleep(0.1)
+
+
+def spawn(nproc: int, env: dict, work: tuple, log_dir: Path | None = None, progress: bool = False) -> None:
+    """Start nproc ranks and wait; on the first rank to fail, kill the rest and raise RankFailed.
+
+    `work` is rank_main's arguments (the suite's name first). Each rank's stdout and stderr go
+    to log_dir/rank-<r>.log when log_dir is given (rank 0's progress bar still to this process's
+    stderr), else here.
+    """
+    payload = pickle.dumps(sys.path) + pickle.dumps(work)
+    stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    logs = [log_dir / f"rank-{rank}.log" if log_dir is not None else None for rank in range(nproc)]
+    if log_dir is not None:
+        try:
+            log_dir.mkdir(exist_ok=True)
+        except OSError:   # a full disk: the ranks run without logs (_open_log)
+            pass
+    sys.stdout.flush()
+    sys.stderr.flush()
+    ranks: list[_Rank] = []
+    try:
+        for rank in range(nproc):
+            header = f"--- xferbench {work[0]}: rank {rank} of {nproc}, started {stamp} ---\n"
+            ranks.append(_start_rank(rank, nproc, env, payload, logs[rank], header, progress and rank == 0))
+        _watch(ranks, logs)
     except BaseException:
-        _kill_all(procs)
+        _kill_all([r.proc for r in ranks])
         raise
+    finally:
+        for r in ranks:
+            os.close(r.reason)
 
 
 def run_distributed(suite: ModuleType, cfg, ctx: Context, run_dir: Path | None, run_id: str) -> None:
@@ -225,6 +341,6 @@ def run_distributed(suite: ModuleType, cfg, ctx: Context, run_dir: Path | None, 
            # gloo's small messages tenfold on a small machine.
            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
            **_transport_env(cfg.collectives.transport)}
+    work = (suite.NAME, cfg, ctx, str(run_dir) if run_dir else None, run_id)
     for nproc in suite.world_sizes(cfg, ctx):
-        sys.stdout.flush()
-        spawn(nproc, env, (suite.NAME, cfg, ctx, str(run_dir) if run_dir else None, run_id), float(cfg.collectives.timeout_s))
+        spawn(nproc, env, work, run_dir / RANK_LOGS if run_dir else None, bool(cfg.progress))

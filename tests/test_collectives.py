@@ -1,5 +1,7 @@
 """Collectives over gloo between real local processes: the same code path NCCL takes on GPUs."""
 import datetime as dt
+import os
+import re
 from dataclasses import replace
 
 import pytest
@@ -7,12 +9,13 @@ import torch
 import torch.distributed as tdist
 
 from bench.results import load
-from bench.suites import Context, collectives
+from bench.suites import Context, collectives, host_available_bytes
 from bench.timing import TimingConfig
 
 
 def test_every_op_runs_and_verifies_on_two_and_three_ranks_in_one_run(xferbench):
-    proc, runs = xferbench("suite=collectives", "collectives.nproc=[2,3]", "sizes.max=4KiB", "sizes.factor=8",
+    proc, runs = xferbench("suite=collectives", "collectives.nproc=[2,3]", "collectives.oversubscribe=true",
+                           "sizes.max=4KiB", "sizes.factor=8",
                            "timing.trials=2", "timing.min_trial_s=0.001")
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
@@ -65,6 +68,40 @@ def test_the_nccl_api_stops_at_its_max_size():
         ("torch", 8), ("torch", 16 << 20), ("torch", 64 << 20), ("nccl", 8), ("nccl", 16 << 20)}
     cfg.collectives.nccl_max_size = None   # every size through both
     assert len([p for p in collectives.points(cfg, ctx) if p.op == "all_reduce"]) == 6
+
+
+def _planned_worlds(capsys, *overrides: str) -> tuple[list[int], str]:
+    """The world sizes a run would spawn (app.plan's checks, nothing started), and its stderr."""
+    from bench import app
+    from test_plan import _cfg
+
+    cfg = _cfg("suite=collectives", *overrides)
+    _, [(module, ctx)], _ = app.plan(cfg)
+    return module.world_sizes(cfg, ctx), capsys.readouterr().err
+
+
+def test_more_ranks_than_cores_are_capped_before_any_is_spawned(capsys):
+    cores = len(os.sched_getaffinity(0))
+    worlds, err = _planned_worlds(capsys, "collectives.nproc=[64]")
+    assert worlds == [cores]
+    assert err.splitlines() == [f"xferbench: collectives.nproc=[64] capped at the {cores} CPU "
+                                f"core{'s' * (cores > 1)} here: world sizes [{cores}]"]
+
+
+def test_ranks_are_capped_by_the_host_memory_each_costs(capsys):
+    # Buffers of 3 x sizes.max a rank: half the memory available each, so one rank fits, not two.
+    worlds, err = _planned_worlds(capsys, "collectives.nproc=[2]", f"sizes.max={host_available_bytes() // 6}")
+    assert worlds == [1]
+    assert re.fullmatch(r"xferbench: collectives.nproc=\[2\] capped at the 1 rank that fit in the [\d.]+ GiB of host "
+                        r"memory available \(about [\d.]+ GiB each\): world sizes \[1\]\n", err), err
+
+
+def test_a_rank_too_big_for_the_host_memory_is_refused(xferbench_in_process):
+    code, err, runs = xferbench_in_process("suite=collectives", "sizes.max=1TiB")
+    assert code == 2 and not runs
+    assert err.startswith("xferbench: error: sizes.max: collectives needs about 3.0 TiB of host memory a rank (a Python "
+                          "process with torch, 256.0 MiB, and 3 x sizes.max) but only ")
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_bad_nccl_max_size_is_one_line(xferbench):

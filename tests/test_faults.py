@@ -17,22 +17,18 @@ from bench.timing import TimingConfig
 from conftest import env, xferbench_cmd
 
 
-def _children(pid: int) -> list[int]:
-    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
-    return [int(x) for x in out.split()]
-
-
 def _ranks(pid: int) -> list[int]:
-    """The parent's spawned rank processes (not multiprocessing's resource tracker)."""
-    ranks = []
-    for child in _children(pid):
+    """The rank processes `pid` spawned (`python -c "...bench.rank..." ROOT RANK PARENT_PID`), in
+    rank order: found by their command line, so also after the parent died (as orphans)."""
+    ranks = {}
+    for proc in Path("/proc").iterdir():
         try:
-            cmd = Path(f"/proc/{child}/cmdline").read_bytes()
-        except FileNotFoundError:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
             continue
-        if b"spawn_main" in cmd:
-            ranks.append(child)
-    return sorted(ranks)
+        if len(cmd) > 5 and cmd[1] == b"-c" and b"bench.rank" in cmd[2] and cmd[5] == str(pid).encode():
+            ranks[int(cmd[4])] = int(proc.name)
+    return [ranks[r] for r in sorted(ranks)]
 
 
 def _alive(pid: int) -> bool:
@@ -82,10 +78,32 @@ def test_killed_rank_ends_run_naming_it_and_keeps_points(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
     assert "rank 1 of 2 failed (killed by SIGKILL)" in err
+    assert f"; see {run}/ranks/rank-1.log" in err and "Traceback" not in err  # the ranks' output is in their logs
     assert not any(_alive(r) for r in ranks)  # no orphans
     assert read_meta(run)["status"] == "failed"
     df = load(run)
     assert len(df) >= 20 and df.verified.all()
+
+
+def test_failed_rank_is_one_line_and_its_traceback_is_in_its_log(tmp_path):
+    proc = _start(tmp_path, *LONG_COLLECTIVES, "progress=true")
+    run = _wait_for_points(tmp_path, proc)
+    ranks = _ranks(proc.pid)
+    for rank, pid in enumerate(ranks):
+        environ = dict(v.split("=", 1) for v in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in v)
+        assert (environ["RANK"], environ["WORLD_SIZE"], environ["OMP_NUM_THREADS"]) == (str(rank), "2", "1")
+        assert environ["NCCL_NVLS_ENABLE"] == os.environ.get("NCCL_NVLS_ENABLE", "0")   # SAFE_ENV
+    os.kill(ranks[1], signal.SIGINT)  # a KeyboardInterrupt: a traceback, as from any error in a rank
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    failed = [line for line in err.splitlines() if "rank 1" in line]
+    assert failed == [f"xferbench: error: rank 1 of 2 failed (killed by SIGINT); all ranks stopped; "
+                      f"see {run}/ranks/rank-1.log"], err
+    assert "Traceback" not in err and "collectives:   0%|" in err  # rank 0's progress bar is still here
+    log = (run / "ranks" / "rank-1.log").read_text()
+    assert log.startswith("--- xferbench collectives: rank 1 of 2, started ")
+    assert "Traceback (most recent call last)" in log and "KeyboardInterrupt" in log
+    assert "%|" not in (run / "ranks" / "rank-0.log").read_text()
 
 
 def test_hung_rank_ends_run_within_timeout(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from bench import ConfigError
 from bench.config import make_run_dir
-from bench.results import load, read_meta, run_status, samples_file
+from bench.results import load, read_meta, read_samples, run_status, samples_file
 from bench.schema import normalize_overrides
 from conftest import env, xferbench_cmd
 from test_faults import LONG_COLLECTIVES, _alive, _ranks, _start, _wait_for_points
@@ -298,6 +298,25 @@ def test_killed_parent_takes_its_ranks_and_reads_as_interrupted(tmp_path):
     meta = read_meta(run)
     assert meta["status"] == "running" and run_status(meta) == "interrupted"
     assert set(load(run).run_status) == {"interrupted"}
+
+
+def test_parent_killed_while_its_ranks_start_takes_them_all(tmp_path):
+    proc = _start(tmp_path, *LONG_COLLECTIVES)
+    deadline = time.time() + 60
+    while not _ranks(proc.pid) and time.time() < deadline:
+        time.sleep(0.005)
+    assert _ranks(proc.pid), proc.communicate()
+    proc.kill()  # the ranks are still importing torch: long before any point
+    proc.wait(timeout=10)
+    written = [len(read_samples(samples_file(f.parent))) for f in (tmp_path / "results").rglob("samples.csv")]
+    assert written in ([], [0])
+    deadline = time.time() + 2
+    while _ranks(proc.pid) and time.time() < deadline:
+        time.sleep(0.05)
+    ranks = [r for r in _ranks(proc.pid) if _alive(r)]   # every rank started, found even as an orphan
+    for r in ranks:
+        os.kill(r, signal.SIGKILL)
+    assert not ranks, "ranks outlived their parent by 2 s"
 
 
 def test_config_error_inside_settings_is_a_config_error():

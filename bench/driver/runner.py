@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 from types import ModuleType
+from typing import TextIO
 
 from bench import lazy
 
@@ -22,19 +23,21 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 
 def run_suite(suite: ModuleType, cfg, ctx: Context, writer: RunWriter | None, progress: bool = True,
-              done: set | None = None) -> int:
+              done: set | None = None, stream: TextIO | None = None) -> int:
     """Measure every point not already done; rows go to disk as each point finishes.
 
     `writer` is None on ranks other than 0 of a distributed suite: they measure, rank 0 writes,
-    and `done` (rank 0's finished points, sent to every rank) keeps them all in step.
+    and `done` (rank 0's finished points, sent to every rank) keeps them all in step. The
+    progress bar goes to `stream` (a spawned rank 0's copy of the terminal), else stderr.
     Returns the number of points measured.
     """
     if done is None:
         done = writer.done if writer is not None else set()
     todo = [p for p in suite.points(cfg, ctx) if point_key(p) not in done]
+    stream = stream or sys.stderr
     # In a log file (CI) a bar redrawn ten times a second is noise: one line every 10 s there.
-    bar = tqdm(todo, desc=f"{suite.NAME:<11}", unit="pt", disable=not progress or ctx.rank != 0,
-               dynamic_ncols=True, leave=True, mininterval=0.1 if sys.stderr.isatty() else 10)
+    bar = tqdm(todo, desc=f"{suite.NAME:<11}", unit="pt", disable=not progress or ctx.rank != 0, file=stream,
+               dynamic_ncols=True, leave=True, mininterval=0.1 if stream.isatty() else 10)
     for point in bar:
         bar.set_postfix_str(point.label(), refresh=False)
         try:

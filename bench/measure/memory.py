@@ -1,6 +1,7 @@
 """What fits: free GPU memory and available host memory, checked before anything is allocated."""
 from __future__ import annotations
 
+import os
 from typing import Iterable
 
 from bench import ConfigError, lazy
@@ -52,3 +53,47 @@ def check_host_fits(what: str, need: int, key: str = "sizes.max") -> None:
     if available is not None and need > available:
         raise ConfigError(f"{key}: {what} needs {format_bytes(need)} of host memory but only "
                           f"{format_bytes(available)} is available; lower {key}")
+
+
+
+
+# Host memory one spawned rank costs before its buffers: a Python process with torch and bench
+# imported and its process group joined. Measured on the CPU path (torch 2.13 CPU build, x86-64,
+# gloo): 330 MB resident, 245 MB proportional (shared libraries split among the ranks), 200 MB
+# of it anonymous. A CUDA rank costs more (its context), which this leaves out.
+RANK_HOST_BYTES = 256 << 20
+
+
+def cpu_cores() -> int:
+    """The CPU cores this process may run on: its affinity, else every core."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity outside Linux
+        return os.cpu_count() or 1
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+def local_rank_limit(what: str, per_rank_bytes: int = 0, buffers: str = "", oversubscribe: bool = False
+                     ) -> tuple[int, str]:
+    """The most ranks this machine runs at once (0: no limit known), and what sets that number:
+    one rank per CPU core this process may use (unless `oversubscribe`), and as many as fit in the
+    host memory available, each a process (RANK_HOST_BYTES) with `per_rank_bytes` of buffers
+    (`buffers` says which). ConfigError, before anything is spawned, when not one rank fits."""
+    cores = cpu_cores()
+    available = host_available_bytes()
+    each = RANK_HOST_BYTES + per_rank_bytes
+    fit = available // each if available is not None else None
+    if fit is not None and fit < 1:
+        parts = f"a Python process with torch, {format_bytes(RANK_HOST_BYTES)}" + (f", and {buffers}" if buffers else "")
+        raise ConfigError(f"{'sizes.max: ' if buffers else ''}{what} needs about {format_bytes(each)} of host memory "
+                          f"a rank ({parts}) but only {format_bytes(available)} is available; free host memory"
+                          + (" or lower sizes.max" if buffers else ""))
+    if fit is not None and (oversubscribe or fit < cores):
+        return fit, (f"the {_plural(fit, 'rank')} that fit in the {format_bytes(available)} of host memory "
+                     f"available (about {format_bytes(each)} each)")
+    if oversubscribe:
+        return 0, ""
+    return cores, f"the {_plural(cores, 'CPU core')} here"

@@ -25,7 +25,7 @@ from bench import ConfigError
 from bench.results import Sample
 from bench.settings import Choice, nonempty, positive, require
 from bench.sizes import parse_size
-from bench.suites import Context, Point, check_fits, check_host_fits, trial_rows
+from bench.suites import Context, Point, check_fits, local_rank_limit, trial_rows
 from bench import timing
 from bench.timing import EventClock, HostClock
 
@@ -64,6 +64,7 @@ class Settings:
     ops: List[CollectiveOp] = field(default_factory=lambda: list(CollectiveOp))
     dtypes: List[DType] = field(default_factory=lambda: [DType.float32])
     nproc: List[int] = field(default_factory=list)   # ranks on this node; [] = one per GPU (2 on a CPU)
+    oversubscribe: bool = False                      # more ranks than CPU cores (slow); memory still caps them
     transport: Transport = Transport.default
     timeout_s: float = 300.0                         # a dead or hung rank ends the run after this long
     api: List[Api] = field(default_factory=lambda: list(Api))  # gloo (no GPU) runs torch only
@@ -103,13 +104,16 @@ def backend(ctx: Context) -> str:
     return "nccl" if ctx.device == "cuda" else "gloo"
 
 
+def _asked(cfg, ctx: Context) -> list[int]:
+    return list(cfg.collectives.nproc) or [ctx.gpu_count if ctx.device == "cuda" else 2]
+
+
 def world_sizes(cfg, ctx: Context) -> list[int]:
-    """The ranks of each world measured: collectives.nproc (on GPUs capped at one rank per GPU
-    present, so [2,4,8] scales as far as the machine goes), or one per GPU (2 on a CPU)."""
-    if not cfg.collectives.nproc:
-        return [ctx.gpu_count if ctx.device == "cuda" else 2]
-    sizes = [min(n, ctx.gpu_count) for n in cfg.collectives.nproc] if ctx.device == "cuda" else cfg.collectives.nproc
-    return list(dict.fromkeys(sizes))
+    """The ranks of each world measured: collectives.nproc, or one per GPU (2 on a CPU); capped at
+    one rank per GPU present and at ctx.max_ranks (check() sets it from this machine's cores and
+    host memory), so [2,4,8] scales as far as the machine goes."""
+    limits = ([ctx.gpu_count] if ctx.device == "cuda" else []) + ([ctx.max_ranks] if ctx.max_ranks else [])
+    return list(dict.fromkeys(min([n, *limits]) for n in _asked(cfg, ctx)))
 
 
 def apis(cfg, ctx: Context) -> list[str]:
@@ -138,17 +142,20 @@ def check(cfg, ctx: Context) -> str | None:
         return None
     if not c.nproc and ctx.device == "cuda" and ctx.gpu_count < 2:
         return f"needs 2 or more GPUs, found {ctx.gpu_count} (collectives.nproc=1 forces a 1-rank run)"
-    sizes = world_sizes(cfg, ctx)
-    if ctx.device == "cuda" and max(c.nproc, default=0) > ctx.gpu_count:
-        print(f"xferbench: collectives.nproc={list(c.nproc)} capped at the {ctx.gpu_count} GPU(s) present "
-              f"(one rank per GPU): world sizes {sizes}", file=sys.stderr)
+    # Buffers of a rank in host memory: on a CPU about 3 x sizes.max; on GPUs they are on the GPU.
+    buffers = 0 if ctx.device == "cuda" else 3 * max(ctx.sizes)
+    ctx.max_ranks, limited_by = local_rank_limit("collectives", buffers, "3 x sizes.max" if buffers else "",
+                                                  c.oversubscribe)
+    sizes, asked = world_sizes(cfg, ctx), max(_asked(cfg, ctx))
+    if max(sizes) < asked:
+        gpus = ctx.device == "cuda" and ctx.gpu_count == max(sizes)
+        why = f"the {ctx.gpu_count} GPU(s) present (one rank per GPU)" if gpus else limited_by
+        print(f"xferbench: collectives.nproc={_asked(cfg, ctx)} capped at {why}: world sizes {sizes}", file=sys.stderr)
     if max(sizes) < 2 and all(op == "sendrecv" for op in c.ops):
         raise ConfigError("collectives.ops=[sendrecv] needs 2 or more ranks")
     ctx.world_size = max(sizes)
     if ctx.device == "cuda":
         check_fits("collectives (about 2 x sizes.max per GPU)", 2 * max(ctx.sizes), range(max(sizes)))
-    else:
-        check_host_fits(f"collectives ({max(sizes)} ranks x about 3 x sizes.max)", 3 * max(sizes) * max(ctx.sizes))
     return None
 
 

@@ -63,6 +63,7 @@ class Context:
     gpu_nodes: tuple[int | None, ...] = ()   # each GPU's NUMA node, in CUDA's order (None: unknown)
     here: bool = True                # False when planning for another machine: probe nothing here
     explicit: frozenset[str] = frozenset()   # the settings the user named (e.g. 'copy.memory')
+    max_ranks: int = 0               # local ranks this machine holds (check() sets it); 0: no limit known
     rank: int = 0
     world_size: int = 1
     nnodes: int = 1

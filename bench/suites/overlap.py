@@ -41,7 +41,8 @@ from bench import ConfigError, timing
 from bench.results import Sample
 from bench.settings import Choice, nonempty, require
 from bench.sizes import format_size, parse_size
-from bench.suites import Context, Point, format_bytes, host_available_bytes, trial_rows
+from bench.suites import (RANK_HOST_BYTES, Context, Point, format_bytes, host_available_bytes, local_rank_limit,
+                          trial_rows)
 from bench.suites.copy import HostMemory, same_data
 from bench.timing import EventClock, HostClock, Trial
 
@@ -91,8 +92,10 @@ def backend(ctx: Context) -> str:
 
 
 def world_sizes(cfg, ctx: Context) -> list[int]:
-    """One rank per GPU when all_reduce is asked for on 2 or more GPUs; else rank 0 alone."""
-    return [ctx.gpu_count if OverlapOp.all_reduce in cfg.overlap.ops and ctx.gpu_count >= 2 else 1]
+    """One rank per GPU when all_reduce is asked for on 2 or more GPUs (no more than ctx.max_ranks,
+    which check() sets from this machine's cores and host memory); else rank 0 alone."""
+    ranks = min(ctx.gpu_count, ctx.max_ranks or ctx.gpu_count)
+    return [ranks if OverlapOp.all_reduce in cfg.overlap.ops and ranks >= 2 else 1]
 
 
 def _largest(sizes: list[str]) -> int:
@@ -103,7 +106,11 @@ def check(cfg, ctx: Context) -> str | None:
     if ctx.device != "cuda":
         return "needs a CUDA GPU"
     o = cfg.overlap
+    ctx.max_ranks, limited_by = local_rank_limit("overlap")
     ctx.world_size = world_sizes(cfg, ctx)[0]
+    if OverlapOp.all_reduce in o.ops and ctx.gpu_count >= 2 and ctx.world_size < ctx.gpu_count:
+        print(f"xferbench: overlap's all_reduce capped at {limited_by}: {ctx.world_size} of the "
+              f"{ctx.gpu_count} GPUs", file=sys.stderr)
     if ctx.world_size > 1:
         from bench import nccl
 
@@ -117,7 +124,7 @@ def check(cfg, ctx: Context) -> str | None:
     if need > free:
         raise ConfigError(f"overlap.sizes: the overlap suite needs {format_bytes(need)} on cuda:0 but only "
                           f"{format_bytes(free)} is free; lower overlap.sizes, overlap.matmul or overlap.make_sizes")
-    host = 2 * big * len(o.memory) + 2 * made
+    host = 2 * big * len(o.memory) + 2 * made + ctx.world_size * RANK_HOST_BYTES  # rank 0's buffers, every rank
     available = host_available_bytes()
     if available is not None and host > available:
         raise ConfigError(f"overlap.sizes: the overlap suite needs {format_bytes(host)} of host memory but only "
