@@ -81,6 +81,6 @@ class Speeds:
     def pair(self, src: str, dst: str) -> str:
         """The link class between two GPUs named 'cuda:i'; '' where either end is not one GPU."""
         ends = [re.fullmatch(r"cuda:(\d+)", d) for d in (src, dst)]
-        if not all(ends):
+        if not all(ends) or src == dst:
             return ""
         return link_class(self.classes, int(ends[0].group(1)), int(ends[1].group(1)))

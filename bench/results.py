@@ -31,10 +31,10 @@ import pyarrow as pa
 import pyarrow.csv
 import pyarrow.parquet
 
-SCHEMA_VERSION = 2
-# Versions load() still reads: schema 1 lacks api, engine, numa and time_fastest_rank_s, which
-# are filled in (its collectives all went through torch.distributed).
-READABLE_SCHEMAS = (1, 2)
+SCHEMA_VERSION = 3
+# Versions load() still reads: schema 2 lacks params, schema 1 also api, engine, numa and
+# time_fastest_rank_s, which are filled in (schema 1's collectives all went through torch.distributed).
+READABLE_SCHEMAS = (1, 2, 3)
 
 
 @dataclass
@@ -60,6 +60,7 @@ class Sample:
     api: str = ""                # collectives: torch (torch.distributed) | nccl (the library, directly)
     engine: str = ""             # copies: ce (copy engine) | sm (a copy kernel)
     numa: str = ""               # host copies: local | remote | none (where the host buffer lives)
+    params: str = ""             # the suite's own description of the point, as JSON (results.params reads it)
     time_fastest_rank_s: float = math.nan   # collectives: the fastest rank's time per op (stragglers show)
     algbw_gbps: float = math.nan
     busbw_gbps: float = math.nan
@@ -72,20 +73,18 @@ class Sample:
 COLUMNS = [f.name for f in fields(Sample)]
 # What identifies a point (one sweep step); trials and parts are rows within it.
 POINT_KEYS = ["suite", "op", "memory", "mode", "backend", "src", "dst", "world_size", "nnodes",
-              "dtype", "launch", "api", "engine", "numa", "size_bytes"]
+              "dtype", "launch", "api", "engine", "numa", "params", "size_bytes"]
 _INT_COLUMNS = {"size_bytes", "iters", "trial", "world_size", "nnodes"}
 _FLOAT_COLUMNS = {"time_s", "time_fastest_rank_s", "algbw_gbps", "busbw_gbps"}
-# Schema-1 files lack these columns: the values they had implicitly.
+# Older files lack these columns: the values they had implicitly.
 _SCHEMA1_DEFAULTS = {"api": "", "engine": "", "numa": "", "time_fastest_rank_s": math.nan}
+_SCHEMA2_DEFAULTS = {"params": ""}
 
 
-# The column each suite is judged by: bus bandwidth for collectives (nccl-tests), bytes moved
-# per second for everything else.
-BANDWIDTH_COLUMN = {"copy": "algbw_gbps", "p2p": "algbw_gbps", "collectives": "busbw_gbps"}
-
-
-def bandwidth_column(suite: str) -> str:
-    return BANDWIDTH_COLUMN.get(suite, "algbw_gbps")
+def params(rows: pd.DataFrame) -> list[dict]:
+    """The rows' `params` (a suite's own description of each point), one dict per row; {} for a
+    row without (older runs)."""
+    return [json.loads(text) if text else {} for text in rows["params"]]
 
 
 def usable_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -97,9 +96,18 @@ class ResultsError(ValueError):
     """A results folder or file that cannot be used, named in the message."""
 
 
+def params_text(params) -> str:
+    """A point's params (a dataclass, or already JSON text) as stored: JSON of its fields, keys
+    sorted; '' for none."""
+    if params is None or isinstance(params, str):
+        return params or ""
+    return json.dumps(asdict(params), sort_keys=True)
+
+
 def point_key(row) -> tuple:
+    """What identifies a point: a row's POINT_KEYS (a dict, a Sample, or a suite's Point)."""
     get = row.get if isinstance(row, dict) else (lambda k: getattr(row, k))
-    return tuple(str(get(k)) for k in POINT_KEYS)
+    return tuple(params_text(get(k)) if k == "params" else str(get(k)) for k in POINT_KEYS)
 
 
 def _frame(samples: Iterable[Sample]) -> pd.DataFrame:
@@ -387,6 +395,8 @@ def read_samples(path: str | Path) -> pd.DataFrame:
     if "api" not in frame.columns and "suite" in frame.columns:  # schema 1
         frame = frame.assign(**_SCHEMA1_DEFAULTS)
         frame.loc[frame["suite"] == "collectives", "api"] = "torch"
+    if "params" not in frame.columns and "suite" in frame.columns:  # schemas 1 and 2
+        frame = frame.assign(**_SCHEMA2_DEFAULTS)
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ResultsError(f"{path}: not an xferbench samples file (missing columns: {', '.join(missing)})")

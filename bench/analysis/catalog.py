@@ -35,10 +35,11 @@ class SuiteView(Protocol):
     title: str                                      # its name in figure titles
     bandwidth: str                                  # algbw_gbps | busbw_gbps
     latency_sizes: tuple[int, ...]
+    curves: bool                                    # its rows drawn as the common curves against size
     headline: tuple[Metric, ...]
     noise: Mapping[tuple[str, str], float]          # (platform, size class) -> between-run sigma
 
-    def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]: ...
+    def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]: ...
 
     def figures(self, frame: pd.DataFrame, canvas: Canvas) -> list[Path]: ...
 
@@ -54,6 +55,7 @@ class _Unknown:
     name = title = ""
     bandwidth = "algbw_gbps"
     latency_sizes = (4096,)
+    curves = True
     headline: tuple[Metric, ...] = ()
     noise: Mapping[tuple[str, str], float] = {}
 

@@ -18,7 +18,7 @@ A family's change D is the median over its sizes of y_current - y_baseline. It i
 when D < log(1 - tolerance) - z * sigma * sqrt(c_m / m + c_n / n), for m baseline and n current
 runs (c_k: how much noisier a median of k runs is than their mean). sigma is the between-run
 noise of one run: the median |y_i - y_j| over pairs of runs of the family's sizes on either
-side, scaled to a standard deviation, moderated by DEFAULT_NOISE for its suite (worth PRIOR_DF
+side, scaled to a standard deviation, moderated by its suite's declared noise (worth PRIOR_DF
 degrees of freedom); with one run a side, the default alone. z = z(1 - alpha / 2F) for F
 families: Bonferroni over the families, and a factor 2 because a median falls below a bound
 only when half its sizes do (Markov), however their noise is correlated. So with Gaussian log
@@ -39,7 +39,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from bench.results import POINT_KEYS, ResultsError, bandwidth_column, find_runs, load, read_meta, usable_rows
+from bench.analysis.catalog import Catalog, bandwidth_column, view
+from bench.results import POINT_KEYS, ResultsError, find_runs, load, read_meta, usable_rows
 from bench.sizes import format_size
 
 VARIANT_KEYS = [k for k in POINT_KEYS if k != "size_bytes"]
@@ -48,31 +49,12 @@ LATENCY_RATIO = 1.5
 JUDGED_CLASSES = ("latency", "bandwidth")
 GPU_BACKENDS = ("cuda", "nccl")
 
-# Between-run noise of one run, sigma of log(per-point median time) between identical runs, per
-# platform, suite and size class: the noisiest op's (as scripts/noise_study.py prints it), since
-# one run says nothing about which op is quiet. It sets the threshold when each side has one
-# run, and counts as PRIOR_DF degrees of freedom against the spread measured between several
+# A suite's between-run noise of one run (its `noise`: sigma of log per-point median time
+# between identical runs, per platform and size class) sets the threshold when each side has
+# one run, and counts as PRIOR_DF degrees of freedom against the spread measured between several
 # runs, so that a few runs that happened to agree cannot make the threshold tiny.
-# cpu: 20 identical runs on the project's 2-core CI machine while other jobs shared it
-#      (results/noise/cpu, its study.md).
-# gpu: 3 identical runs of `suite=all sizes=quick` on nvidia-h200-x2, 2026-11-23
-#      (results/noise/h200-x2, its study.md). Bandwidth-bound: the noisiest op, as measured.
-#      Latency-bound: not the measured 0.03-0.12 (three runs are too few there: one eager 4 KiB
-#      P2P copy moved by e^0.55 between two identical runs, a one-size family, which a σ of 0.042
-#      flags) but at least 0.124 for copies and P2P and 0.151 for collectives, which cover it.
-DEFAULT_NOISE: dict[tuple[str, str, str], float] = {
-    ("cpu", "copy", "latency"): 0.136,
-    ("cpu", "copy", "bandwidth"): 0.105,
-    ("cpu", "collectives", "latency"): 1.143,
-    ("cpu", "collectives", "bandwidth"): 0.400,
-    ("gpu", "copy", "latency"): 0.124,        # measured: bidir 0.117, d2h 0.061, h2d 0.034, d2d 0.015
-    ("gpu", "copy", "bandwidth"): 0.011,      # bidir; latency 0.007, h2d 0.005, d2d and d2h 0.002
-    ("gpu", "p2p", "latency"): 0.124,         # measured: uni 0.042, bidir 0.038, one_to_all 0.017
-    ("gpu", "p2p", "bandwidth"): 0.009,       # bidir; uni 0.003, all_to_one 0.002, one_to_all 0.001
-    ("gpu", "collectives", "latency"): 0.151,  # measured: sendrecv 0.085, all_gather 0.028, all_reduce 0.025
-    ("gpu", "collectives", "bandwidth"): 0.014,  # sendrecv; all_gather 0.003, all_reduce 0.002
-}
 PRIOR_DF = 4
+FALLBACK_NOISE = 0.2      # sigma where no suite of the catalog says: a fifth, loose on purpose
 # The median of |y_i - y_j| for two draws of N(0, sigma^2) is sigma * sqrt(2) * z(0.75).
 PAIR_MEDIAN_TO_SIGMA = math.sqrt(2) * NormalDist().inv_cdf(0.75)
 
@@ -81,11 +63,11 @@ def platform(backend: str) -> str:
     return "gpu" if backend in GPU_BACKENDS else "cpu"
 
 
-def default_noise(backend: str, suite: str, size_class: str) -> float:
-    """DEFAULT_NOISE for a point; a suite without its own entry gets the platform's largest."""
+def default_noise(catalog: Catalog, backend: str, suite: str, size_class: str) -> float:
+    """The suite's noise for a point; a suite without its own figure gets the platform's largest."""
     plat = platform(backend)
-    fallback = max(v for (p, _, c), v in DEFAULT_NOISE.items() if p == plat and c == size_class)
-    return DEFAULT_NOISE.get((plat, suite, size_class), fallback)
+    known = [v for s in catalog.values() for (p, c), v in s.noise.items() if p == plat and c == size_class]
+    return view(catalog, suite).noise.get((plat, size_class), max(known, default=FALLBACK_NOISE))
 
 
 @dataclass
@@ -207,7 +189,7 @@ def _pair_differences(y: np.ndarray) -> np.ndarray:
     return np.abs(y[i] - y[j])
 
 
-def point_levels(frame: pd.DataFrame) -> pd.DataFrame:
+def point_levels(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     """One row per point: its POINT_KEYS, runs n, level y (median over runs of -log median time),
     the |differences| of y between its runs (pairs), the value shown (median bandwidth, or time)
     and its metric."""
@@ -215,7 +197,7 @@ def point_levels(frame: pd.DataFrame) -> pd.DataFrame:
     rows = rows[rows["time_s"] > 0]
     # Integer ids for points and runs: grouping by the 15 key columns once, not at every step.
     point = rows.groupby(POINT_KEYS, sort=False).ngroup().to_numpy()
-    metric = rows["suite"].map(bandwidth_column).to_numpy()
+    metric = rows["suite"].map(lambda suite: bandwidth_column(catalog, suite)).to_numpy()
     bw = np.where(metric == "busbw_gbps", rows["busbw_gbps"], rows["algbw_gbps"])
     per_run = (pd.DataFrame({"point": point, "run": pd.factorize(rows["run_dir"])[0],
                              "time": rows["time_s"].to_numpy(), "bw": bw})
@@ -254,12 +236,12 @@ def _median_factor(runs: int) -> float:
     return 1.0 if runs <= 2 else math.pi / 2
 
 
-def _family(rows: list[dict], tolerance: float, z: float) -> Family:
+def _family(rows: list[dict], tolerance: float, z: float, catalog: Catalog) -> Family:
     """The verdict on one family, from the joined records of its sizes."""
     key = {k: _plain1(rows[0][k]) for k in VARIANT_KEYS}
     size_class = rows[0]["size_class"]
     df = sum(r["n_base"] - 1 + r["n_cur"] - 1 for r in rows)
-    prior = default_noise(key["backend"], key["suite"], size_class)
+    prior = default_noise(catalog, key["backend"], key["suite"], size_class)
     measured = run_noise(np.concatenate([r[p] for r in rows for p in ("pairs_base", "pairs_cur")])) if df else 0.0
     sigma = math.sqrt((PRIOR_DF * prior**2 + df * measured**2) / (PRIOR_DF + df))
     m, n = min(r["n_base"] for r in rows), min(r["n_cur"] for r in rows)
@@ -291,7 +273,7 @@ def _label(key: tuple) -> str:
     return point_label(dict(zip(POINT_KEYS, key)))
 
 
-def compare(baseline: pd.DataFrame, current: pd.DataFrame, tolerance: float = 0.05,
+def compare(baseline: pd.DataFrame, current: pd.DataFrame, catalog: Catalog, tolerance: float = 0.05,
             alpha: float = 0.01) -> Comparison:
     """Judge the runs in `current` against those in `baseline` (load() frames); ResultsError when
     they cannot be compared. alpha: the family-wise false-alarm rate of one comparison."""
@@ -303,7 +285,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, tolerance: float = 0.
         if len(_instances(frame)) > 1:
             raise ResultsError(f"{name} holds runs of several instances ({', '.join(_instances(frame))}); "
                                "compare one instance's runs at a time")
-    base, cur = point_levels(baseline), point_levels(current)
+    base, cur = point_levels(baseline, catalog), point_levels(current, catalog)
     joined = base.merge(cur, on=POINT_KEYS, suffixes=("_base", "_cur"))
     if joined.empty:
         raise ResultsError("no common points: the two result sets measured nothing in common "
@@ -315,7 +297,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, tolerance: float = 0.
         if r["size_class"] in JUDGED_CLASSES:
             families_of.setdefault(tuple(r[k] for k in VARIANT_KEYS + ["size_class"]), []).append(r)
     z = NormalDist().inv_cdf(1 - alpha / (2 * max(len(families_of), 1)))
-    families = [_family(rows, tolerance, z) for rows in families_of.values()]
+    families = [_family(rows, tolerance, z, catalog) for rows in families_of.values()]
     base_keys, cur_keys = _point_keys(base), _point_keys(cur)
     failed = _point_keys(current[current["status"] == "failed"]) & base_keys
     return Comparison(tolerance, alpha, z, sorted(set(baseline["run_dir"])), sorted(set(current["run_dir"])),
@@ -330,7 +312,7 @@ def _run_folders(paths: Iterable[str | Path] | str | Path) -> set[Path]:
 
 
 def compare_paths(baseline: Iterable[str | Path] | str | Path, current: Iterable[str | Path] | str | Path,
-                  tolerance: float = 0.05, alpha: float = 0.01, **load_args) -> Comparison:
+                  catalog: Catalog, tolerance: float = 0.05, alpha: float = 0.01, **load_args) -> Comparison:
     """compare() on the runs at or below two sets of paths (ResultsError on unusable input, and
     when a run is on both sides: judged against itself, a run shows no change whatever changed);
     load_args go to results.load (warn: where a skipped, unreadable run is reported)."""
@@ -339,7 +321,7 @@ def compare_paths(baseline: Iterable[str | Path] | str | Path, current: Iterable
         shown = ", ".join(map(str, both[:3])) + (", ..." if len(both) > 3 else "")
         raise ResultsError(f"{len(both)} run(s) on both sides, baseline and current ({shown}): "
                            "judge runs against other runs")
-    return compare(load(baseline, **load_args), load(current, **load_args), tolerance, alpha)
+    return compare(load(baseline, **load_args), load(current, **load_args), catalog, tolerance, alpha)
 
 
 def _oldest_first(store: str | Path) -> list[Path]:
@@ -469,11 +451,3 @@ def _markdown(result: Comparison) -> list[str]:
             shown = ", ".join(labels[:20]) + (f", ... ({len(labels) - 20} more)" if len(labels) > 20 else "")
             lines += [f"{title}: {len(labels)} point(s): {shown}", ""]
     return lines
-
-
-if __name__ == "__main__":  # python -m bench.compare: the command line, as xferbench-compare
-    import sys
-
-    from bench.compare_cli import main
-
-    sys.exit(main())

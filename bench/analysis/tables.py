@@ -90,5 +90,6 @@ def format_summary(frame: pd.DataFrame, catalog: Catalog) -> str:
     text = [table.fillna("").to_string(index=False)]
     for suite in dict.fromkeys(frame["suite"]):
         for title, part in view(catalog, suite).tables(frame):
-            text.append(f"\n{title}\n{part.to_string(index=not isinstance(part.index, pd.RangeIndex))}")
+            shown = part if isinstance(part, str) else part.to_string(index=not isinstance(part.index, pd.RangeIndex))
+            text.append(f"\n{title}\n{shown}")
     return "\n".join(text)

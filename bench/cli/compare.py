@@ -1,4 +1,4 @@
-"""xferbench-compare (also `python -m bench.compare`): judge runs against baseline runs; exit 1
+"""xferbench-compare (also `python -m bench.cli.compare`): judge runs against baseline runs; exit 1
 only on a real regression.
 
 Each side may be one run or several (a folder holding runs of one instance counts as all of
@@ -25,7 +25,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.compare import add_to_store, compare_paths, store_runs, write_outputs
+from bench.analysis.compare import add_to_store, compare_paths, store_runs, write_outputs
+from bench.cli.common import catalog
 from bench.results import ResultsError
 
 
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         baseline, current = _sides(args)
         if baseline is None and not args.add_on_pass:
             raise ResultsError(f"{args.baseline_dir}: no runs in the baseline store (seed it with --add-on-pass)")
-        result = None if baseline is None else compare_paths(baseline, current, args.tolerance, args.alpha,
+        result = None if baseline is None else compare_paths(baseline, current, catalog(), args.tolerance, args.alpha,
                                                             warn=skipped.append)
     except ResultsError as exc:
         return _error(str(exc))

@@ -33,6 +33,13 @@ class Launch(Choice):
     graph = "graph"
 
 
+class HostMemory(Choice):
+    """Host memory a copy reads or writes."""
+
+    pinned = "pinned"
+    pageable = "pageable"
+
+
 class Engine(Choice):
     """Who moves the bytes of a copy."""
 

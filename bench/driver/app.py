@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -13,13 +12,21 @@ import time
 from pathlib import Path
 
 import bench
-from bench import ConfigError, config, suites
-from bench import plan as planning
+from bench import suites
+from bench.analysis.tables import format_summary
+from bench.config.files import INSTANCES
+from bench.config.schema import config_dict
+from bench.driver import plan as planning
+from bench.driver import ranks
+from bench.driver.folders import explicit_keys, make_run_dir
+from bench.driver.launcher import external_rank
+from bench.driver.machine import Machine, catalogue_machine, detect_device, gpu_names, instance_mismatch, local_gpus, \
+    this_machine
+from bench.driver.runner import run_suite
+from bench.driver.sweep import Planned, plan_suites
+from bench.driver.system import describe
 from bench.results import (SCHEMA_VERSION, ResultsWriteError, RunWriter, point_key, run_samples, write_json,
                            write_meta)
-from bench.runner import run_suite
-from bench.schema import Config
-from bench.summary import format_summary
 
 
 class Interrupted(KeyboardInterrupt):
@@ -47,43 +54,12 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def plan(cfg: Config, explicit: frozenset[str] = frozenset()) -> tuple[str, list[tuple], list[str]]:
-    """Every check that needs no GPU work: (device, [(suite module, context)], skip lines);
-    `explicit`: the settings the user named (config.explicit_keys)."""
-    device = config.detect_device(cfg.device)
-    timing = config.timing_config(cfg)
-    from bench.sizes import parse_size
-
-    graph_max = parse_size(cfg.timing.graph_max_size, "timing.graph_max_size")
-    import torch
-
-    gpus = torch.cuda.device_count() if device == "cuda" else 0
-    launches = tuple(str(x) for x in cfg.timing.launch) if device == "cuda" else ("eager",)
-    external = config.external_rank() is not None
-    planned, skipped = [], []
-    for name in cfg.suites:
-        module = suites.get(str(name))
-        if external and not module.DISTRIBUTED:
-            skipped.append(f"{name}: skipped under torchrun/Slurm (run it without a launcher, once per node)")
-            continue
-        ctx = suites.Context(device=device, timing=timing, sizes=config.suite_sizes(cfg, str(name), device),
-                             gpu_count=gpus, launches=launches, graph_max_bytes=graph_max, explicit=explicit)
-        reason = module.check(cfg, ctx)
-        if reason:
-            skipped.append(f"{name}: skipped, {reason}")
-        else:
-            planned.append((module, ctx))
-    if not planned:
-        raise ConfigError("nothing to run here: " + "; ".join(skipped))
-    return device, planned, skipped
-
-
-def _meta(cfg: Config, device: str, run_dir: Path, system: dict, mismatch: str) -> dict:
+def _meta(cfg, machine: Machine, run_dir: Path, system: dict, mismatch: str) -> dict:
     from omegaconf import OmegaConf
 
-    instance = config.config_dict(cfg)["instance"]
-    label = config.instance_label(cfg.instance.name)
-    catalogued = config.CONF_DIR / "instance" / f"{label}.yaml"
+    instance = config_dict(cfg)["instance"]
+    label = machine.label
+    catalogued = INSTANCES / f"{label}.yaml"
     if cfg.instance.name == "local" and catalogued.exists():  # detected as a catalogued kind: its specs
         instance = {**OmegaConf.to_container(OmegaConf.load(catalogued)), "detected": True}
     instance["label"] = label
@@ -96,45 +72,24 @@ def _meta(cfg: Config, device: str, run_dir: Path, system: dict, mismatch: str) 
         "end_time": None,
         "status": "running",
         "pid": os.getpid(),
-        "device": device,
+        "device": machine.device,
         "instance": instance,
         "system": system,
         "tool": {"name": "xferbench", "version": bench.__version__, "git_commit": _git_commit()},
         "argv": sys.argv[1:],
-        "config": {**config.config_dict(cfg), "run_id": run_dir.name},
+        "config": {**config_dict(cfg), "run_id": run_dir.name},
     }
 
 
-def _open_run(cfg: Config, device: str, resumed: tuple[str, dict] | None, job: int | None,
+def _open_run(cfg, machine: Machine, resumed: tuple[str, dict] | None, job: int | None,
               system: dict, mismatch: str) -> tuple[Path, dict]:
     if resumed:
         folder, meta = resumed
         meta.update(status="running", pid=os.getpid(), end_time=None)
         meta["resumed"] = meta.get("resumed", []) + [_now()]
         return Path(folder), meta
-    run_dir = config.make_run_dir(cfg.out_dir, config.instance_label(cfg.instance.name), cfg.run_id, job)
-    return run_dir, _meta(cfg, device, run_dir, system, mismatch)
-
-
-def _machine(cfg: Config, device: str, system: dict) -> planning.Machine:
-    """This machine as the planner sees it: its label, GPUs, links and, under a launcher, its ranks."""
-    from bench.dist import launcher_layout
-
-    label = config.instance_label(cfg.instance.name)
-    first = (system.get("gpus") or [{}])[0]
-    model = re.fullmatch(r"(.+)-x\d+", label)
-    return planning.Machine(label, device, config.local_gpus() if device == "cuda" else 0, system.get("links") or {},
-                            cfg.instance.pcie_gen or first.get("pcie_gen_max"),
-                            cfg.instance.pcie_width or first.get("pcie_width_max"),
-                            cfg.instance.nvlink_gbps_per_gpu, model.group(1) if model else "",
-                            launcher_layout(os.environ))
-
-
-def _gpu_names(device: str) -> list[str]:
-    """The GPUs this run measures on, by name (none when it runs on the CPU)."""
-    import torch
-
-    return [torch.cuda.get_device_name(i) for i in range(config.local_gpus())] if device == "cuda" else []
+    run_dir = make_run_dir(cfg.out_dir, machine.label, cfg.run_id, job)
+    return run_dir, _meta(cfg, machine, run_dir, system, mismatch)
 
 
 def _finished_points(resumed: tuple[str, dict] | None) -> set:
@@ -170,44 +125,55 @@ def _final_rows(run_dir: Path, run_id: str, status: str, write: bool):
     return run_samples(run_dir)
 
 
-def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = None) -> int:
+def _measure(planned: Planned, run_dir: Path, run_id: str, writer: RunWriter, progress: bool) -> RunWriter:
+    """One suite's sweep into the run: in this process, or in its ranks (rank 0 writes, into the
+    same folder: the writer is opened anew after them)."""
+    if planned.distribution() is not None:
+        ranks.run_distributed(planned, run_dir, run_id, progress)
+        return RunWriter(run_dir, run_id)
+    state = planned.start()
+    try:
+        run_suite(planned, state, writer, progress=progress)
+    finally:
+        planned.suite.finish(state)
+    return writer
+
+
+def run(cfg, resumed: tuple[str, dict] | None = None, job: int | None = None) -> int:
     """The whole run; returns the process exit code."""
-    if cfg.plan and cfg.instance.gpu_count is not None and cfg.instance.gpu_count != config.local_gpus():
+    if cfg.plan and cfg.instance.gpu_count is not None and cfg.instance.gpu_count != local_gpus():
         # A catalogued machine that is not this one: plan for it, from its catalogue entry.
-        print(planning.format_plan(planning.plan_machine(cfg, planning.catalogue_machine(cfg.instance))))
+        machine = catalogue_machine(cfg.instance)
+        planned, skipped = plan_suites(cfg, machine)
+        print(planning.format_plan(planning.estimate(cfg, planned, machine, skipped)))
         return 0
     # The settings the user named: on resume, those of the command that started the run.
-    explicit = config.explicit_keys(resumed[1].get("argv", []) if resumed else sys.argv[1:])
-    device, planned, skipped = plan(cfg, explicit)
-    if device == "cuda" and any(module.DISTRIBUTED for module, _ in planned):
+    explicit = explicit_keys(resumed[1].get("argv", []) if resumed else sys.argv[1:])
+    device = detect_device(cfg.device)
+    system = describe()
+    machine = this_machine(cfg.instance, device, system)
+    planned, skipped = plan_suites(cfg, machine, explicit)
+    if device == "cuda" and any(p.distribution() is not None for p in planned):
         # NCCL's support for mixing graph and eager launches slows graph replays of collectives
         # (a 16 MiB all_reduce 96 µs against 73 µs on 2x H200). Without it NCCL asks that no eager
         # op meet a replay still running: the timing core waits for every replay before the next
         # barrier or check. Set before any communicator exists; a user's own value wins.
         os.environ.setdefault("NCCL_GRAPH_MIXING_SUPPORT", "0")
     # Under torchrun/Slurm only rank 0 makes the folder, writes and reports; the others measure.
-    lead = config.external_rank() in (None, 0)
-    if not lead:
-        for module, ctx in planned:
-            from bench import dist
-
-            dist.run_distributed(module, cfg, ctx, None, "")
+    if external_rank() not in (None, 0):
+        for p in planned:
+            ranks.run_distributed(p, None, "", False)
         return 0
 
-    from bench.system import describe
-
-    system = describe()
-    mismatch = "" if resumed else config.instance_mismatch(cfg.instance, _gpu_names(device))
+    mismatch = "" if resumed else instance_mismatch(cfg.instance, gpu_names(device))
     if mismatch:
         print(f"xferbench: warning: {mismatch}", file=sys.stderr)
-    for _, ctx in planned:
-        ctx.extra["links"] = system["links"]  # P2P picks one pair per link class
     finished = _finished_points(resumed)
-    estimate = planning.estimate(cfg, planned, _machine(cfg, device, system), skipped, finished)
+    estimate = planning.estimate(cfg, planned, machine, skipped, finished)
     if cfg.plan:
         print(planning.format_plan(estimate))
         return 0
-    run_dir, meta = _open_run(cfg, device, resumed, job, system, mismatch)
+    run_dir, meta = _open_run(cfg, machine, resumed, job, system, mismatch)
     for line in skipped:
         print(f"xferbench: {line}", file=sys.stderr)
     print(planning.start_line(estimate), file=sys.stderr)
@@ -223,16 +189,10 @@ def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = 
     wall = meta.setdefault("suite_wall_s", {})
     try:
         writer = RunWriter(run_dir, meta["run_id"])
-        for module, ctx in planned:
+        for p in planned:
             started = time.perf_counter()
-            if module.DISTRIBUTED:
-                from bench import dist
-
-                dist.run_distributed(module, cfg, ctx, run_dir, meta["run_id"])
-                writer = RunWriter(run_dir, meta["run_id"])  # rank 0 wrote to the same folder
-            else:
-                run_suite(module, cfg, ctx, writer, progress=cfg.progress)
-            wall[module.NAME] = round(wall.get(module.NAME, 0) + time.perf_counter() - started, 1)
+            writer = _measure(p, run_dir, meta["run_id"], writer, cfg.progress)
+            wall[p.suite.name] = round(wall.get(p.suite.name, 0) + time.perf_counter() - started, 1)
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         status, code = "interrupted", 128 + signum
@@ -253,5 +213,6 @@ def run(cfg: Config, resumed: tuple[str, dict] | None = None, job: int | None = 
         print(f"xferbench: error: {failed_write.sentence(meta_note)}", file=sys.stderr)
     elif meta_note:
         print(f"xferbench: {meta_note}", file=sys.stderr)
-    print(format_summary(_final_rows(run_dir, meta["run_id"], status, write=failed_write is None)))
+    catalog = {suite.name: suite for suite in suites.all()}
+    print(format_summary(_final_rows(run_dir, meta["run_id"], status, write=failed_write is None), catalog))
     return code

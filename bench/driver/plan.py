@@ -20,71 +20,21 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pandas as pd
 
-from bench import suites, timing
-from bench.dist import Layout
+from bench.driver.machine import Machine
+from bench.driver.sweep import Planned
+from bench.links import Speeds, bus_factor
+from bench.measure import timing
+from bench.measure.timing import TimingConfig
 from bench.results import ResultsError, point_key, read_meta, read_samples, samples_file, usable_rows
-from bench.suites import Context, Point
-from bench.timing import TimingConfig
+from bench.suites.contract import DEFAULT_OVERHEAD, Overhead, Point
 
-REFERENCE_ROOT = Path(__file__).resolve().parent.parent / "results" / "reference"
+REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "results" / "reference"
 LONG_S = 600.0          # above this, a run says plainly that it is long
 GRAPH_OPS = 256         # timing.measure_graph's max_graph_ops: operations captured in one graph
-NVLINK_LINK_GBPS = 25.0  # one NVLink (gen 3 or 4) lane set, one direction
-
-
-@dataclass
-class Machine:
-    """What the plan is for: this machine, or a catalogued one (a fake topology for tests)."""
-
-    label: str                                      # instance label: results/reference/<label>
-    device: str                                     # cuda | cpu
-    gpus: int
-    links: dict[str, str] = field(default_factory=dict)   # 'i,j' -> NV18, PIX, SYS, ...
-    pcie_gen: int | None = None
-    pcie_width: int | None = None
-    nvlink_gbps: float | None = None                # NVLink per GPU, one direction
-    gpu_model: str = ""                             # 'h200': finds references of other GPU counts
-    layout: Layout | None = None                    # ranks of torchrun/srun, when they started this
-
-    def describe(self) -> str:
-        if self.device == "cpu":
-            return "no GPU (cpu)"
-        classes = sorted(set(self.links.values()))
-        links = f" ({', '.join(classes)})" if classes else ""
-        ranks = f", {self.layout.world_size} ranks on {self.layout.nnodes} node(s)" if self.layout else ""
-        return f"{self.gpus} GPU(s){links}{ranks}"
-
-
-@dataclass(frozen=True)
-class Overhead:
-    """What a suite costs besides its operations."""
-
-    per_point_s: float      # buffers, Python, a results rewrite
-    per_byte_s: float       # fills and data checks, which touch every byte
-    per_graph_s: float      # a graph point's captures and instantiation
-    startup_s: float        # once per suite; per world of ranks for a distributed suite
-    per_trial_s: float      # a trial's own clock readings, syncs and (collectives) barriers
-
-
-# Before a reference run refines per_point_s. Collectives on GPUs: the four 2x H200 runs of today's
-# timing core (2026-11-23; 196 to 364 points, wall less replayed timing 9-15 s), with the start
-# the profile showed (5.7 s to spawn the ranks, start NCCL and tear down): 6 s a world, 9 ms a
-# point, 10 ms more a graph point (two captures), 0.066 s a GB (buffers and checks). Host copies
-# touch every byte on the host. The CPU figures are from a 2-core machine (16 MiB to 1 GiB runs),
-# where making random source data and checking results cost seconds a GB.
-DEFAULT_OVERHEAD = {
-    ("copy", "cuda"): Overhead(0.04, 0.2e-9, 0.005, 1.0, 30e-6),
-    ("p2p", "cuda"): Overhead(0.03, 0.01e-9, 0.005, 1.0, 30e-6),
-    ("collectives", "cuda"): Overhead(0.009, 0.066e-9, 0.010, 6.0, 100e-6),
-    ("copy", "cpu"): Overhead(0.02, 3e-9, 0.0, 0.5, 10e-6),
-    ("collectives", "cpu"): Overhead(0.15, 20e-9, 0.0, 4.0, 1e-3),
-}
-_FALLBACK_OVERHEAD = Overhead(0.04, 0.2e-9, 0.005, 1.0, 50e-6)
 
 
 @dataclass
@@ -165,48 +115,11 @@ def timing_seconds(per_op: float, cfg: TimingConfig, graph: bool = False, per_tr
 # ---------------------------------------------------------------- times per operation: a model
 
 
-def _pcie_gbps(machine: Machine) -> float:
-    """PCIe per direction, GB/s (gen 4 x16 when unknown): 0.985 GB/s a gen-3 lane, doubling a gen."""
-    gen, width = machine.pcie_gen or 4, machine.pcie_width or 16
-    return 0.985 * 2 ** (gen - 3) * width
-
-
-def _nvlink_gbps(machine: Machine, link: str = "") -> float | None:
-    match = re.fullmatch(r"NV(\d+)", link)
-    if match:
-        return int(match.group(1)) * NVLINK_LINK_GBPS
-    if machine.nvlink_gbps:
-        return machine.nvlink_gbps
-    counts = [int(m.group(1)) for m in (re.fullmatch(r"NV(\d+)", v) for v in machine.links.values()) if m]
-    return min(counts) * NVLINK_LINK_GBPS if counts else None
-
-
-def model_op_time(point: Point, machine: Machine) -> float:
-    """Latency + bytes / bandwidth, from the link speeds: where no reference run has the series."""
-    size, graph = point.size_bytes, point.launch == "graph"
-    pcie = _pcie_gbps(machine) * 0.87          # what copies reach of PCIe, on the reference machines
-    if point.suite == "copy":
-        if point.backend == "cpu":
-            return 2e-6 + size / 15e9
-        bandwidth = {"pinned": pcie, "pageable": pcie / 4, "device": 1500.0}.get(point.memory, pcie)
-        moved = 2 * size if point.op == "bidir" else size
-        return (3e-6 if graph else 7e-6) + moved / (bandwidth * (1.7 if point.op == "bidir" else 1) * 1e9)
-    if point.suite == "p2p":
-        nvlink = _nvlink_gbps(machine, _pair_link(point.suite, point.src, point.dst, machine.links))
-        link = pcie / 2 if point.mode == "staged" else (0.87 * nvlink if nvlink else 0.8 * pcie)
-        moved, both = (2 * size, 1.9) if point.op == "bidir" else (size, 1.0)
-        return (80e-6 if point.mode == "staged" else 25e-6) + moved / (link * both * 1e9)
-    if point.suite != "collectives":
-        return 10e-6 + size / (pcie * 1e9)
-    from bench.suites.collectives import bus_factor
-
-    n = max(point.world_size, 1)
-    factor = max(bus_factor(point.op, n), 1 / n)
-    if point.backend == "gloo":
-        return 0.5e-3 + size * factor / 0.7e9
-    nvlink = _nvlink_gbps(machine)
-    busbw = 3.0 if point.mode == "socket" else (0.75 * nvlink if nvlink else 0.5 * pcie)
-    return (20e-6 if graph else 40e-6) + size * factor / (busbw * 1e9)
+def model_op_time(point: Point, planned: Planned, speeds: Speeds) -> float:
+    """The suite's model of one operation from the links' speeds (its op_time), else latency +
+    bytes over what copies reach of PCIe: where no reference run has the series."""
+    modelled = planned.suite.op_time(point, speeds)
+    return modelled if modelled is not None else 10e-6 + point.size_bytes / (speeds.pcie() * 0.87 * 1e9)
 
 
 # ---------------------------------------------------------------- times per operation: reference runs
@@ -240,16 +153,6 @@ class _Run:
     medians: pd.DataFrame
 
 
-def _pair_link(suite: str, src: str, dst: str, links: dict[str, str]) -> str:
-    """The link class between a P2P point's two GPUs; '' for points of one GPU, all GPUs or no GPU."""
-    ends = [re.fullmatch(r"cuda:(\d+)", d) for d in (src, dst)]
-    if suite != "p2p" or not all(ends):
-        return ""
-    from bench.pairs import link_class
-
-    return link_class(links, int(ends[0].group(1)), int(ends[1].group(1)))
-
-
 def _read_run(path: Path) -> _Run | None:
     samples = samples_file(path)
     try:
@@ -262,8 +165,8 @@ def _read_run(path: Path) -> _Run | None:
     keys = ["suite", "op", "memory", "mode", "backend", "src", "dst", "world_size", "nnodes", "dtype", "launch",
             "api", "engine", "numa", "size_bytes"]
     medians = frame.groupby(keys, sort=False)["time_s"].median().reset_index()
-    links = meta.get("system", {}).get("links") or {}
-    medians["link"] = [_pair_link(*row, links) for row in medians[["suite", "src", "dst"]].itertuples(index=False)]
+    speeds = Speeds(classes=meta.get("system", {}).get("links") or {})
+    medians["link"] = [speeds.pair(src, dst) for src, dst in medians[["src", "dst"]].itertuples(index=False)]
     return _Run(path, meta, medians)
 
 
@@ -303,17 +206,17 @@ class Reference:
         best = max(candidates, key=lambda s: (sum(w for k, w in _SOFT.items() if str(s.soft[k]) == want[k]), s.start))
         t = best.at(point.size_bytes)
         ref_n = int(best.soft["world_size"])
-        if point.suite == "collectives" and ref_n != point.world_size:
-            from bench.suites.collectives import bus_factor
-
-            # Latency stays; the time that moves bytes grows with what each rank must move.
+        if ref_n != point.world_size:
+            # Latency stays; the time that moves bytes grows with what each rank must move (a
+            # collective's bus factor; 1 for copies, whatever the GPU count).
             old, new = bus_factor(point.op, ref_n), bus_factor(point.op, point.world_size)
             latency = min(float(best.times[0]), t)
             t = latency + (t - latency) * (new / old if old > 0 else 1.0)
         return t
 
-    def overhead(self, suite: str, base: Overhead) -> tuple[Overhead, str]:
-        """`base` with per_point_s fitted to the main reference run that measured the suite."""
+    def overhead(self, suite: str, base: Overhead, distributed: bool) -> tuple[Overhead, str]:
+        """`base` with per_point_s fitted to the main reference run that measured the suite
+        (a distributed suite starts once per world of ranks)."""
         walled = [r for r in self.runs if suite in (r.meta.get("suite_wall_s") or {})
                   and r.meta.get("status") in ("complete", None)]
         if not walled:
@@ -325,7 +228,7 @@ class Reference:
         replayed = sum(timing_seconds(t, cfg, launch == "graph", base.per_trial_s) + size * base.per_byte_s
                        + (base.per_graph_s if launch == "graph" else 0.0)
                        for t, launch, size in zip(points["time_s"], points["launch"], points["size_bytes"]))
-        worlds = points["world_size"].nunique() if suite == "collectives" else 1
+        worlds = points["world_size"].nunique() if distributed else 1
         rest = run.meta["suite_wall_s"][suite] - replayed - worlds * base.startup_s
         return replace(base, per_point_s=max(0.0, rest / max(1, len(points)))), f"{self.label}/{run.path.name}"
 
@@ -341,34 +244,25 @@ def _timing_of(meta: dict) -> TimingConfig:
 # ---------------------------------------------------------------- points and the estimate
 
 
-def suite_points(module: ModuleType, cfg, ctx: Context, machine: Machine) -> list[Point]:
-    """Every point the suite will measure: for a distributed suite, in each world of ranks."""
-    if not module.DISTRIBUTED:
-        return module.points(cfg, ctx)
-    if machine.layout is not None:
-        worlds, nnodes = [machine.layout.world_size], machine.layout.nnodes
-    else:
-        worlds, nnodes = module.world_sizes(cfg, ctx), 1
-    return [p for n in worlds for p in module.points(cfg, replace(ctx, world_size=n, nnodes=nnodes))]
-
-
-def estimate_suite(module: ModuleType, cfg, ctx: Context, machine: Machine, reference: Reference | None,
+def estimate_suite(planned: Planned, machine: Machine, reference: Reference | None,
                    done: set = frozenset()) -> SuiteEstimate:
-    points = [p for p in suite_points(module, cfg, ctx, machine) if point_key(p) not in done]
-    base = DEFAULT_OVERHEAD.get((module.NAME, machine.device), _FALLBACK_OVERHEAD)
-    overhead, fitted = reference.overhead(module.NAME, base) if reference else (base, "")
+    suite, ctx = planned.suite, planned.ctx
+    points = [p for p in planned.points() if point_key(p) not in done]
+    distributed = planned.distribution() is not None
+    base = suite.overhead.get(machine.device, DEFAULT_OVERHEAD)
+    overhead, fitted = reference.overhead(suite.name, base, distributed) if reference else (base, "")
     timed = other = 0.0
     from_model = 0
     for p in points:
-        per_op = reference.op_time(p, _pair_link(p.suite, p.src, p.dst, machine.links)) if reference else None
+        per_op = reference.op_time(p, machine.speeds.pair(p.src, p.dst)) if reference else None
         if per_op is None:
-            per_op, from_model = model_op_time(p, machine), from_model + 1
+            per_op, from_model = model_op_time(p, planned, machine.speeds), from_model + 1
         graph = p.launch == "graph"
         timed += timing_seconds(per_op, ctx.timing, graph, overhead.per_trial_s)
         other += overhead.per_point_s + p.size_bytes * overhead.per_byte_s + (overhead.per_graph_s if graph else 0.0)
-    worlds = len({p.world_size for p in points}) if module.DISTRIBUTED else 1
+    worlds = len({p.world_size for p in points}) if distributed else 1
     other += worlds * overhead.startup_s if points else 0.0
-    return SuiteEstimate(module.NAME, len(points), timed, other, _basis(reference, fitted, from_model, len(points)))
+    return SuiteEstimate(suite.name, len(points), timed, other, _basis(reference, fitted, from_model, len(points)))
 
 
 def _basis(reference: Reference | None, fitted: str, from_model: int, total: int) -> str:
@@ -378,54 +272,12 @@ def _basis(reference: Reference | None, fitted: str, from_model: int, total: int
     return times + (f"; per-point cost {fitted}" if fitted else "")
 
 
-def estimate(cfg, planned: list[tuple[ModuleType, Context]], machine: Machine, skipped: list[str] = (),
+def estimate(cfg, planned: list[Planned], machine: Machine, skipped: list[str] = (),
              done: set = frozenset(), root: Path = REFERENCE_ROOT) -> Plan:
-    """The plan for suites already checked (app.plan's contexts), on `machine`."""
+    """The plan for suites already checked (sweep.plan_suites), on `machine`."""
     reference = Reference.find(machine, root)
-    return Plan(machine, [estimate_suite(m, cfg, ctx, machine, reference, done) for m, ctx in planned], list(skipped),
+    return Plan(machine, [estimate_suite(p, machine, reference, done) for p in planned], list(skipped),
                 RUN_START_S.get(machine.device, 0.0) if planned else 0.0)
-
-
-def catalogue_machine(instance) -> Machine:
-    """A catalogued machine (conf/instance/*.yaml) as the planner sees it: every pair of GPUs on
-    NVLink (NVSwitch) where the entry gives NVLink, else across PCIe through the host (SYS)."""
-    n = int(instance.gpu_count)
-    link = f"NV{round(instance.nvlink_gbps_per_gpu / NVLINK_LINK_GBPS)}" if instance.nvlink_gbps_per_gpu else "SYS"
-    words = (instance.gpu or "").lower().replace("nvidia", "").split()
-    return Machine(instance.name, "cuda", n, {f"{i},{j}": link for i in range(n) for j in range(n) if i != j},
-                   instance.pcie_gen, instance.pcie_width, instance.nvlink_gbps_per_gpu,
-                   re.sub(r"[^a-z0-9]+", "-", words[0]).strip("-") if words else "")
-
-
-def plan_machine(cfg, machine: Machine, root: Path = REFERENCE_ROOT) -> Plan:
-    """The plan for a machine that is not this one (a catalogue entry, a fake topology): the
-    suites' sweeps and points as they would be there, without this machine's checks."""
-    from bench import config
-    from bench.sizes import parse_size
-
-    launches = tuple(str(x) for x in cfg.timing.launch) if machine.device == "cuda" else ("eager",)
-    planned, skipped = [], []
-    for name in cfg.suites:
-        module = suites.get(str(name))
-        ctx = Context(device=machine.device, timing=config.timing_config(cfg),
-                      sizes=config.suite_sizes(cfg, str(name), machine.device), gpu_count=machine.gpus,
-                      launches=launches, graph_max_bytes=parse_size(cfg.timing.graph_max_size),
-                      extra={"links": machine.links})
-        reason = _skip_reason(module, cfg, machine)
-        if reason:
-            skipped.append(f"{name}: skipped, {reason}")
-        else:
-            planned.append((module, ctx))
-    return replace(estimate(cfg, planned, machine, root=root), skipped=skipped)
-
-
-def _skip_reason(module: ModuleType, cfg, machine: Machine) -> str | None:
-    """The suites' own skip rules that depend only on the GPU count."""
-    if module.NAME == "p2p" and (machine.device != "cuda" or machine.gpus < 2):
-        return f"needs 2 or more GPUs, found {machine.gpus}"
-    if module.NAME == "collectives" and machine.device == "cuda" and machine.gpus < 2 and not cfg.collectives.nproc:
-        return f"needs 2 or more GPUs, found {machine.gpus}"
-    return None
 
 
 # ---------------------------------------------------------------- what is printed

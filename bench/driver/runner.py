@@ -2,16 +2,15 @@
 from __future__ import annotations
 
 import sys
-from types import ModuleType
-from typing import TextIO
+from typing import Any, TextIO
 
-from bench import lazy
-
-torch = lazy.module("torch")
 from tqdm import tqdm
 
+from bench import lazy
+from bench.driver.sweep import Planned
 from bench.results import RunWriter, point_key
-from bench.suites import Context
+
+torch = lazy.module("torch")
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -22,28 +21,31 @@ def _out_of_memory(exc: BaseException) -> bool:
     return "can't allocate memory" in text or "DefaultCPUAllocator" in text
 
 
-def run_suite(suite: ModuleType, cfg, ctx: Context, writer: RunWriter | None, progress: bool = True,
+def run_suite(planned: Planned, state: Any, writer: RunWriter | None, progress: bool = True,
               done: set | None = None, stream: TextIO | None = None) -> int:
-    """Measure every point not already done; rows go to disk as each point finishes.
+    """Measure every point of planned.ctx's world not already done; rows go to disk as each point
+    finishes. `state` is the suite's (planned.start()).
 
     `writer` is None on ranks other than 0 of a distributed suite: they measure, rank 0 writes,
     and `done` (rank 0's finished points, sent to every rank) keeps them all in step. The
     progress bar goes to `stream` (a spawned rank 0's copy of the terminal), else stderr.
     Returns the number of points measured.
     """
+    suite, settings, ctx = planned.suite, planned.settings, planned.ctx
     if done is None:
         done = writer.done if writer is not None else set()
-    todo = [p for p in suite.points(cfg, ctx) if point_key(p) not in done]
+    todo = [p for p in suite.points(settings, ctx) if point_key(p) not in done]
     stream = stream or sys.stderr
     # In a log file (CI) a bar redrawn ten times a second is noise: one line every 10 s there.
-    bar = tqdm(todo, desc=f"{suite.NAME:<11}", unit="pt", disable=not progress or ctx.rank != 0, file=stream,
+    bar = tqdm(todo, desc=f"{suite.name:<11}", unit="pt", disable=not progress or ctx.rank != 0, file=stream,
                dynamic_ncols=True, leave=True, mininterval=0.1 if stream.isatty() else 10)
+    distributed = planned.distribution() is not None
     for point in bar:
         bar.set_postfix_str(point.label(), refresh=False)
         try:
-            rows = suite.measure(point, cfg, ctx)
+            rows = suite.measure(point, settings, ctx, state)
         except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
-            if suite.DISTRIBUTED or not _out_of_memory(exc):  # distributed: the ranks must agree
+            if distributed or not _out_of_memory(exc):  # distributed: the ranks must agree
                 raise
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()

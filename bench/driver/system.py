@@ -138,13 +138,3 @@ def describe() -> dict[str, Any]:
         "links": link_matrix(topology),
         "env": {k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "CUDA_VISIBLE", "TORCH_SYMM", "NVSHMEM_"))},
     }
-
-
-def instance_label() -> str:
-    """A name for an uncatalogued machine: 'h100-x1', or 'cpu' without a GPU."""
-    if not torch.cuda.is_available():
-        return "cpu"
-    # The model's first word ('NVIDIA H100 80GB HBM3' -> h100), matching the catalogue's names.
-    words = torch.cuda.get_device_name(0).lower().replace("nvidia", "").split()
-    slug = re.sub(r"[^a-z0-9]+", "-", words[0] if words else "gpu").strip("-")
-    return f"{slug}-x{torch.cuda.device_count()}"

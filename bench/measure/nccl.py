@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from bench import lazy
 
 torch = lazy.module("torch")
+tdist = lazy.module("torch.distributed")
 
 UNIQUE_ID_BYTES = 128
 
@@ -350,3 +351,11 @@ class Communicator:
         pr, nr, tr = self._buf(recv)
         return [(self.lib.ncclSend, (ps, ns, ts, peer_send, self._comm)),
                 (self.lib.ncclRecv, (pr, nr, tr, peer_recv, self._comm))]
+
+
+def join(rank: int, world_size: int, device: int) -> Communicator:
+    """A communicator over torch.distributed's default group's ranks: rank 0's unique id reaches
+    the others through it. Every rank must call it together."""
+    uid = [unique_id() if rank == 0 else None]
+    tdist.broadcast_object_list(uid, src=0)
+    return Communicator(rank, world_size, uid[0], device)

@@ -3,7 +3,7 @@
 
 Both apis run the same ops on the same buffers, sizes and checks, so torch's time over NCCL's
 is what a PyTorch job pays over the library's own cost. The nccl api uses the libnccl.so.2 that
-torch loaded (bench/nccl.py) with a communicator of its own, on torch's current stream, so
+torch loaded (bench.measure.nccl) with a communicator of its own, on torch's current stream, so
 graph capture works the same way for both.
 
 Sizes, algbw and busbw follow nccl-tests: S is the op's total message size (all_gather: the
@@ -14,26 +14,30 @@ then reuse the same buffers (in-place ops change their data, so the check preced
 """
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field, replace
 from typing import List, Optional
 
-import torch
-import torch.distributed as tdist
+import pandas as pd
 
-from bench import ConfigError
+from bench import ConfigError, lazy
+from bench.analysis.catalog import Metric
+from bench.config.settings import Choice, SizeRange, nonempty, positive, require
+from bench.links import Speeds, bus_factor, split_op
+from bench.measure import nccl, timing
+from bench.measure.agree import Ranks
+from bench.measure.memory import check_fits, local_rank_limit
+from bench.measure.timing import EventClock, HostClock
 from bench.results import Sample
-from bench.settings import Choice, nonempty, positive, require
-from bench.sizes import parse_size
-from bench.suites import Context, Point, check_fits, local_rank_limit, trial_rows
-from bench import timing
-from bench.timing import EventClock, HostClock
+from bench.sizes import format_size, parse_size
+from bench.suites.contract import Context, Distribution, Overhead, Point, Suite, trial_rows
 
-NAME = "collectives"
-DISTRIBUTED = True
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
-          "float64": torch.float64, "int32": torch.int32, "int64": torch.int64, "int8": torch.int8,
-          "uint8": torch.uint8}
+torch = lazy.module("torch")
+tdist = lazy.module("torch.distributed")
+
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8")
+OVERHEAD_SIZES = (8, 1 << 20)     # where the summary compares torch's time per op with NCCL's
 
 
 class CollectiveOp(Choice):
@@ -63,7 +67,8 @@ class Api(Choice):
 class Settings:
     ops: List[CollectiveOp] = field(default_factory=lambda: list(CollectiveOp))
     dtypes: List[DType] = field(default_factory=lambda: [DType.float32])
-    nproc: List[int] = field(default_factory=list)   # ranks on this node; [] = one per GPU (2 on a CPU)
+    # ranks on this node; [] (or auto) = one per GPU (2 on a CPU)
+    nproc: List[int] = field(default_factory=list, metadata={"auto": "[]"})
     oversubscribe: bool = False                      # more ranks than CPU cores (slow); memory still caps them
     transport: Transport = Transport.default
     timeout_s: float = 300.0                         # a dead or hung rank ends the run after this long
@@ -84,111 +89,73 @@ class Settings:
 
 
 _REDUCING = {"all_reduce", "reduce_scatter", "reduce"}
-_SPLIT = {"all_gather", "reduce_scatter", "all_to_all"}  # S is divided among the ranks
-# torch 2.13 renamed the tensor forms of these two; older releases have only the old names.
-_all_gather = getattr(tdist, "all_gather_single", None) or tdist.all_gather_into_tensor
-_reduce_scatter = getattr(tdist, "reduce_scatter_single", None) or tdist.reduce_scatter_tensor
 
 
-def bus_factor(op: str, n: int) -> float:
-    if n == 1:
-        return 0.0   # one rank moves nothing between GPUs (nccl-tests' all_reduce formula gives 0 too)
-    if op == "all_reduce":
-        return 2 * (n - 1) / n
-    if op in _SPLIT:
-        return (n - 1) / n
-    return 1.0
+def _dtype(name: str):
+    return getattr(torch, name)
 
 
 def backend(ctx: Context) -> str:
     return "nccl" if ctx.device == "cuda" else "gloo"
 
 
-def _asked(cfg, ctx: Context) -> list[int]:
-    return list(cfg.collectives.nproc) or [ctx.gpu_count if ctx.device == "cuda" else 2]
+def _asked(s: Settings, ctx: Context) -> list[int]:
+    return list(s.nproc) or [ctx.gpu_count if ctx.device == "cuda" else 2]
 
 
-def world_sizes(cfg, ctx: Context) -> list[int]:
+def world_sizes(s: Settings, ctx: Context) -> list[int]:
     """The ranks of each world measured: collectives.nproc, or one per GPU (2 on a CPU); capped at
     one rank per GPU present and at ctx.max_ranks (check() sets it from this machine's cores and
     host memory), so [2,4,8] scales as far as the machine goes."""
     limits = ([ctx.gpu_count] if ctx.device == "cuda" else []) + ([ctx.max_ranks] if ctx.max_ranks else [])
-    return list(dict.fromkeys(min([n, *limits]) for n in _asked(cfg, ctx)))
+    return list(dict.fromkeys(min([n, *limits]) for n in _asked(s, ctx)))
 
 
-def apis(cfg, ctx: Context) -> list[str]:
+def apis(s: Settings, ctx: Context) -> list[str]:
     """The apis measured here: NCCL needs GPUs, so gloo runs torch.distributed only."""
-    return [str(a) for a in cfg.collectives.api if ctx.device == "cuda" or a == Api.torch]
+    return [str(a) for a in s.api if ctx.device == "cuda" or a == Api.torch]
 
 
-def check(cfg, ctx: Context) -> str | None:
-    c = cfg.collectives
-    if not apis(cfg, ctx):
-        raise ConfigError("collectives.api=[nccl] calls NCCL, which needs CUDA GPUs; without them use "
-                          "collectives.api=[torch] (gloo)")
-    if Api.nccl in c.api and ctx.device == "cuda":
-        from bench import nccl
-
-        try:
-            nccl.load()
-        except nccl.NcclUnavailable as exc:
-            raise ConfigError(f"collectives.api includes nccl: {exc}") from None
-    if c.transport == "socket" and ctx.device != "cuda":
-        raise ConfigError("collectives.transport=socket forces NCCL's socket path and needs GPUs; "
-                          "without them the run already uses gloo over local sockets")
-    from bench.config import external_rank
-
-    if external_rank() is not None:
-        return None
-    if not c.nproc and ctx.device == "cuda" and ctx.gpu_count < 2:
-        return f"needs 2 or more GPUs, found {ctx.gpu_count} (collectives.nproc=1 forces a 1-rank run)"
-    # Buffers of a rank in host memory: on a CPU about 3 x sizes.max; on GPUs they are on the GPU.
-    buffers = 0 if ctx.device == "cuda" else 3 * max(ctx.sizes)
-    ctx.max_ranks, limited_by = local_rank_limit("collectives", buffers, "3 x sizes.max" if buffers else "",
-                                                  c.oversubscribe)
-    sizes, asked = world_sizes(cfg, ctx), max(_asked(cfg, ctx))
-    if max(sizes) < asked:
-        gpus = ctx.device == "cuda" and ctx.gpu_count == max(sizes)
-        why = f"the {ctx.gpu_count} GPU(s) present (one rank per GPU)" if gpus else limited_by
-        print(f"xferbench: collectives.nproc={_asked(cfg, ctx)} capped at {why}: world sizes {sizes}", file=sys.stderr)
-    if max(sizes) < 2 and all(op == "sendrecv" for op in c.ops):
-        raise ConfigError("collectives.ops=[sendrecv] needs 2 or more ranks")
-    ctx.world_size = max(sizes)
-    if ctx.device == "cuda":
-        check_fits("collectives (about 2 x sizes.max per GPU)", 2 * max(ctx.sizes), range(max(sizes)))
-    return None
+def transport_env(transport: str, nnodes: int) -> dict[str, str]:
+    """NCCL over plain sockets, as between nodes without InfiniBand: on loopback when every rank is
+    on this host; across hosts NCCL picks the interface (or the user's NCCL_SOCKET_IFNAME)."""
+    if transport != "socket":
+        return {}
+    env = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket"}
+    return {**env, "NCCL_SOCKET_IFNAME": "lo"} if nnodes == 1 else env
 
 
-def _elsize(dtype: str) -> int:
-    return torch.empty(0, dtype=DTYPES[dtype]).element_size()
+_ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4, "int64": 8, "int8": 1,
+                  "uint8": 1}
 
 
 def message_bytes(op: str, size: int, dtype: str, n: int) -> int:
     """The size actually measured: whole elements, and for split ops whole elements per rank."""
-    unit = _elsize(dtype) * (n if op in _SPLIT else 1)
+    unit = _ELEMENT_BYTES[dtype] * (n if split_op(op) else 1)
     return max(unit, size // unit * unit)
 
 
-def points(cfg, ctx: Context) -> list[Point]:
+def sweep(s: Settings, ctx: Context) -> list[Point]:
+    """Every point of one world of ctx.world_size ranks."""
     n = ctx.world_size
-    ops = [op for op in cfg.collectives.ops if not (op == "sendrecv" and n < 2)]
-    mode = "socket" if cfg.collectives.transport == "socket" else "default"
-    nccl_max = parse_size(cfg.collectives.nccl_max_size) if cfg.collectives.nccl_max_size else None
+    ops = [op for op in s.ops if not (op == "sendrecv" and n < 2)]
+    mode = "socket" if s.transport == "socket" else "default"
+    nccl_max = parse_size(s.nccl_max_size) if s.nccl_max_size else None
     out, seen = [], set()
     for size in ctx.sizes:
         for op in ops:
-            for dtype in cfg.collectives.dtypes:
+            for dtype in s.dtypes:
                 nbytes = message_bytes(op, size, dtype, n)
                 for launch in ctx.launches:
                     # One rank sends nothing: its captured ops are local copies or empty graphs,
                     # and their replays time nothing of the interconnect.
                     if launch == "graph" and (nbytes > ctx.graph_max_bytes or n == 1):
                         continue
-                    for api in apis(cfg, ctx):
+                    for api in apis(s, ctx):
                         if api == Api.nccl and nccl_max is not None and nbytes > nccl_max:
                             continue
-                        p = Point(NAME, op, nbytes, mode=mode, backend=backend(ctx), world_size=n,
-                                  nnodes=ctx.nnodes, dtype=dtype, launch=launch, api=api)
+                        p = Point(Collectives.name, str(op), nbytes, mode=mode, backend=backend(ctx), world_size=n,
+                                  nnodes=ctx.nnodes, dtype=str(dtype), launch=launch, api=api)
                         if p not in seen:
                             seen.add(p)
                             out.append(p)
@@ -215,31 +182,34 @@ def _matches(tensor: torch.Tensor, expected) -> bool:
     return True
 
 
-def _device(ctx: Context) -> torch.device:
+def _device(ctx: Context):
     return torch.device("cuda", ctx.local_rank) if ctx.device == "cuda" else torch.device("cpu")
 
 
-def communicator(ctx: Context):
-    """This rank's direct NCCL communicator, made on first use (every rank gets there together)."""
-    comm = ctx.extra.get("nccl_comm")
-    if comm is None:
-        from bench import nccl
+@dataclass
+class CollectivesState:
+    """One rank's run: its agreement with the others, and its direct NCCL communicator, made at the
+    first nccl point (every rank gets there together)."""
 
-        uid = [nccl.unique_id() if ctx.rank == 0 else None]
-        tdist.broadcast_object_list(uid, src=0)
-        comm = ctx.extra["nccl_comm"] = nccl.Communicator(ctx.rank, ctx.world_size, uid[0], ctx.local_rank)
-    return comm
+    ctx: Context
+    ranks: Ranks
+    comm: nccl.Communicator | None = None
+
+    def communicator(self) -> nccl.Communicator:
+        if self.comm is None:
+            self.comm = nccl.join(self.ctx.rank, self.ctx.world_size, self.ctx.local_rank)
+        return self.comm
 
 
 class _Op:
     """Buffers and one call of a collective through one api; `correct` checks a single call's result."""
 
-    def __init__(self, op: str, nbytes: int, dtype: str, api: str, ctx: Context) -> None:
+    def __init__(self, op: str, nbytes: int, dtype: str, api: str, ctx: Context, state: CollectivesState) -> None:
         self.op, self.ctx, self.n, self.rank = op, ctx, ctx.world_size, ctx.rank
-        self.comm = communicator(ctx) if api == Api.nccl else None
-        self.dtype, self.device = DTYPES[dtype], _device(ctx)
-        count = nbytes // _elsize(dtype)
-        self.chunk = count // self.n if op in _SPLIT else count
+        self.comm = state.communicator() if api == Api.nccl else None
+        self.dtype, self.device = _dtype(dtype), _device(ctx)
+        count = nbytes // _ELEMENT_BYTES[dtype]
+        self.chunk = count // self.n if split_op(op) else count
         size_in = {"all_gather": self.chunk}.get(op, count)
         size_out = {"all_gather": count, "reduce_scatter": self.chunk, "all_to_all": count}.get(op, 0)
         self.count = count
@@ -281,10 +251,10 @@ class _Op:
         op = self.op
         if op == "all_reduce":
             tdist.all_reduce(self.inp)
-        elif op == "all_gather":
-            _all_gather(self.out, self.inp)
+        elif op == "all_gather":   # torch 2.13 renamed the tensor form; older releases have only the old name
+            (getattr(tdist, "all_gather_single", None) or tdist.all_gather_into_tensor)(self.out, self.inp)
         elif op == "reduce_scatter":
-            _reduce_scatter(self.out, self.inp)
+            (getattr(tdist, "reduce_scatter_single", None) or tdist.reduce_scatter_tensor)(self.out, self.inp)
         elif op == "broadcast":
             tdist.broadcast(self.inp, src=0)
         elif op == "reduce":
@@ -327,17 +297,7 @@ class _Op:
         return _matches(self.out, pat((self.rank - 1) % self.n))
 
 
-def _all(value: float, ctx: Context, op=tdist.ReduceOp.MAX) -> torch.Tensor:
-    t = torch.tensor(value, dtype=torch.float64, device=_device(ctx)).reshape(-1)
-    tdist.all_reduce(t, op=op)
-    return t
-
-
-def _barrier(ctx: Context) -> None:
-    _all(0.0, ctx)
-
-
-def _graph_correct(op: _Op, ctx: Context) -> bool:
+def _graph_correct(op: _Op, ranks: Ranks) -> bool:
     """One op captured in a graph, replayed on fresh data, gives the exact answer on every rank.
 
     A capture that recorded nothing (the op ran outside the capture stream) would time an empty
@@ -348,19 +308,20 @@ def _graph_correct(op: _Op, ctx: Context) -> bool:
         op(1)
     op.fill()
     torch.cuda.synchronize()
-    _barrier(ctx)
+    ranks.barrier()
     graph.replay()
     torch.cuda.synchronize()
-    return bool(_all(1.0 if op.correct() else 0.0, ctx, tdist.ReduceOp.MIN).item())
+    return ranks.all(op.correct())
 
 
-def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
+def _measure(point: Point, ctx: Context, state: CollectivesState) -> list[Sample]:
+    ranks = state.ranks
     try:
-        op = _Op(point.op, point.size_bytes, point.dtype, point.api, ctx)
+        op = _Op(point.op, point.size_bytes, point.dtype, point.api, ctx, state)
         oom = ""
     except torch.cuda.OutOfMemoryError as exc:
         op, oom = None, str(exc).splitlines()[0]
-    if _all(1.0 if oom else 0.0, ctx).item():  # every rank skips together, or none does
+    if ranks.max(1.0 if oom else 0.0):  # every rank skips together, or none does
         del op
         torch.cuda.empty_cache()
         return [point.skipped(f"out of memory on some rank: {oom or 'see that rank'}")] if ctx.rank == 0 else []
@@ -369,25 +330,230 @@ def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
     op()
     if ctx.device == "cuda":
         torch.cuda.synchronize()
-    verified = bool(_all(1.0 if op.correct() else 0.0, ctx, tdist.ReduceOp.MIN).item())
-
-    agree = lambda x: _all(float(x), ctx).item()  # noqa: E731
-    if ctx.device == "cuda":
-        clock = EventClock(before_start=lambda: _barrier(ctx))
-    else:
-        clock = HostClock(sync=lambda: _barrier(ctx))
+    verified = ranks.all(op.correct())
+    clock = EventClock(before_start=ranks.barrier) if ctx.device == "cuda" else HostClock(sync=ranks.barrier)
     timer = timing.measure_graph if point.launch == "graph" else timing.measure
-    trials = timer(op, clock, ctx.timing, agree)
+    trials = timer(op, clock, ctx.timing, ranks.max)
     if point.launch == "graph":
-        verified = verified and _graph_correct(op, ctx)
+        verified = verified and _graph_correct(op, ranks)
     # The slowest rank sets the pace of a collective: each trial keeps the maximum over ranks,
     # and the minimum beside it, so a straggler shows.
-    times = torch.tensor([t.time_s for t in trials], dtype=torch.float64, device=_device(ctx))
-    slowest, fastest = times.clone(), times.clone()
-    tdist.all_reduce(slowest, op=tdist.ReduceOp.MAX)
-    tdist.all_reduce(fastest, op=tdist.ReduceOp.MIN)
+    times = [t.time_s for t in trials]
+    slowest, fastest = ranks.reduce(times, "max"), ranks.reduce(times, "min")
     if ctx.rank != 0:
         return []
-    trials = [replace(t, time_s=float(hi), fastest_rank_s=float(lo))
-              for t, hi, lo in zip(trials, slowest.tolist(), fastest.tolist())]
+    trials = [replace(t, time_s=hi, fastest_rank_s=lo) for t, hi, lo in zip(trials, slowest, fastest)]
     return trial_rows(point, trials, point.size_bytes, bus_factor(point.op, ctx.world_size), verified)
+
+
+# ---------------------------------------------------------------- reading the rows
+
+
+def api_overhead(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per op and launch: torch.distributed's time per op over NCCL's own, at 8 B and 1 MiB.
+
+    What a PyTorch job pays over the library's floor; 1.0 means nothing. Empty without both apis.
+    """
+    from bench.results import usable_rows
+
+    ok = usable_rows(frame)
+    ok = ok[(ok.suite == Collectives.name) & ok.api.isin(["torch", "nccl"])]
+    if ok.api.nunique() < 2:
+        return pd.DataFrame()
+    med = ok.groupby(["op", "launch", "dtype", "world_size", "api", "size_bytes"]).time_s.median().unstack("api")
+    rows = []
+    for (op, launch, dtype, world), group in med.groupby(level=["op", "launch", "dtype", "world_size"], sort=False):
+        sizes = group.index.get_level_values("size_bytes")
+        row = {"op": op, "launch": launch, "dtype": dtype, "world_size": world}
+        for size in OVERHEAD_SIZES:
+            nearest = min(sizes, key=lambda s: abs(math.log2(s / size)))
+            if abs(math.log2(nearest / size)) < 0.5:  # split ops round to whole elements per rank
+                t = group.xs(nearest, level="size_bytes").iloc[0]
+                row[f"torch_us@{format_size(size)}"] = round(t["torch"] * 1e6, 2)
+                row[f"nccl_us@{format_size(size)}"] = round(t["nccl"] * 1e6, 2)
+                row[f"torch/nccl@{format_size(size)}"] = round(t["torch"] / t["nccl"], 2)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    keep = [c for c in table.columns if c not in ("dtype", "world_size") or table[c].nunique() > 1]
+    return table[keep]
+
+
+def api_overhead_figure(frame: pd.DataFrame, canvas) -> list:
+    """torch.distributed's time per op over NCCL's own, per op at 8 B and 1 MiB, eager and graph:
+    what a PyTorch job pays over the library's floor (1.0: nothing)."""
+    from bench.analysis.figures.bars import dot_bars, per_series
+
+    table = per_series(frame, api_overhead)
+    rows = []
+    for size in OVERHEAD_SIZES:
+        column = f"torch/nccl@{format_size(size)}"
+        if column in table:
+            rows += [{canvas.SERIES: r[canvas.SERIES], "label": f"{r.op} {r.launch} @{format_size(size)}",
+                      "ratio": r[column]} for _, r in table.dropna(subset=[column]).iterrows()]
+    if not rows:
+        return []
+    ratios = pd.DataFrame(rows)
+    fig, ax = dot_bars(ratios, "ratio", "%.2fx", canvas.colours,
+                       "time per op through torch.distributed / through NCCL directly",
+                       "What torch.distributed adds over NCCL\n"
+                       "eager: the host's launch cost; graph: replays, where it should vanish")
+    ax.axvline(1, color="black", linewidth=1, linestyle="--")
+    ax.set_xlim(0, max(2.2, ratios["ratio"].max() * 1.15))
+    return canvas.save(fig, "api_overhead", "What torch.distributed adds to NCCL's own time per op.")
+
+
+def _per_world(g: pd.DataFrame, pick, column: str) -> pd.Series:
+    """Per world size, the median of `column` at the size `pick` (min or max) chooses there:
+    split ops round sizes to whole elements per rank, so each world has its own."""
+    at = g["size_bytes"] == g.groupby("world_size")["size_bytes"].transform(pick)
+    return g[at].groupby("world_size")[column].median()
+
+
+def scaling_figure(frame: pd.DataFrame, canvas) -> list:
+    """Collectives against GPU count (collectives.nproc=[2,4,8]): per op, bus bandwidth at the
+    largest size and the time of the smallest message (8 B), eager launches. Drawn for runs
+    that measured two or more world sizes."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    from bench.analysis.figures.style import DASHES, OP_ORDER, PANEL_IN, VALUE_ORDER, _legend, _order
+    from bench.results import usable_rows
+
+    series = canvas.SERIES
+    data = usable_rows(frame)
+    data = data[(data["suite"] == Collectives.name) & (data["launch"] == "eager")]
+    data = data[data.groupby(series)["world_size"].transform("nunique") > 1]
+    if data.empty:
+        return []
+    ops = _order(data["op"], OP_ORDER)
+    styles = dict(zip(_order(data["api"].astype(str), VALUE_ORDER), DASHES))
+    fig, axes = plt.subplots(2, len(ops), figsize=(PANEL_IN[0] * len(ops) + 0.4, PANEL_IN[1] * 2 + 1.0),
+                             squeeze=False, layout="constrained")
+    rows = (("max", "busbw_gbps", f"Bus bandwidth (GB/s) at {format_size(int(data['size_bytes'].max()))}"),
+            ("min", "time_us", "Time per op (µs) at 8 B"))
+    data = data.assign(time_us=data["time_s"] * 1e6)
+    worlds = sorted(data["world_size"].unique())
+    for col, op in enumerate(ops):
+        for row, (pick, column, label) in enumerate(rows):
+            ax = axes[row][col]
+            for (name, api), g in data[data["op"] == op].groupby([series, "api"]):
+                values = _per_world(g, pick, column)
+                ax.plot(values.index, values.to_numpy(), color=canvas.colours[name], linestyle=styles[str(api)],
+                        marker="o", markersize=3, linewidth=1.6)
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_locator(FixedLocator(worlds))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_ylim(bottom=0)
+            ax.grid(True, which="major", alpha=0.35)
+            ax.tick_params(labelsize=8)
+            ax.set_title(op if row == 0 else "", fontsize=10)
+            ax.set_xlabel("GPUs (ranks)" if row == 1 else "", fontsize=9)
+            ax.set_ylabel(label if col == 0 else "", fontsize=9)
+    fig.suptitle("Collectives against GPU count: bus bandwidth at the largest size, time of the smallest "
+                 "message\nmedian of each point's trials, eager launches", fontsize=12)
+    _legend(fig, {s: canvas.colours[s] for s in sorted(data[series].unique())}, styles, "api")
+    return canvas.save(fig, "scaling_collectives", "Collectives against GPU count.")
+
+
+NCCL = (("mode", ("default",)),)
+
+
+class Collectives(Suite):
+    name = "collectives"
+    title = "Collectives"
+    Settings = Settings
+    sizes = SizeRange("8B", "4GiB", ["8B:x8", "64KiB:x4", "1MiB:x2", "16MiB:x4"])
+    groups = ("links",)
+    order = 30
+    bandwidth = "busbw_gbps"
+    latency_sizes = (8, 65536)
+    # On GPUs: the four 2x H200 runs of 2026-11-23's timing core (196 to 364 points, wall less
+    # replayed timing 9-15 s), with the start the profile showed (5.7 s to spawn the ranks, start
+    # NCCL and tear down): 6 s a world, 9 ms a point, 10 ms more a graph point (two captures),
+    # 0.066 s a GB (buffers and checks). CPU: a 2-core machine's gloo runs.
+    overhead = {"cuda": Overhead(0.009, 0.066e-9, 0.010, 6.0, 100e-6), "cpu": Overhead(0.15, 20e-9, 0.0, 4.0, 1e-3)}
+    # Between-run sigma of log time (scripts/noise_study.py): cpu, 20 runs on the 2-core CI
+    # machine (results/noise/cpu); gpu, 3 runs on nvidia-h200-x2 (results/noise/h200-x2), the
+    # latency-bound figure set above the measured 0.085 to cover three runs' uncertainty.
+    noise = {("cpu", "latency"): 1.143, ("cpu", "bandwidth"): 0.400,
+             ("gpu", "latency"): 0.151, ("gpu", "bandwidth"): 0.014}
+    headline = (
+        Metric("all_reduce, bus bandwidth", "collectives", "all_reduce", NCCL),
+        Metric("all_reduce latency: eager / graph", "collectives", "all_reduce", NCCL, latency=True),
+    )
+
+    def check(self, s: Settings, ctx: Context) -> str | None:
+        if not apis(s, ctx):
+            raise ConfigError("collectives.api=[nccl] calls NCCL, which needs CUDA GPUs; without them use "
+                              "collectives.api=[torch] (gloo)")
+        if Api.nccl in s.api and ctx.device == "cuda" and ctx.here:
+            try:
+                nccl.load()
+            except nccl.NcclUnavailable as exc:
+                raise ConfigError(f"collectives.api includes nccl: {exc}") from None
+        if s.transport == "socket" and ctx.device != "cuda":
+            raise ConfigError("collectives.transport=socket forces NCCL's socket path and needs GPUs; "
+                              "without them the run already uses gloo over local sockets")
+        if ctx.launcher:
+            return None
+        if not s.nproc and ctx.device == "cuda" and ctx.gpu_count < 2:
+            return f"needs 2 or more GPUs, found {ctx.gpu_count} (collectives.nproc=1 forces a 1-rank run)"
+        if ctx.here:
+            # Buffers of a rank in host memory: on a CPU about 3 x sizes.max; on GPUs they are on the GPU.
+            buffers = 0 if ctx.device == "cuda" else 3 * max(ctx.sizes)
+            ctx.max_ranks, limited_by = local_rank_limit("collectives", buffers, "3 x sizes.max" if buffers else "",
+                                                          s.oversubscribe)
+        sizes, asked = world_sizes(s, ctx), max(_asked(s, ctx))
+        if max(sizes) < asked and ctx.here:
+            gpus = ctx.device == "cuda" and ctx.gpu_count == max(sizes)
+            why = f"the {ctx.gpu_count} GPU(s) present (one rank per GPU)" if gpus else limited_by
+            print(f"xferbench: collectives.nproc={_asked(s, ctx)} capped at {why}: world sizes {sizes}",
+                  file=sys.stderr)
+        if max(sizes) < 2 and all(op == "sendrecv" for op in s.ops):
+            raise ConfigError("collectives.ops=[sendrecv] needs 2 or more ranks")
+        if ctx.device == "cuda" and ctx.here:
+            check_fits("collectives (about 2 x sizes.max per GPU)", 2 * max(ctx.sizes), range(max(sizes)))
+        return None
+
+    def points(self, s: Settings, ctx: Context) -> list[Point]:
+        return sweep(s, ctx)
+
+    def distribution(self, s: Settings, ctx: Context) -> Distribution:
+        return Distribution(world_sizes(s, ctx), backend(ctx), s.timeout_s, transport_env(s.transport, ctx.nnodes))
+
+    def start(self, s: Settings, ctx: Context) -> CollectivesState:
+        return CollectivesState(ctx, Ranks(_device(ctx)))
+
+    def finish(self, state: CollectivesState) -> None:
+        if state.comm is not None:
+            state.comm.close()   # collective over the ranks: the driver calls it on every rank at once
+
+    def measure(self, point: Point, s: Settings, ctx: Context, state: CollectivesState) -> list[Sample]:
+        return _measure(point, ctx, state)
+
+    def op_time(self, point: Point, speeds: Speeds) -> float:
+        size, graph = point.size_bytes, point.launch == "graph"
+        n = max(point.world_size, 1)
+        factor = max(bus_factor(point.op, n), 1 / n)
+        if point.backend == "gloo":
+            return 0.5e-3 + size * factor / 0.7e9
+        nvlink = speeds.nvlink()
+        busbw = 3.0 if point.mode == "socket" else (0.75 * nvlink if nvlink else 0.5 * 0.87 * speeds.pcie())
+        return (20e-6 if graph else 40e-6) + size * factor / (busbw * 1e9)
+
+    def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+        overhead = api_overhead(frame)
+        if overhead.empty:
+            return []
+        return [("collectives: time per op through torch.distributed and through NCCL directly "
+                 "(torch/nccl = what the framework adds)", overhead.fillna(""))]
+
+    def figures(self, frame: pd.DataFrame, canvas) -> list:
+        return api_overhead_figure(frame, canvas) + scaling_figure(frame, canvas)
+
+    def link_limit(self, row) -> tuple[float, str]:
+        # busbw is per direction; only single-node NCCL rides NVLink (socket mode and gloo do not)
+        if row["backend"] == "nccl" and int(row["nnodes"]) == 1 and row["mode"] != "socket":
+            return pd.to_numeric(row["nvlink_gbps_per_gpu"], errors="coerce"), "NVLink"
+        return math.nan, ""

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import keyword
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
 from bench.config.settings import SizeRange
 from bench.measure.timing import TimingConfig, Trial
-from bench.results import Sample
+from bench.results import Sample, params_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,6 +61,7 @@ class Context:
     numa: Topology | None = None     # the NUMA nodes (None: one node holding every CPU)
     gpu_nodes: tuple[int | None, ...] = ()   # each GPU's NUMA node, in CUDA's order (None: unknown)
     here: bool = True                # False when planning for another machine: probe nothing here
+    launcher: bool = False           # torchrun or srun started this process's ranks
     explicit: frozenset[str] = frozenset()   # the settings the user named (e.g. 'copy.memory')
     max_ranks: int = 0               # local ranks this machine holds (check() sets it); 0: no limit known
     rank: int = 0
@@ -112,11 +112,6 @@ class Point:
         return " ".join(p for p in parts if p)
 
 
-def params_text(params: Any) -> str:
-    """A point's params as stored: JSON of the dataclass's fields, keys sorted; '' for none."""
-    return "" if params is None else json.dumps(asdict(params), sort_keys=True)
-
-
 @dataclass(frozen=True)
 class Distribution:
     """A suite that runs in ranks: one world of ranks after another, each rank running every point."""
@@ -152,6 +147,7 @@ class Suite:
     order: ClassVar[int] = 100                   # where it runs among the suites of one run
     bandwidth: ClassVar[str] = "algbw_gbps"      # algbw_gbps | busbw_gbps: the column it is judged by
     latency_sizes: ClassVar[tuple[int, ...]] = (4096,)   # the summary's time-per-op columns
+    curves: ClassVar[bool] = True                # its rows drawn as the common curves against size
     overhead: ClassVar[Mapping[str, Overhead]] = {}      # device -> its cost besides operations
     noise: ClassVar[Mapping[tuple[str, str], float]] = {}   # (platform, size class) -> between-run sigma
     headline: ClassVar[tuple[Metric, ...]] = ()
@@ -193,8 +189,8 @@ class Suite:
 
     # ---- reading its rows
 
-    def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-        """(title, table) for the summary, beside the common peak table."""
+    def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]:
+        """(title, table or text) for the summary, beside the common peak table."""
         return []
 
     def figures(self, frame: pd.DataFrame, canvas: Canvas) -> list[Path]:

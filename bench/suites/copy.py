@@ -35,7 +35,7 @@ import pandas as pd
 
 from bench import ConfigError, lazy
 from bench.analysis.catalog import Metric
-from bench.config.settings import Choice, Engine, SizeRange, nonempty
+from bench.config.settings import Choice, Engine, HostMemory, SizeRange, nonempty
 from bench.links import Speeds, pcie_gbps
 from bench.measure import kernels, numa, timing
 from bench.measure.chase import NOTE as LATENCY_NOTE
@@ -61,11 +61,6 @@ class CopyOp(Choice):
     bidir = "bidir"
     d2d = "d2d"
     latency = "latency"
-
-
-class HostMemory(Choice):
-    pinned = "pinned"
-    pageable = "pageable"
 
 
 class NumaMode(Choice):
@@ -563,7 +558,7 @@ class Copy(Suite):
     def figures(self, frame: pd.DataFrame, canvas) -> list:
         from bench.analysis.figures import bars
 
-        return bars.concurrent(concurrent_table(canvas.with_series(frame), [canvas.SERIES]), canvas, "concurrent_copy",
+        return bars.concurrent(concurrent_table(frame, [canvas.SERIES]), canvas, "concurrent_copy",
                                "Every GPU at once: GB/s per GPU beside the same GPU alone")
 
     def link_limit(self, row) -> tuple[float, str]:

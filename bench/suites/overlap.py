@@ -20,34 +20,35 @@ sum before timing, products with a float32 reference, synchronized values with t
 all_reduce needs a rank per GPU, so the suite is distributed: each rank runs every point; for
 the single-GPU points, ranks other than 0 wait on the host (a gloo barrier) while rank 0
 measures, so no idle rank spins a GPU kernel beside them. The all_reduce goes through NCCL
-directly (bench.nccl) on a stream of the suite's own, where events can time it; torch.distributed
+directly (bench.measure.nccl) on a stream of the suite's own, where events can time it; torch.distributed
 runs the same kernel on a stream of its own.
 """
 from __future__ import annotations
 
 import datetime as dt
 import math
-import re
 import statistics
 import sys
 from dataclasses import dataclass, field, replace
 from typing import Callable, List
 
 import pandas as pd
-import torch
-import torch.distributed as tdist
 
-from bench import ConfigError, timing
-from bench.results import Sample
-from bench.settings import Choice, nonempty, require
+from bench import ConfigError, lazy
+from bench.config.settings import Choice, HostMemory, nonempty, positive, require
+from bench.links import bus_factor
+from bench.measure import nccl, timing
+from bench.measure.agree import Ranks
+from bench.measure.checks import same_data
+from bench.measure.memory import RANK_HOST_BYTES, format_bytes, host_available_bytes, local_rank_limit
+from bench.measure.timing import EventClock, HostClock, Trial
+from bench.results import Sample, params
 from bench.sizes import format_size, parse_size
-from bench.suites import (RANK_HOST_BYTES, Context, Point, format_bytes, host_available_bytes, local_rank_limit,
-                          trial_rows)
-from bench.suites.copy import HostMemory, same_data
-from bench.timing import EventClock, HostClock, Trial
+from bench.suites.contract import Context, Distribution, Point, Suite, trial_rows
 
-NAME = "overlap"
-DISTRIBUTED = True
+torch = lazy.module("torch")
+tdist = lazy.module("torch.distributed")
+
 MOST_PER_ROUND = 8      # a round holds at most this many of the longer operation
 BALANCE_GAP = 0.05      # a round's two sides may differ by this much: overlap can then reach 1.95
 TINY = 1024             # elements summed by the idle synchronizations' kernel
@@ -74,6 +75,7 @@ class Settings:
     matmul: int = 8192            # n of the bf16 product (n x n) @ (n x n) beside each transfer
     sync_matmul: int = 2048       # n of the product that keeps the GPU busy in the busy sync steps
     make_sizes: List[str] = field(default_factory=lambda: ["4KiB", "1MiB", "64MiB"])
+    timeout_s: float = 300.0      # with all_reduce's ranks: a dead or hung rank ends the run after this long
 
     def __post_init__(self) -> None:
         nonempty("overlap.ops", self.ops)
@@ -85,78 +87,29 @@ class Settings:
                 parse_size(size, f"overlap.{key}")
         for key in ("matmul", "sync_matmul"):
             require(getattr(self, key) >= 16, f"overlap.{key}", getattr(self, key), "must be >= 16")
+        positive("overlap.timeout_s", self.timeout_s)
 
 
-def backend(ctx: Context) -> str:
-    return "nccl"
+@dataclass(frozen=True)
+class Product:
+    """A pair's product: the bf16 (n x n) @ (n x n) beside the transfer (its mode reads mm<n>)."""
+
+    matmul: int
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.matmul ** 3
 
 
-def world_sizes(cfg, ctx: Context) -> list[int]:
+def world_sizes(s: Settings, ctx: Context) -> list[int]:
     """One rank per GPU when all_reduce is asked for on 2 or more GPUs (no more than ctx.max_ranks,
     which check() sets from this machine's cores and host memory); else rank 0 alone."""
     ranks = min(ctx.gpu_count, ctx.max_ranks or ctx.gpu_count)
-    return [ranks if OverlapOp.all_reduce in cfg.overlap.ops and ranks >= 2 else 1]
+    return [ranks if OverlapOp.all_reduce in s.ops and ranks >= 2 else 1]
 
 
 def _largest(sizes: list[str]) -> int:
     return max(parse_size(s) for s in sizes)
-
-
-def check(cfg, ctx: Context) -> str | None:
-    if ctx.device != "cuda":
-        return "needs a CUDA GPU"
-    o = cfg.overlap
-    ctx.max_ranks, limited_by = local_rank_limit("overlap")
-    ctx.world_size = world_sizes(cfg, ctx)[0]
-    if OverlapOp.all_reduce in o.ops and ctx.gpu_count >= 2 and ctx.world_size < ctx.gpu_count:
-        print(f"xferbench: overlap's all_reduce capped at {limited_by}: {ctx.world_size} of the "
-              f"{ctx.gpu_count} GPUs", file=sys.stderr)
-    if ctx.world_size > 1:
-        from bench import nccl
-
-        try:
-            nccl.load()
-        except nccl.NcclUnavailable as exc:
-            raise ConfigError(f"overlap.ops includes all_reduce: {exc}") from None
-    big, made = _largest(o.sizes), _largest(o.make_sizes)
-    need = 2 * big + 6 * o.matmul ** 2 + 6 * o.sync_matmul ** 2 + 2 * made  # buffers, A, B and C of each product
-    free = torch.cuda.mem_get_info(0)[0]
-    if need > free:
-        raise ConfigError(f"overlap.sizes: the overlap suite needs {format_bytes(need)} on cuda:0 but only "
-                          f"{format_bytes(free)} is free; lower overlap.sizes, overlap.matmul or overlap.make_sizes")
-    host = 2 * big * len(o.memory) + 2 * made + ctx.world_size * RANK_HOST_BYTES  # rank 0's buffers, every rank
-    available = host_available_bytes()
-    if available is not None and host > available:
-        raise ConfigError(f"overlap.sizes: the overlap suite needs {format_bytes(host)} of host memory but only "
-                          f"{format_bytes(available)} is available; lower overlap.sizes")
-    return None
-
-
-def points(cfg, ctx: Context) -> list[Point]:
-    """Pairs by size, the synchronizations, make_tensor; all_reduce last, so that every rank
-    leaves the suite together after it."""
-    o, ops = cfg.overlap, set(cfg.overlap.ops)
-    mm = f"mm{o.matmul}"
-    out = []
-    for size in (parse_size(s) for s in o.sizes):
-        for op in ("h2d", "d2h"):
-            if op in ops:
-                src, dst = ("host", "cuda:0") if op == "h2d" else ("cuda:0", "host")
-                out += [Point(NAME, op, size, memory=str(m), mode=mm, backend="cuda", src=src, dst=dst)
-                        for m in o.memory]
-        if "peer" in ops:
-            out.append(Point(NAME, "peer", size, memory="device", mode=mm, backend="cuda", src="cuda:0", dst="cuda:1"))
-    if "sync" in ops:
-        out += [Point(NAME, f"sync_{kind}", 0, mode=state, backend="cuda", src="cuda:0", dst="cuda:0")
-                for kind in SYNCS for state in ("idle", "busy")]
-    if "make_tensor" in ops:
-        out += [Point(NAME, "make_tensor", parse_size(size), memory=m, backend="cuda",
-                      src="cuda:0" if m == "device" else "host", dst="cuda:0")
-                for size in o.make_sizes for m in [*map(str, o.memory), "device"]]
-    if "all_reduce" in ops:
-        out += [Point(NAME, "all_reduce", max(2, parse_size(s) // 2 * 2), memory="device", mode=mm, backend="nccl",
-                      world_size=ctx.world_size, nnodes=ctx.nnodes, dtype="bfloat16") for s in o.sizes]
-    return out
 
 
 # ---------------------------------------------------------------- the work: products and transfers
@@ -188,12 +141,6 @@ class Matmul:
         return bool((self.c[:rows].float() - ref).abs().max() <= 1e-2 * ref.abs().max())
 
 
-def flops_of(mode: str) -> float:
-    """The flops of one product named by a pair's mode ('mm8192'); NaN for any other mode."""
-    match = re.fullmatch(r"mm(\d+)", str(mode))
-    return 2.0 * int(match.group(1)) ** 3 if match else math.nan
-
-
 @dataclass
 class Transfer:
     """A transfer: `run(k)` enqueues k of them on the current stream; `correct()` checks the data."""
@@ -204,53 +151,86 @@ class Transfer:
     bus_factor: float = 1.0
 
 
-def _device(ctx: Context) -> torch.device:
+def _device(ctx: Context):
     return torch.device("cuda", ctx.local_rank)
 
 
-def _cached(ctx: Context, key: tuple, make: Callable[[], object]):
-    store = ctx.extra.setdefault("overlap_cache", {})
-    if key not in store:
-        store[key] = make()
-    return store[key]
+class OverlapState:
+    """One rank's run, made as points need it: buffers of the largest size (sliced per point; the
+    device source holds random bytes, host sources a copy of them; points zero the destinations
+    they use), the products, two streams, the idle sync's tensor, the host barrier's gloo group
+    and the all_reduce's NCCL communicator."""
 
+    def __init__(self, s: Settings, ctx: Context) -> None:
+        self.settings, self.ctx = s, ctx
+        self.size = _largest(s.sizes)
+        self._buffers: dict[str, object] = {}
+        self._products: dict[int, Matmul] = {}
+        self._streams: tuple | None = None
+        self._ones = None
+        self._host_group = None
+        self.comm: nccl.Communicator | None = None
 
-def _buffer(ctx: Context, name: str, size: int) -> torch.Tensor:
-    """Buffers of the largest size, made on first use and sliced per point. The device source
-    holds random bytes, host sources a copy of them; points zero the destinations they use."""
-    def make() -> torch.Tensor:
+    def buffer(self, name: str):
+        """src, dst (this GPU), peer_dst (the next GPU), or <pinned|pageable>_<src|dst> in host memory."""
+        if name not in self._buffers:
+            self._buffers[name] = self._make(name)
+        return self._buffers[name]
+
+    def _make(self, name: str):
+        device, size = _device(self.ctx), self.size
         if name == "src":
-            return torch.randint(0, 256, (size,), dtype=torch.uint8, device=_device(ctx))
+            return torch.randint(0, 256, (size,), dtype=torch.uint8, device=device)
         if name == "dst":
-            return torch.empty(size, dtype=torch.uint8, device=_device(ctx))
-        if name == "peer_dst":   # on the next GPU
-            peer = torch.device("cuda", (ctx.local_rank + 1) % ctx.gpu_count)
+            return torch.empty(size, dtype=torch.uint8, device=device)
+        if name == "peer_dst":
+            peer = torch.device("cuda", (self.ctx.local_rank + 1) % self.ctx.gpu_count)
             return torch.empty(size, dtype=torch.uint8, device=peer)
-        memory, role = name.split("_")           # pinned_src, pageable_dst, ...
+        memory, role = name.split("_")
         buf = torch.empty(size, dtype=torch.uint8, pin_memory=memory == "pinned")
         if role == "src":
-            buf.copy_(_buffer(ctx, "src", size))
+            buf.copy_(self.buffer("src"))
         return buf
 
-    return _cached(ctx, ("buffer", name), make)
+    def product(self, n: int) -> Matmul:
+        if n not in self._products:
+            self._products[n] = Matmul(n, _device(self.ctx), seed=n)
+        return self._products[n]
+
+    def streams(self) -> tuple:
+        if self._streams is None:
+            self._streams = (torch.cuda.Stream(_device(self.ctx)), torch.cuda.Stream(_device(self.ctx)))
+        return self._streams
+
+    def ones(self):
+        if self._ones is None:
+            self._ones = torch.ones(TINY, device=_device(self.ctx))
+        return self._ones
+
+    def host_barrier(self) -> None:
+        """All ranks meet here, blocked on the host: an idle rank runs no GPU kernel meanwhile."""
+        if self.ctx.world_size < 2:
+            return
+        if self._host_group is None:
+            # Made at the first point, where every rank calls it; a rank waits here at most while
+            # rank 0 measures one point.
+            self._host_group = tdist.new_group(backend="gloo", timeout=dt.timedelta(seconds=self.settings.timeout_s))
+        tdist.barrier(group=self._host_group)
+
+    def communicator(self) -> nccl.Communicator:
+        if self.comm is None:
+            self.comm = nccl.join(self.ctx.rank, self.ctx.world_size, self.ctx.local_rank)
+        return self.comm
 
 
-def _product(ctx: Context, n: int) -> Matmul:
-    return _cached(ctx, ("product", n), lambda: Matmul(n, _device(ctx), seed=n))
-
-
-def _streams(ctx: Context) -> tuple[torch.cuda.Stream, torch.cuda.Stream]:
-    return _cached(ctx, ("streams",), lambda: (torch.cuda.Stream(_device(ctx)), torch.cuda.Stream(_device(ctx))))
-
-
-def _copy(point: Point, cfg, ctx: Context) -> Transfer:
-    big, n = _largest(cfg.overlap.sizes), point.size_bytes
+def _copy(point: Point, state: OverlapState) -> Transfer:
+    n, buffer = point.size_bytes, state.buffer
     if point.op == "h2d":
-        dst, src = _buffer(ctx, "dst", big)[:n], _buffer(ctx, f"{point.memory}_src", big)[:n]
+        dst, src = buffer("dst")[:n], buffer(f"{point.memory}_src")[:n]
     elif point.op == "d2h":
-        dst, src = _buffer(ctx, f"{point.memory}_dst", big)[:n], _buffer(ctx, "src", big)[:n]
+        dst, src = buffer(f"{point.memory}_dst")[:n], buffer("src")[:n]
     else:
-        dst, src = _buffer(ctx, "peer_dst", big)[:n], _buffer(ctx, "src", big)[:n]
+        dst, src = buffer("peer_dst")[:n], buffer("src")[:n]
     dst.zero_()
 
     def run(k: int) -> None:
@@ -263,40 +243,17 @@ def _copy(point: Point, cfg, ctx: Context) -> Transfer:
 # ---------------------------------------------------------------- ranks: one process, or all_reduce's
 
 
-class _Ranks:
-    """How a point's decisions and times agree among ranks; nothing to agree in one process."""
-
-    def __init__(self, ctx: Context | None = None) -> None:
-        self.ctx = ctx
-
-    def _reduce(self, values: list[float], op) -> list[float]:
-        if self.ctx is None:
-            return values
-        t = torch.tensor(values, dtype=torch.float64, device=_device(self.ctx))
-        tdist.all_reduce(t, op=op)
-        return t.tolist()
-
-    def max(self, value: float) -> float:
-        return self._reduce([float(value)], tdist.ReduceOp.MAX)[0]
-
-    def all(self, ok: bool) -> bool:
-        return bool(self._reduce([1.0 if ok else 0.0], tdist.ReduceOp.MIN)[0])
-
-    def barrier(self) -> None:
-        self.max(0.0)
-
-    def settle(self, trials: list[Trial]) -> list[Trial]:
-        """Each trial's parts summed over rounds ('copy3' -> 'copy'); with ranks, the slowest
-        rank's times, and the fastest's beside them."""
-        trials = [replace(t, parts=_summed(t.parts)) for t in trials]
-        if self.ctx is None:
-            return trials
-        values = [[t.time_s, t.parts.get("copy", 0.0), t.parts.get("compute", 0.0)] for t in trials]
-        flat = [v for row in values for v in row]
-        hi, lo = self._reduce(flat, tdist.ReduceOp.MAX), self._reduce(flat, tdist.ReduceOp.MIN)
-        return [replace(t, time_s=hi[3 * i], fastest_rank_s=lo[3 * i],
-                        parts={"copy": hi[3 * i + 1], "compute": hi[3 * i + 2]} if t.parts else {})
-                for i, t in enumerate(trials)]
+def settle(trials: list[Trial], ranks: Ranks) -> list[Trial]:
+    """Each trial's parts summed over rounds ('copy3' -> 'copy'); with ranks, the slowest rank's
+    times, and the fastest's beside them."""
+    trials = [replace(t, parts=_summed(t.parts)) for t in trials]
+    if ranks.device is None:
+        return trials
+    flat = [v for t in trials for v in (t.time_s, t.parts.get("copy", 0.0), t.parts.get("compute", 0.0))]
+    hi, lo = ranks.reduce(flat, "max"), ranks.reduce(flat, "min")
+    return [replace(t, time_s=hi[3 * i], fastest_rank_s=lo[3 * i],
+                    parts={"copy": hi[3 * i + 1], "compute": hi[3 * i + 2]} if t.parts else {})
+            for i, t in enumerate(trials)]
 
 
 def _summed(parts) -> dict[str, float]:
@@ -305,19 +262,6 @@ def _summed(parts) -> dict[str, float]:
         name = key.rstrip("0123456789")
         out[name] = out.get(name, 0.0) + seconds
     return out
-
-
-def _host_barrier(cfg, ctx: Context) -> None:
-    """All ranks meet here, blocked on the host: an idle rank runs no GPU kernel meanwhile."""
-    if ctx.world_size < 2:
-        return
-    group = ctx.extra.get("overlap_host_group")
-    if group is None:
-        # Made at the first point, where every rank calls it; a rank waits here at most while
-        # rank 0 measures one point.
-        group = ctx.extra["overlap_host_group"] = tdist.new_group(
-            backend="gloo", timeout=dt.timedelta(seconds=float(cfg.collectives.timeout_s)))
-    tdist.barrier(group=group)
 
 
 # ---------------------------------------------------------------- pairs
@@ -376,17 +320,18 @@ def _median_op(trials: list[Trial]) -> float:
     return statistics.median(t.per_op_s for t in trials)
 
 
-def _pair(point: Point, cfg, ctx: Context, transfer: Transfer, product: Matmul, ranks: _Ranks) -> list[Sample]:
+def _pair(point: Point, ctx: Context, transfer: Transfer, product: Matmul, ranks: Ranks,
+          streams: tuple) -> list[Sample]:
     if transfer.host_blocks:
         clock = HostClock(torch.cuda.synchronize)
     else:
-        clock = EventClock(before_start=ranks.barrier if ranks.ctx else lambda: None)
+        clock = EventClock(before_start=ranks.barrier)
     t, agree = ctx.timing, ranks.max
-    copy_alone = ranks.settle(timing.measure(transfer.run, clock, t, agree))
-    compute_alone = ranks.settle(timing.measure(product, clock, t, agree))
+    copy_alone = settle(timing.measure(transfer.run, clock, t, agree), ranks)
+    compute_alone = settle(timing.measure(product, clock, t, agree), ranks)
     c, m = balance(_median_op(copy_alone), _median_op(compute_alone))
-    concurrent = ranks.settle(timing.measure(_rounds(transfer, product, c, m, _streams(ctx)), clock, t, agree))
-    one_stream = ranks.settle(timing.measure(_rounds(transfer, product, c, m), clock, t, agree))
+    concurrent = settle(timing.measure(_rounds(transfer, product, c, m, streams), clock, t, agree), ranks)
+    one_stream = settle(timing.measure(_rounds(transfer, product, c, m), clock, t, agree), ranks)
     torch.cuda.synchronize()
     copied, computed = ranks.all(transfer.correct()), ranks.all(product.correct())
     return pair_rows(point, copy_alone, compute_alone, concurrent, one_stream, (c, m), transfer.bus_factor,
@@ -430,28 +375,26 @@ def pair_rows(point: Point, copy_alone: list[Trial], compute_alone: list[Trial],
     return rows
 
 
-def _all_reduce_point(point: Point, cfg, ctx: Context) -> list[Sample]:
+def _all_reduce_point(point: Point, ctx: Context, state: OverlapState) -> list[Sample]:
     if ctx.world_size < 2:
         return [point.skipped("needs 2 or more GPUs, one rank each")] if ctx.rank == 0 else []
-    ranks = _Ranks(ctx)
+    ranks = Ranks(_device(ctx))
     try:  # everything allocated before any collective: a rank out of memory must not leave one waiting
         buf = torch.full((point.size_bytes // 2,), float(ctx.rank + 1), dtype=torch.bfloat16, device=_device(ctx))
-        product, oom = _product(ctx, cfg.overlap.matmul), ""
+        product, oom = state.product(point.params.matmul), ""
     except torch.cuda.OutOfMemoryError as exc:
         oom = str(exc).splitlines()[0]
     if ranks.max(1.0 if oom else 0.0):   # every rank skips together, or none does
         torch.cuda.empty_cache()
         return [point.skipped(f"out of memory on some rank: {oom or 'see that rank'}")] if ctx.rank == 0 else []
-    rows = _pair(point, cfg, ctx, _all_reduce(buf, ctx, ranks), product, ranks)
+    rows = _pair(point, ctx, _all_reduce(buf, ctx, ranks, state), product, ranks, state.streams())
     return rows if ctx.rank == 0 else []
 
 
-def _all_reduce(buf: torch.Tensor, ctx: Context, ranks: _Ranks) -> Transfer:
+def _all_reduce(buf, ctx: Context, ranks: Ranks, state: OverlapState) -> Transfer:
     """A bf16 all_reduce of buf (holding rank + 1) through NCCL on the current stream; checked once,
     before timing (the timed ones sum in place, so their values grow)."""
-    from bench.suites.collectives import bus_factor, communicator
-
-    comm, n = communicator(ctx), ctx.world_size
+    comm, n = state.communicator(), ctx.world_size
     launch = comm.prepare("all_reduce", buf)
     launch(torch.cuda.current_stream().cuda_stream)
     torch.cuda.synchronize()
@@ -471,10 +414,10 @@ def _all_reduce(buf: torch.Tensor, ctx: Context, ranks: _Ranks) -> Transfer:
 class _Work:
     """A step's work and its fresh result: idle, one tiny sum; busy, a product and C[0, 0]."""
 
-    def __init__(self, ctx: Context, busy: bool, n: int) -> None:
-        self.product = _product(ctx, n) if busy else None
-        self.ones = _cached(ctx, ("ones",), lambda: torch.ones(TINY, device=_device(ctx)))
-        self.last: torch.Tensor | None = None
+    def __init__(self, state: OverlapState, busy: bool, n: int) -> None:
+        self.product = state.product(n) if busy else None
+        self.ones = state.ones()
+        self.last = None
         if busy:
             self.product.c.zero_()   # a stale C would fail the check below
             p = self.product
@@ -482,7 +425,7 @@ class _Work:
         else:
             self.expected = float(TINY)
 
-    def __call__(self) -> torch.Tensor:
+    def __call__(self):
         if self.product is None:
             self.last = self.ones.sum()
         else:
@@ -498,7 +441,7 @@ class _Work:
         return self.product.correct() and math.isclose(value, self.expected, rel_tol=1e-2, abs_tol=1e-2 * scale)
 
 
-def _sync_action(kind: str, ctx: Context, seen: list) -> Callable[[torch.Tensor], None]:
+def _sync_action(kind: str, state: OverlapState, seen: list) -> Callable:
     if kind == "device":
         return lambda result: torch.cuda.synchronize()
     if kind == "item":
@@ -506,20 +449,20 @@ def _sync_action(kind: str, ctx: Context, seen: list) -> Callable[[torch.Tensor]
     if kind == "event":
         event = torch.cuda.Event()
 
-        def wait(result: torch.Tensor) -> None:
+        def wait(result) -> None:
             event.record()
             event.synchronize()
 
         return wait
-    side = _streams(ctx)[0]   # the device waits, not the host
+    side = state.streams()[0]   # the device waits, not the host
     return lambda result: side.wait_stream(torch.cuda.current_stream())
 
 
-def _sync_point(point: Point, cfg, ctx: Context) -> list[Sample]:
+def _sync_point(point: Point, s: Settings, ctx: Context, state: OverlapState) -> list[Sample]:
     kind, busy = point.op.removeprefix("sync_"), point.mode == "busy"
-    work = _Work(ctx, busy, cfg.overlap.sync_matmul)
+    work = _Work(state, busy, s.sync_matmul)
     seen = [math.nan]
-    act = _sync_action(kind, ctx, seen)
+    act = _sync_action(kind, state, seen)
 
     def steps(n: int) -> None:
         for _ in range(n):
@@ -534,7 +477,7 @@ def _sync_point(point: Point, cfg, ctx: Context) -> list[Sample]:
     alone = timing.measure(works, clock, ctx.timing)
     torch.cuda.synchronize()
     verified = work.correct(float(work.last)) and (kind != "item" or work.correct(seen[0]))
-    what = f"work: one {cfg.overlap.sync_matmul}x{cfg.overlap.sync_matmul} bf16 product" if busy else \
+    what = f"work: one {s.sync_matmul}x{s.sync_matmul} bf16 product" if busy else \
         f"work: one sum of {TINY} floats"
     return sync_rows(point, with_sync, alone, verified, what)
 
@@ -559,14 +502,14 @@ def sync_rows(point: Point, steps: list[Trial], works: list[Trial], verified: bo
 
 def _make_point(point: Point, ctx: Context) -> list[Sample]:
     dev, n = _device(ctx), point.size_bytes
-    made: list[torch.Tensor | None] = [None]
+    made: list = [None]
     if point.memory == "device":
-        def make() -> torch.Tensor:
+        def make():
             return torch.full((n,), 7, dtype=torch.uint8, device=dev)
     else:
         pinned = point.memory == "pinned"
 
-        def make() -> torch.Tensor:
+        def make():
             return torch.full((n,), 7, dtype=torch.uint8, pin_memory=pinned).to(dev, non_blocking=pinned)
 
     def enqueue(k: int) -> None:
@@ -583,20 +526,20 @@ def _make_point(point: Point, ctx: Context) -> list[Sample]:
 # ---------------------------------------------------------------- the point
 
 
-def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
-    _host_barrier(cfg, ctx)
+def _measure(point: Point, s: Settings, ctx: Context, state: OverlapState) -> list[Sample]:
+    state.host_barrier()
     if point.op == "all_reduce":
-        return _all_reduce_point(point, cfg, ctx)
+        return _all_reduce_point(point, ctx, state)
     if ctx.rank != 0:
         return []
     try:
         if point.op == "peer" and ctx.gpu_count < 2:
             return [point.skipped(f"needs 2 or more GPUs, found {ctx.gpu_count}")]
         if point.op.startswith("sync_"):
-            return _sync_point(point, cfg, ctx)
+            return _sync_point(point, s, ctx, state)
         if point.op == "make_tensor":
             return _make_point(point, ctx)
-        return _pair(point, cfg, ctx, _copy(point, cfg, ctx), _product(ctx, cfg.overlap.matmul), _Ranks())
+        return _pair(point, ctx, _copy(point, state), state.product(point.params.matmul), Ranks(), state.streams())
     except torch.cuda.OutOfMemoryError as exc:  # rank 0 alone measures here: it alone skips
         torch.cuda.empty_cache()
         return [point.skipped(f"out of memory: {str(exc).splitlines()[0]}")]
@@ -606,7 +549,7 @@ def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
 
 
 def _ok(frame: pd.DataFrame, parts) -> pd.DataFrame:
-    return frame[(frame["suite"] == NAME) & (frame["status"] == "ok") & frame["part"].isin(parts)]
+    return frame[(frame["suite"] == Overlap.name) & (frame["status"] == "ok") & frame["part"].isin(parts)]
 
 
 def _run_keys(rows: pd.DataFrame) -> list[str]:
@@ -621,11 +564,14 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = rows[rows["op"].isin(PAIR_OPS)]
     if rows.empty:
         return pd.DataFrame()
+    # The product's flops from its params: older runs (no params) show no TFLOP/s.
+    rows = rows.assign(flops=[2.0 * d["matmul"] ** 3 if "matmul" in d else math.nan for d in params(rows)])
     keys = _run_keys(rows) + ["op", "memory", "mode", "world_size", "size_bytes"]
-    med = rows.pivot_table(index=keys, columns="part", values=["time_s", "algbw_gbps", "iters"], aggfunc="median")
+    med = rows.pivot_table(index=keys, columns="part", values=["time_s", "algbw_gbps", "iters", "flops"],
+                           aggfunc="median", dropna=False)
     med = med.iloc[med.index.get_level_values("op").map(PAIR_OPS.index).argsort(kind="stable")]
     out = med.index.to_frame(index=False)
-    flops = out["mode"].map(flops_of).to_numpy()
+    flops = med["flops"].max(axis=1).to_numpy()
     t, bw, iters = med["time_s"], med["algbw_gbps"], med["iters"]
     out["size"] = out.pop("size_bytes").map(format_size)
     out["round"] = [f"{c:.0f}+{m:.0f}" for c, m in zip(iters["copy_during_compute"] / iters["total"],
@@ -668,30 +614,166 @@ def make_table(frame: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns={"size_bytes": "size"})
 
 
-def main(argv: list[str] | None = None) -> int:
-    """python -m bench.suites.overlap RESULTS...: the pair, synchronization and make_tensor tables."""
-    from bench.results import ResultsError, load
+def overlap_figure(frame: pd.DataFrame, canvas) -> list:
+    """The overlap suite's pairs: transfer GB/s and product TFLOP/s, alone (light) and at once
+    (solid), and the overlap with both on one stream (light) and on two (solid)."""
+    import matplotlib.pyplot as plt
 
-    args = sys.argv[1:] if argv is None else argv
-    if not args:
-        print("usage: python -m bench.suites.overlap RESULTS...", file=sys.stderr)
-        return 2
-    try:
-        frame = load(args)
-    except ResultsError as exc:
-        print(f"overlap: {exc}", file=sys.stderr)
-        return 2
-    shown = 0
-    for title, part in (("pairs: a transfer beside a bf16 product", table(frame)),
-                        ("synchronizations: µs a step gains", sync_table(frame)),
-                        ("make_tensor: µs per tensor", make_table(frame))):
-        if not part.empty:
-            print(f"{title}\n{part.to_string(index=False)}\n")
-            shown += 1
-    if not shown:
-        print("overlap: no measured overlap rows", file=sys.stderr)
-    return 0 if shown else 1
+    from bench.analysis.figures.bars import paired, per_series, with_series_line
+    from bench.analysis.figures.style import _legend
+
+    pairs = per_series(frame, table)
+    if pairs.empty:
+        return []
+    colours, SERIES = canvas.colours, canvas.SERIES
+    names = pairs["op"] + " " + pairs["memory"].replace("device", "") + " " + pairs["size"]
+    labels = with_series_line(names.str.replace("  ", " "), pairs[SERIES])
+    panels = (("copy_gbps", "copy_gbps_computing", "%.1f", "Transfer GB/s (all_reduce: algbw)"),
+              ("tflops", "tflops_copying", "%.0f", "bf16 product TFLOP/s"),
+              ("overlap_one_stream", "overlap", "%.2f", "Overlap = serial time / time at once"))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 0.55 * len(pairs) + 1.9), sharey=True, layout="constrained")
+    for ax, (light, solid, fmt, xlabel) in zip(axes, panels):
+        paired(ax, list(zip(labels, pairs[SERIES], pairs[light], pairs[solid])), colours, fmt)
+        ax.set_xlabel(xlabel, fontsize=9)
+    for x in (1.0, 2.0):
+        axes[2].axvline(x, color="black", linewidth=0.8, linestyle="--")
+    axes[2].set_xlim(0, 2.3)
+    fig.suptitle("A transfer on its own stream beside a bf16 matrix product\n"
+                 "light: each alone (overlap: both on one stream); solid: both at once on two streams", fontsize=10)
+    _legend(fig, {s: colours[s] for s in sorted(pairs[SERIES].unique())}, {}, None)
+    return canvas.save(fig, "overlap", "A transfer on a stream of its own beside a bf16 matrix product: what each keeps.")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def sync_figure(frame: pd.DataFrame, canvas) -> list:
+    """The overlap suite's synchronizations, the µs each adds to a step on an idle (light) and a
+    busy (solid) GPU; and the time to make a tensor on the host and move it, or on the device."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from bench.analysis.figures.bars import paired, per_series, with_series_line
+    from bench.analysis.figures.style import DASHES, _legend, _log_y, _size_axis
+    from bench.results import usable_rows
+
+    syncs = per_series(frame, sync_table)
+    made = usable_rows(frame)
+    made = made[(made["suite"] == Overlap.name) & (made["op"] == "make_tensor")]
+    if syncs.empty and made.empty:
+        return []
+    colours, SERIES = canvas.colours, canvas.SERIES
+    fig, axes = plt.subplots(1, 2, figsize=(11, max(3.4, 0.55 * len(syncs) + 1.8)), layout="constrained")
+    if not syncs.empty:
+        idle, busy = (syncs.get(c, pd.Series(np.nan, index=syncs.index)) for c in ("cost_us_idle", "cost_us_busy"))
+        labels = with_series_line(syncs["op"].str.removeprefix("sync_"), syncs[SERIES])
+        paired(axes[0], list(zip(labels, syncs[SERIES], idle, busy)), colours, "%.1f")
+        axes[0].set_xlabel("µs a synchronization adds to a step", fontsize=9)
+        axes[0].set_title("light: idle GPU; solid: busy GPU", fontsize=9)
+    else:
+        axes[0].set_axis_off()
+    if not made.empty:
+        styles = dict(zip(["pageable", "pinned", "device"], DASHES))
+        stats = made.groupby([SERIES, "memory", "size_bytes"])["time_s"].median().mul(1e6).reset_index()
+        several = stats[SERIES].nunique() > 1
+        for (series, memory), g in stats.groupby([SERIES, "memory"]):
+            axes[1].plot(g["size_bytes"], g["time_s"], color=colours[series], linestyle=styles.get(memory, ":"),
+                         marker="o", markersize=3, label=f"{memory} ({series})" if several else memory)
+        _size_axis(axes[1], stats["size_bytes"].unique())
+        _log_y(axes[1], stats["time_s"].max() / stats["time_s"].min())
+        axes[1].set_xlabel("Tensor size", fontsize=9)
+        axes[1].set_ylabel("µs per tensor", fontsize=9)
+        axes[1].set_title("made on the host and moved (pageable, pinned), or on the device", fontsize=9)
+        axes[1].legend(fontsize=8, frameon=False)
+    else:
+        axes[1].set_axis_off()
+    fig.suptitle("What synchronizing costs, and where to make a tensor", fontsize=10)
+    drawn = sorted(set(syncs.get(SERIES, [])) | set(made[SERIES]))
+    _legend(fig, {s: colours[s] for s in drawn}, {}, None)
+    return canvas.save(fig, "sync", "What a synchronization adds to a step, and where to make a tensor.")
+
+
+class Overlap(Suite):
+    name = "overlap"
+    title = "Overlap"
+    Settings = Settings
+    groups = ("training",)
+    curves = False          # its own figures say what its rows mean
+    order = 40
+
+    def check(self, o: Settings, ctx: Context) -> str | None:
+        if ctx.device != "cuda":
+            return "needs a CUDA GPU"
+        if not ctx.here:
+            return None
+        ctx.max_ranks, limited_by = local_rank_limit("overlap")
+        ranks = world_sizes(o, ctx)[0]
+        if OverlapOp.all_reduce in o.ops and ctx.gpu_count >= 2 and ranks < ctx.gpu_count:
+            print(f"xferbench: overlap's all_reduce capped at {limited_by}: {ranks} of the {ctx.gpu_count} GPUs",
+                  file=sys.stderr)
+        if ranks > 1:
+            try:
+                nccl.load()
+            except nccl.NcclUnavailable as exc:
+                raise ConfigError(f"overlap.ops includes all_reduce: {exc}") from None
+        big, made = _largest(o.sizes), _largest(o.make_sizes)
+        need = 2 * big + 6 * o.matmul ** 2 + 6 * o.sync_matmul ** 2 + 2 * made  # buffers, A, B and C of each product
+        free = torch.cuda.mem_get_info(0)[0]
+        if need > free:
+            raise ConfigError(f"overlap.sizes: the overlap suite needs {format_bytes(need)} on cuda:0 but only "
+                              f"{format_bytes(free)} is free; lower overlap.sizes, overlap.matmul or overlap.make_sizes")
+        host = 2 * big * len(o.memory) + 2 * made + ranks * RANK_HOST_BYTES  # rank 0's buffers, every rank
+        available = host_available_bytes()
+        if available is not None and host > available:
+            raise ConfigError(f"overlap.sizes: the overlap suite needs {format_bytes(host)} of host memory but only "
+                              f"{format_bytes(available)} is available; lower overlap.sizes")
+        return None
+
+    def points(self, s: Settings, ctx: Context) -> list[Point]:
+        """Pairs by size, the synchronizations, make_tensor; all_reduce last, so that every rank
+        leaves the suite together after it."""
+        ops = {str(op) for op in s.ops}
+        mm, product = f"mm{s.matmul}", Product(s.matmul)
+        out = []
+        for size in (parse_size(text) for text in s.sizes):
+            for op in ("h2d", "d2h"):
+                if op in ops:
+                    src, dst = ("host", "cuda:0") if op == "h2d" else ("cuda:0", "host")
+                    out += [Point(Overlap.name, op, size, memory=str(m), mode=mm, backend="cuda", src=src, dst=dst,
+                                    params=product)
+                            for m in s.memory]
+            if "peer" in ops:
+                out.append(Point(Overlap.name, "peer", size, memory="device", mode=mm, backend="cuda", src="cuda:0",
+                                 dst="cuda:1", params=product))
+        if "sync" in ops:
+            out += [Point(Overlap.name, f"sync_{kind}", 0, mode=state, backend="cuda", src="cuda:0", dst="cuda:0")
+                    for kind in SYNCS for state in ("idle", "busy")]
+        if "make_tensor" in ops:
+            out += [Point(Overlap.name, "make_tensor", parse_size(size), memory=m, backend="cuda",
+                          src="cuda:0" if m == "device" else "host", dst="cuda:0")
+                    for size in s.make_sizes for m in [*map(str, s.memory), "device"]]
+        if "all_reduce" in ops:
+            out += [Point(Overlap.name, "all_reduce", max(2, parse_size(text) // 2 * 2), memory="device", mode=mm,
+                          backend="nccl", world_size=ctx.world_size, nnodes=ctx.nnodes, dtype="bfloat16",
+                          params=product)
+                    for text in s.sizes]
+        return out
+
+    def distribution(self, s: Settings, ctx: Context) -> Distribution:
+        return Distribution(world_sizes(s, ctx), "nccl", s.timeout_s)
+
+    def start(self, s: Settings, ctx: Context) -> OverlapState:
+        return OverlapState(s, ctx)
+
+    def finish(self, state: OverlapState) -> None:
+        if state.comm is not None:
+            state.comm.close()   # collective over the ranks: the driver calls it on every rank at once
+
+    def measure(self, point: Point, s: Settings, ctx: Context, state: OverlapState) -> list[Sample]:
+        return _measure(point, s, ctx, state)
+
+    def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+        return [(title, part) for title, part in (
+            ("overlap pairs: a transfer beside a bf16 product", table(frame)),
+            ("overlap synchronizations: µs a step gains", sync_table(frame)),
+            ("overlap make_tensor: µs per tensor", make_table(frame))) if not part.empty]
+
+    def figures(self, frame: pd.DataFrame, canvas) -> list:
+        return overlap_figure(frame, canvas) + sync_figure(frame, canvas)

@@ -66,7 +66,6 @@ import functools
 import itertools
 import multiprocessing
 import os
-import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
@@ -74,19 +73,20 @@ from typing import Callable, List
 
 import numpy as np
 import pandas as pd
-import torch
-from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info
 
-from bench import ConfigError, timing
-from bench.results import Sample
-from bench.settings import Choice, nonempty, positive, require
-from bench.sizes import format_size, parse_size, sweep
-from bench.suites import Context, Point, format_bytes, host_available_bytes, trial_rows
-from bench.suites.copy import same_data
-from bench.timing import BusyMarks, EventMarks, HostMarks, Trial
+from bench import ConfigError, lazy
+from bench.config.settings import Choice, nonempty, positive, require
+from bench.measure import timing
+from bench.measure.checks import same_data
+from bench.measure.memory import format_bytes, host_available_bytes
+from bench.measure.timing import BusyMarks, EventMarks, HostMarks, Trial
+from bench.results import Sample, params
+from bench.sizes import format_size, parse_size
+from bench.sizes import sweep as size_sweep
+from bench.suites.contract import Context, Point, Suite, trial_rows
 
-NAME = "pipeline"
-DISTRIBUTED = False
+torch = lazy.module("torch")
+
 PERIOD = 251            # sample i holds i % PERIOD: a prime, so consecutive batches of 2^k samples differ
 MIN_BATCHES = 2         # at least this many batches a trial
 ENDLESS = 1 << 40       # an epoch's samples when the loader is never iterated anew
@@ -159,6 +159,7 @@ class Loop:
     """One way of feeding the GPU: the producer and the DataLoader's and the loop's switches."""
 
     producer: Producer = Producer.numpy
+    sample_size: int = 0              # one sample's bytes
     workers: int = 0
     pin_memory: bool = False
     non_blocking: bool = False
@@ -191,9 +192,9 @@ class Loop:
         return " ".join(words)
 
 
-def dataloader_defaults(producer: Producer) -> Loop:
+def dataloader_defaults(producer: Producer, sample_size: int) -> Loop:
     """What DataLoader(dataset, batch_size) and batch.to('cuda') do unless told otherwise."""
-    return Loop(producer)
+    return Loop(producer, sample_size)
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,7 @@ class Stage:
     producer: Producer | None = None
     workers: int = -1
     memory: str = ""
+    sample_size: int = 0
 
     @property
     def name(self) -> str:
@@ -220,29 +222,24 @@ class Stage:
                          *([f"workers={self.workers}"] if self.workers >= 0 else [])])
 
 
-def descriptor(op: str, memory: str, mode: str) -> Loop | Stage:
-    """The loop or stage a row's op, memory and mode name (the inverse of their mode())."""
-    memory, mode = ("" if pd.isna(v) else str(v) for v in (memory, mode))
-    words = mode.split()
-    producer = next((Producer(w) for w in words if w in Producer.__members__), None)
-    keys = dict(w.split("=", 1) for w in words if "=" in w)
-    workers = int(keys["workers"]) if "workers" in keys else -1
-    if op in STAGES:
-        return Stage(op, producer, workers, memory)
-    return Loop(producer or Producer.numpy, max(workers, 0), memory == "pinned", "non_blocking" in words,
-                "prefetch" in words, int(keys.get("prefetch_factor", 2)), "persistent" in words)
+def descriptor(described: dict) -> Loop | Stage:
+    """The loop or stage a row's params describe (what its point carried)."""
+    if "op" in described:
+        producer = described["producer"]
+        return Stage(**{**described, "producer": Producer(producer) if producer else None})
+    return Loop(**{**described, "producer": Producer(described["producer"])})
 
 
 def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
     """The stages a loop runs, grouped by who runs them one after another: its workers, the
     pin-memory thread, the main thread, the copy engine. A group's time per batch is the sum
     of its stages'; the groups run at once."""
-    w, producer = loop.workers, loop.producer
-    make, collate = Stage(MAKE, producer, w), Stage(COLLATE, producer, w)
+    w, producer, sample = loop.workers, loop.producer, loop.sample_size
+    make, collate = Stage(MAKE, producer, w, sample_size=sample), Stage(COLLATE, producer, w, sample_size=sample)
     groups: dict[str, tuple[Stage, ...]] = {}
     main: list[Stage] = []
-    handoff = Stage(HANDOFF, Producer.free, w)   # without workers: the loader's own work a batch
-    pin = Stage(PIN, Producer.free, w)
+    handoff = Stage(HANDOFF, Producer.free, w, sample_size=sample)   # without workers: the loader's own work a batch
+    pin = Stage(PIN, Producer.free, w, sample_size=sample)
     if w:
         groups[f"{w} worker{'s' if w > 1 else ''}"] = (make, collate)
     else:
@@ -253,14 +250,15 @@ def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
         main += [handoff, pin] if gpu and loop.pin_memory else [handoff]
     if gpu:
         if not loop.pin_memory:
-            main.append(Stage(H2D, Producer.free, w, "pageable"))   # the host stages it: the thread waits
+            main.append(Stage(H2D, Producer.free, w, "pageable", sample))   # the host stages it: the thread waits
         elif not loop.non_blocking:
-            main.append(Stage(H2D, memory="pinned"))
+            main.append(Stage(H2D, memory="pinned", sample_size=sample))
         else:
-            groups["copy engine"] = (Stage(H2D, memory="pinned"),)
+            groups["copy engine"] = (Stage(H2D, memory="pinned", sample_size=sample),)
     # The check: on the GPU of a batch the copy just wrote; on the host of a batch as received,
     # whose pages it is the first to touch.
-    groups["main thread"] = (*main, Stage(CONSUME) if gpu else Stage(CONSUME, Producer.free, w))
+    groups["main thread"] = (*main, Stage(CONSUME, sample_size=sample) if gpu
+                             else Stage(CONSUME, Producer.free, w, sample_size=sample))
     return groups
 
 
@@ -274,9 +272,9 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def loops(p: Settings, device: str, cores: int | None = None) -> list[Loop]:
-    """The loops measured for each producer: the grid of the switches (on a CPU, the loader's
-    alone), worker counts capped at the host's cores."""
+def loops(p: Settings, device: str, sample_size: int, cores: int | None = None) -> list[Loop]:
+    """The loops measured for each producer, for samples of sample_size: the grid of the switches
+    (on a CPU, the loader's alone), worker counts capped at the host's cores."""
     gpu, cores = device == "cuda", cores or usable_cores()
     lists = {"workers": [min(int(w), cores) for w in p.workers], "pin_memory": p.pin_memory,
              "non_blocking": p.non_blocking, "prefetch": p.prefetch, "prefetch_factor": p.prefetch_factor,
@@ -287,11 +285,11 @@ def loops(p: Settings, device: str, cores: int | None = None) -> list[Loop]:
     out = []
     for producer in dict.fromkeys(p.producers):
         if p.grid == Grid.full:
-            grid = [Loop(producer, *combo) for combo in itertools.product(*lists.values())]
+            grid = [Loop(producer, sample_size, *combo) for combo in itertools.product(*lists.values())]
         else:
-            base = Loop(producer, **{k: v[-1] for k, v in lists.items()})
+            base = Loop(producer, sample_size, **{k: v[-1] for k, v in lists.items()})
             grid = [base] + [replace(base, **{k: value}) for k, values in lists.items() for value in values
-                             if value != getattr(base, k)] + [dataloader_defaults(producer)]
+                             if value != getattr(base, k)] + [dataloader_defaults(producer, sample_size)]
         out += [loop.normal(gpu) for loop in grid]
     return list(dict.fromkeys(out))
 
@@ -300,42 +298,13 @@ def sample_sizes(p: Settings) -> list[int]:
     return list(dict.fromkeys(parse_size(s) for s in p.sample_sizes))
 
 
-def batch_sizes(cfg, device: str, sample: int) -> list[int]:
+def batch_sizes(p: Settings, ctx: Context, sample: int) -> list[int]:
     """Batch bytes from min_size to max_size in x size_factor steps, whole samples each (at least
-    one); without a GPU they stop at sizes.cpu_max."""
-    p = cfg.pipeline
+    one); without a GPU they stop at sizes.cpu_max (ctx.size_cap)."""
     lo, hi = parse_size(p.min_size), parse_size(p.max_size)
-    if device != "cuda" and cfg.sizes.cpu_max is not None:
-        hi = max(lo, min(hi, parse_size(cfg.sizes.cpu_max)))
-    return list(dict.fromkeys(s // sample * sample for s in sweep(lo, hi, p.size_factor) if s >= sample))
-
-
-def check(cfg, ctx: Context) -> str | None:
-    p = cfg.pipeline
-    gpu = ctx.device == "cuda"
-    sizes = [b for s in sample_sizes(p) for b in batch_sizes(cfg, ctx.device, s)]
-    if not sizes:
-        raise ConfigError(f"pipeline.sample_sizes: no batch size holds a whole sample (batch sizes up to "
-                          f"{format_bytes(parse_size(p.max_size))}); lower the sample size or raise pipeline.max_size")
-    big, ahead = max(sizes), max(lp.queued for lp in loops(p, ctx.device))
-    shm, shared = _free_bytes("/dev/shm"), ahead * big
-    if shared and shm is not None and shared > shm:
-        raise ConfigError(f"pipeline.max_size: the workers pass up to {format_bytes(shared)} of batches "
-                          f"through /dev/shm, which has {format_bytes(shm)} free; lower pipeline.max_size or "
-                          "pipeline.workers, or enlarge /dev/shm (docker run --shm-size)")
-    # Batches queued, being pinned and in the loop, each made once then collated; the free
-    # producer's rows; the link's pinned buffer.
-    need = 2 * (ahead + 2) * big + PERIOD * max(sample_sizes(p)) + big
-    available = host_available_bytes()
-    if available is not None and need > available:
-        raise ConfigError(f"pipeline.max_size: the pipeline needs about {format_bytes(need)} of host memory but "
-                          f"only {format_bytes(available)} is available; lower pipeline.max_size or pipeline.workers")
-    if gpu:
-        free = torch.cuda.mem_get_info(0)[0]
-        if 6 * big > free:   # the link's buffer, batches in flight, the check's temporaries
-            raise ConfigError(f"pipeline.max_size: the pipeline needs about {format_bytes(6 * big)} on cuda:0 but only "
-                              f"{format_bytes(free)} is free; lower pipeline.max_size")
-    return None
+    if ctx.size_cap is not None:
+        hi = max(lo, min(hi, ctx.size_cap))
+    return list(dict.fromkeys(s // sample * sample for s in size_sweep(lo, hi, p.size_factor) if s >= sample))
 
 
 def _free_bytes(path: str) -> int | None:
@@ -351,32 +320,10 @@ def sample_dtype(sample_size: int) -> str:
     return f"uint8[{sample_size}]"
 
 
-def sample_bytes(dtype: str) -> int:
-    return int(str(dtype).removeprefix("uint8[").removesuffix("]"))
-
-
-def points(cfg, ctx: Context) -> list[Point]:
-    gpu = ctx.device == "cuda"
-    measured = loops(cfg.pipeline, ctx.device)
-    needed = dict.fromkeys(st for lp in measured for group in stages_of(lp, gpu).values() for st in group)
-    order = sorted(needed, key=lambda st: (STAGES.index(st.op), st.memory, str(st.producer), st.workers))
-    device_side = (H2D, CONSUME) if gpu else ()
-    out = []
-    for sample in sample_sizes(cfg.pipeline):
-        dtype = sample_dtype(sample)
-        for size in batch_sizes(cfg, ctx.device, sample):
-            out += [Point(NAME, st.op, size, memory=st.memory, mode=st.mode(), backend=ctx.device, src="host",
-                          dst="cuda:0" if st.op in device_side else "host", dtype=dtype) for st in order]
-            out += [Point(NAME, LOOP_OP if gpu else "loader", size, memory=lp.memory if gpu else "pageable",
-                          mode=lp.mode(ctx.device), backend=ctx.device, src="host",
-                          dst="cuda:0" if gpu else "host", dtype=dtype) for lp in measured]
-    return out
-
-
 # ---------------------------------------------------------------- the producers
 
 
-class NumpySamples(Dataset):
+class NumpySamples:
     """Sample i: `size` bytes of value i % PERIOD, made with numpy (no torch thread pool in the
     worker) as a decoding dataset would."""
 
@@ -397,7 +344,7 @@ def free_rows(size: int) -> torch.Tensor:
     return torch.arange(PERIOD, dtype=torch.uint8)[:, None].expand(PERIOD, size).contiguous()
 
 
-class FreeSamples(Dataset):
+class FreeSamples:
     """Sample i: a view of row i % PERIOD of free_rows, which costs nothing to make."""
 
     def __init__(self, size: int, length: int = ENDLESS) -> None:
@@ -410,7 +357,7 @@ class FreeSamples(Dataset):
         return self.rows[i % PERIOD]
 
 
-def samples(producer: Producer, size: int, length: int = ENDLESS) -> Dataset:
+def samples(producer: Producer, size: int, length: int = ENDLESS):
     return {Producer.numpy: NumpySamples, Producer.free: FreeSamples}[Producer(producer)](size, length)
 
 
@@ -421,9 +368,9 @@ def _context():
     return multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods() else None
 
 
-def loader(dataset: Dataset, batch: int | None, workers: int, prefetch_factor: int = 2, **kw) -> DataLoader:
+def loader(dataset, batch: int | None, workers: int, prefetch_factor: int = 2, **kw):
     """A DataLoader with `workers` forked workers (batch None: each item as the dataset gives it)."""
-    return DataLoader(dataset, batch_size=batch, num_workers=workers,
+    return torch.utils.data.DataLoader(dataset, batch_size=batch, num_workers=workers,
                       multiprocessing_context=_context() if workers else None,
                       prefetch_factor=prefetch_factor if workers else None, **kw)
 
@@ -560,12 +507,11 @@ def _device(ctx: Context) -> torch.device:
     return torch.device("cuda", ctx.local_rank) if ctx.device == "cuda" else torch.device("cpu")
 
 
-def _loop_point(point: Point, cfg, ctx: Context) -> list[Sample]:
-    sample = sample_bytes(point.dtype)
-    feed = Feed(point.size_bytes // sample, sample, descriptor(point.op, point.memory, point.mode), _device(ctx),
-                cfg.pipeline.epoch_batches)
+def _loop_point(point: Point, p: Settings, ctx: Context) -> list[Sample]:
+    sample = point.params.sample_size
+    feed = Feed(point.size_bytes // sample, sample, point.params, _device(ctx), p.epoch_batches)
     try:
-        trials = loop_stream(feed, ctx, cfg.pipeline)
+        trials = loop_stream(feed, ctx, p)
         verified = feed.correct()
     finally:
         feed.close()
@@ -579,7 +525,7 @@ class MakeBatch:
     """The fetcher's part of a batch: each of its samples from the dataset, one call each, as
     the loader asks for them; a call makes the next batch's and returns the seconds it took."""
 
-    def __init__(self, dataset: Dataset, batch: int) -> None:
+    def __init__(self, dataset, batch: int) -> None:
         self.dataset, self.batch, self.next = dataset, batch, 0
 
     def samples(self) -> list:
@@ -597,18 +543,18 @@ class CollateBatch:
     freeing what it made: in a worker a new shared-memory segment each time, as the loader's
     is; in the main process host memory. A call returns the seconds collating took."""
 
-    def __init__(self, dataset: Dataset, batch: int) -> None:
+    def __init__(self, dataset, batch: int) -> None:
         self.make = MakeBatch(dataset, batch)
 
     def __call__(self) -> float:
         samples = self.make.samples()
         start = time.perf_counter()
-        batch = default_collate(samples)
+        batch = torch.utils.data.default_collate(samples)
         del batch
         return time.perf_counter() - start
 
 
-class StageItems(Dataset):
+class StageItems:
     """Item j: a stage's operation (which returns the seconds of its timed part) run until those
     add up to ITEM_S, in the process that serves it (a DataLoader worker, or the main process
     without workers): [seconds, runs, worker]."""
@@ -626,7 +572,7 @@ class StageItems(Dataset):
         while busy < ITEM_S:
             busy += self.op()
             runs += 1
-        info = get_worker_info()
+        info = torch.utils.data.get_worker_info()
         return torch.tensor([busy, runs, info.id if info else 0], dtype=torch.float64)
 
 
@@ -655,14 +601,14 @@ class WorkerBusy:
         return sum(done.values()) / rate if rate else 0.0
 
 
-def _worker_stage(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
+def _worker_stage(point: Point, st: Stage, p: Settings, ctx: Context) -> list[Sample]:
     """make or collate: st.workers DataLoader workers at once (none: the main process), each
     running the stage back to back and timing only that."""
-    sample = sample_bytes(point.dtype)
+    sample = point.params.sample_size
     batch = point.size_bytes // sample
     dataset = samples(st.producer, sample)
     check = Check(batch, torch.device("cpu"))   # the samples the stage makes or collates, once
-    check(default_collate(MakeBatch(dataset, batch).samples()), 0)
+    check(torch.utils.data.default_collate(MakeBatch(dataset, batch).samples()), 0)
     op = MakeBatch if st.op == MAKE else CollateBatch
     processes = max(st.workers, 1)
     items = iter(loader(StageItems(functools.partial(op, dataset, batch)), None, st.workers))
@@ -674,14 +620,14 @@ def _worker_stage(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
             marks.add(int(worker), busy, int(runs))
 
     try:
-        trials = timing.measure_stream(step, marks, stream_timing(ctx, cfg.pipeline), warmup=2 * processes,
+        trials = timing.measure_stream(step, marks, stream_timing(ctx, p), warmup=2 * processes,
                                        min_ops=processes, multiple=processes)
     finally:
         items = None
     return _rows(point, trials, check.passed(), "data check failed: a sample differs from what it should hold")
 
 
-class FreshBatches(Dataset):
+class FreshBatches:
     """Item j: a new shared-memory tensor of `size` bytes, allocated as default_collate does in
     a worker but never written: what the hand-off alone carries. Without workers, one tensor
     made once: what remains is the loader's own work a batch in the main process."""
@@ -701,7 +647,7 @@ class FreshBatches(Dataset):
         return elem.new(storage).resize_(self.size)
 
 
-def _handoff(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
+def _handoff(point: Point, st: Stage, p: Settings, ctx: Context) -> list[Sample]:
     """Batches through the DataLoader from st.workers workers, each a new segment no one writes
     or reads: the loader's machinery alone, by the main process's clock."""
     batches = iter(loader(FreshBatches(point.size_bytes, st.workers), None, st.workers))
@@ -712,7 +658,7 @@ def _handoff(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
             sizes.append(next(batches).numel())
 
     try:
-        trials = timing.measure_stream(step, HostMarks(), stream_timing(ctx, cfg.pipeline), warmup=2 * st.workers + 1,
+        trials = timing.measure_stream(step, HostMarks(), stream_timing(ctx, p), warmup=2 * st.workers + 1,
                                        min_ops=max(MIN_BATCHES, 4 * st.workers))
     finally:
         batches = None
@@ -720,12 +666,12 @@ def _handoff(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
     return _rows(point, trials, verified, "hand-off failed: a batch arrived with the wrong size")
 
 
-def _received_stage(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
+def _received_stage(point: Point, st: Stage, p: Settings, ctx: Context) -> list[Sample]:
     """pin, a pageable h2d copy, or (without a GPU) the check: of each batch as the main process
     receives it from st.workers workers of a DataLoader over the free producer (none: collated
     in the main process), the batch freed right after as the loop frees it; timed around that
     alone."""
-    sample = sample_bytes(point.dtype)
+    sample = point.params.sample_size
     batch = point.size_bytes // sample
     device = _device(ctx)
     batches = iter(loader(samples(Producer.free, sample), batch, st.workers))
@@ -758,14 +704,14 @@ def _received_stage(point: Point, st: Stage, cfg, ctx: Context) -> list[Sample]:
             first[0] += size
 
     try:
-        trials = timing.measure_stream(step, marks, stream_timing(ctx, cfg.pipeline), warmup=2 * st.workers + 1,
+        trials = timing.measure_stream(step, marks, stream_timing(ctx, p), warmup=2 * st.workers + 1,
                                        min_ops=max(MIN_BATCHES, 4 * st.workers))
     finally:
         batches = None
     return _rows(point, trials, check.passed(), "data check failed: a batch differs from the samples it should hold")
 
 
-def _link(point: Point, cfg, ctx: Context) -> list[Sample]:
+def _link(point: Point, p: Settings, ctx: Context) -> list[Sample]:
     """Pinned host-to-device copies of one batch's size, back to back: the link's figure."""
     device = _device(ctx)
     dst = torch.zeros(point.size_bytes, dtype=torch.uint8, device=device)
@@ -776,46 +722,46 @@ def _link(point: Point, cfg, ctx: Context) -> list[Sample]:
         for _ in range(n):
             dst.copy_(src, non_blocking=True)
 
-    trials = timing.measure_stream(step, EventMarks(), stream_timing(ctx, cfg.pipeline))
+    trials = timing.measure_stream(step, EventMarks(), stream_timing(ctx, p))
     torch.cuda.synchronize(device)
     return _rows(point, trials, same_data(dst, src), "data check failed: destination differs from source")
 
 
-def _consume(point: Point, cfg, ctx: Context) -> list[Sample]:
+def _consume(point: Point, p: Settings, ctx: Context) -> list[Sample]:
     """The data check on the GPU of a batch already there, back to back."""
-    sample = sample_bytes(point.dtype)
+    sample = point.params.sample_size
     batch = point.size_bytes // sample
     device = _device(ctx)
-    resident = default_collate(MakeBatch(FreeSamples(sample), batch).samples()).to(device)
+    resident = torch.utils.data.default_collate(MakeBatch(FreeSamples(sample), batch).samples()).to(device)
     check = Check(batch, device)
 
     def step(n: int) -> None:
         for _ in range(n):
             check(resident, 0)
 
-    trials = timing.measure_stream(step, EventMarks(), stream_timing(ctx, cfg.pipeline))
+    trials = timing.measure_stream(step, EventMarks(), stream_timing(ctx, p))
     return _rows(point, trials, check.passed(), "data check failed: the resident batch reads wrong")
 
 
-def measure(point: Point, cfg, ctx: Context) -> list[Sample]:
-    if point.op not in STAGES:
-        return _loop_point(point, cfg, ctx)
-    st = descriptor(point.op, point.memory, point.mode)
+def _measure(point: Point, p: Settings, ctx: Context) -> list[Sample]:
+    st = point.params
+    if isinstance(st, Loop):
+        return _loop_point(point, p, ctx)
     if st.op in (MAKE, COLLATE):
-        return _worker_stage(point, st, cfg, ctx)
+        return _worker_stage(point, st, p, ctx)
     if st.op == HANDOFF:
-        return _handoff(point, st, cfg, ctx)
+        return _handoff(point, st, p, ctx)
     if st.op == CONSUME and st.workers < 0:
-        return _consume(point, cfg, ctx)
+        return _consume(point, p, ctx)
     if st.op == H2D and st.memory == "pinned":
-        return _link(point, cfg, ctx)
-    return _received_stage(point, st, cfg, ctx)
+        return _link(point, p, ctx)
+    return _received_stage(point, st, p, ctx)
 
 
 # ---------------------------------------------------------------- the tables of a run's rows
 
 
-_ROW = ["op", "memory", "mode", "backend", "dtype", "size_bytes"]
+_ROW = ["op", "memory", "mode", "backend", "dtype", "params", "size_bytes"]
 
 
 def _runs(rows: pd.DataFrame) -> list[str]:
@@ -825,12 +771,15 @@ def _runs(rows: pd.DataFrame) -> list[str]:
 def _medians(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Median GB/s and seconds per batch of every measured pipeline point, and the columns that
     tell runs apart."""
-    rows = frame[(frame["suite"] == NAME) & (frame["status"] == "ok") & (frame["part"] == "total")]
+    rows = frame[(frame["suite"] == Pipeline.name) & (frame["status"] == "ok") & (frame["part"] == "total")
+                 & (frame["params"] != "")]   # runs from before the points carried params: no descriptors
     runs = _runs(rows)
     if rows.empty:
         return pd.DataFrame(), runs
     med = rows.groupby(runs + _ROW, sort=False).agg(gbps=("algbw_gbps", "median"), time_s=("time_s", "median"))
-    return med.reset_index(), runs
+    med = med.reset_index()
+    med["what"] = [descriptor(d) for d in params(med)]
+    return med, runs
 
 
 def stage_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -841,11 +790,11 @@ def stage_table(frame: pd.DataFrame) -> pd.DataFrame:
     out = med[med["op"].isin(STAGES)].copy()
     if out.empty:
         return pd.DataFrame()
-    named = [descriptor(*row) for row in out[["op", "memory", "mode"]].itertuples(index=False)]
+    named = list(out["what"])
     out["stage"] = [st.name for st in named]
     out["producer"] = [st.producer.value if st.producer else "" for st in named]
     out["workers"] = [st.workers for st in named]     # -1: none involved
-    out["sample"] = out["dtype"].map(sample_bytes).map(format_size)
+    out["sample"] = [format_size(st.sample_size) for st in named]
     out = out.sort_values(runs + ["dtype", "size_bytes"], kind="stable")
     out["size"] = out["size_bytes"].map(format_size)
     cols = ["stage", "memory", "mode", "producer", "workers", "sample", "size", "size_bytes", "gbps"]
@@ -881,20 +830,20 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     rates: dict[tuple, float] = {}
     for row in med[is_stage].itertuples(index=False):
-        key = tuple(getattr(row, k) for k in runs) + (row.dtype, row.size_bytes)
-        rates[key + (descriptor(row.op, row.memory, row.mode),)] = row.gbps
+        key = tuple(getattr(row, k) for k in runs) + (row.size_bytes,)
+        rates[key + (row.what,)] = row.gbps
     found = []
     for row in loops_.itertuples(index=False):
-        key = tuple(getattr(row, k) for k in runs) + (row.dtype, row.size_bytes)
-        loop = descriptor(row.op, row.memory, row.mode)
+        key = tuple(getattr(row, k) for k in runs) + (row.size_bytes,)
+        loop = row.what
         att = attribute(loop, row.backend == "cuda", lambda st: rates.get(key + (st,))) or {}
-        link = rates.get(key + (Stage(H2D, memory="pinned"),))
+        link = rates.get(key + (Stage(H2D, memory="pinned", sample_size=loop.sample_size),))
         found.append({**att, "producer": loop.producer.value, "link_gbps": link})
     loops_ = pd.concat([loops_.reset_index(drop=True), pd.DataFrame(found)], axis=1)
     for col in ("bottleneck", "on", "stage_gbps", "bound_gbps", "link_gbps"):
         if col not in loops_:
             loops_[col] = np.nan
-    sample = loops_["dtype"].map(sample_bytes)
+    sample = loops_["what"].map(lambda loop: loop.sample_size)
     loops_["sample"] = sample.map(format_size)
     loops_["batch"] = loops_["size_bytes"] // sample
     loops_["samples_per_s"] = (loops_["batch"] / loops_["time_s"]).round(0).astype("int64")
@@ -917,12 +866,12 @@ def advice(frame: pd.DataFrame) -> pd.DataFrame:
     loops_ = table(frame)
     if loops_.empty:
         return pd.DataFrame()
-    runs = _runs(frame[frame["suite"] == NAME])
+    runs = _runs(frame[frame["suite"] == Pipeline.name])
     out = []
     for key, g in loops_.groupby(runs + ["sample", "size_bytes"], sort=False):
         for producer, h in g.groupby(g["mode"].str.split().str[0], sort=False):
             best = h.loc[h["gbps"].idxmax()]
-            default_mode = dataloader_defaults(Producer(producer)).mode(
+            default_mode = dataloader_defaults(Producer(producer), 0).mode(
                 "cuda" if best["op"] == LOOP_OP else "cpu")
             default = h[(h["mode"] == default_mode) & (h["memory"] == "pageable")]["gbps"]
             link = best.get("bottleneck") == Stage(H2D, memory="pinned").label   # the pinned copy itself
@@ -960,33 +909,166 @@ def advice_lines(adv: pd.DataFrame) -> list[str]:
 DIGITS = {"gbps": 2, "stage_gbps": 2, "of_stage": 3, "bound_gbps": 2, "of_bound": 3, "link_gbps": 1, "of_link": 3}
 
 
-def main(argv: list[str] | None = None) -> int:
-    """python -m bench.suites.pipeline RESULTS...: the loops, the stages alone, the advice."""
-    from bench.results import ResultsError, load
+def pipeline_figure(frame: pd.DataFrame, canvas) -> list:
+    """The pipeline suite, a column per producer and sample size: above, GB/s each loop delivers
+    against the batch size (dashed black: the link; dotted grey: the bound of the best loop);
+    below, each stage alone (solid: the most workers measured, dashed: none, dotted: between),
+    the link and the best loop in black."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+    from matplotlib.lines import Line2D
 
-    args = sys.argv[1:] if argv is None else argv
-    if not args:
-        print("usage: python -m bench.suites.pipeline RESULTS...", file=sys.stderr)
-        return 2
-    try:
-        frame = load(args)
-    except ResultsError as exc:
-        print(f"pipeline: {exc}", file=sys.stderr)
-        return 2
-    rows = table(frame)
-    if rows.empty:
-        print("pipeline: no measured pipeline rows", file=sys.stderr)
-        return 1
-    print("loops: GB/s delivered; the group of stages that bounds each, and the fraction of that bound reached")
-    print(rows.drop(columns="size_bytes").round(DIGITS).fillna("").to_string(index=False))
-    stages = stage_table(frame)
+    from bench.analysis.figures.bars import per_series
+    from bench.analysis.figures.style import _log_y, _size_axis
+
+    SERIES = canvas.SERIES
+    loops = per_series(frame, table)
+    if loops.empty:
+        return []
+    stages = per_series(frame, stage_table)
+    loops = loops.assign(producer=loops["mode"].str.split().str[0],
+                         setting=(loops["memory"] + " " + loops["mode"].str.split(n=1).str[1].fillna("")).str.strip())
+    columns = sorted(set(zip(loops["producer"], loops["sample"])))
+    series = sorted(loops[SERIES].unique())
+    settings = sorted(loops["setting"].unique())
+    line_colours = dict(zip(settings, sns.color_palette("tab10", len(settings))))
+    stage_names = [st.removeprefix("stage_") for st in STAGES]
+    stage_colours = dict(zip(stage_names, sns.color_palette("Dark2", len(stage_names))))
+    fig, axes = plt.subplots(2 * len(series), len(columns), squeeze=False, layout="constrained",
+                             figsize=(5.2 * len(columns) + 0.4, 3.4 * 2 * len(series) + 1.6))
+    sizes = loops["size_bytes"].unique()
+    for r, run in enumerate(series):
+        for c, (producer, sample) in enumerate(columns):
+            top, bottom = axes[2 * r][c], axes[2 * r + 1][c]
+            d = loops[(loops[SERIES] == run) & (loops["producer"] == producer) & (loops["sample"] == sample)]
+            for setting, g in d.groupby("setting"):
+                g = g.sort_values("size_bytes")
+                top.plot(g["size_bytes"], g["gbps"], color=line_colours[setting], marker="o", markersize=3)
+            best = d.loc[d.groupby("size_bytes")["gbps"].idxmax()].sort_values("size_bytes")
+            if "bound_gbps" in best:
+                top.plot(best["size_bytes"], best["bound_gbps"], color="grey", linestyle=":", linewidth=1.2)
+            if "link_gbps" in d:
+                link = d.groupby("size_bytes")["link_gbps"].first().dropna()
+                top.plot(link.index, link.values, color="black", linestyle="--", linewidth=1.2)
+            top.set_title(f"{run} · {producer} samples of {sample}", fontsize=10)
+            top.set_ylabel("GB/s the loop delivers", fontsize=9)
+            s = stages[(stages[SERIES] == run) & (stages["sample"] == sample)] if not stages.empty else stages
+            if not s.empty:
+                s = s[~s["stage"].isin(["make", "collate"]) | (s["producer"] == producer)]
+                most = s["workers"].max()
+                for (stage, memory, w), g in s.groupby(["stage", "memory", "workers"]):
+                    g = g.sort_values("size_bytes")
+                    if stage == "h2d" and memory == "pinned":   # the link, as above
+                        bottom.plot(g["size_bytes"], g["gbps"], color="black", linestyle="--", linewidth=1.2)
+                        continue
+                    style = "-" if w in (-1, most) else "--" if w == 0 else ":"
+                    bottom.plot(g["size_bytes"], g["gbps"], color=stage_colours[stage], linestyle=style, marker="o",
+                                markersize=2.5, linewidth=1.3)
+            bottom.plot(best["size_bytes"], best["gbps"], color="black", linewidth=2)
+            bottom.set_ylabel("GB/s of each stage alone", fontsize=9)
+            for ax in (top, bottom):
+                values = np.concatenate([np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()])
+                values = values[values > 0]
+                _size_axis(ax, sizes)
+                _log_y(ax, values.max() / values.min() if len(values) else 10)
+                ax.grid(True, which="major", alpha=0.35)
+                ax.set_xlabel("Batch size", fontsize=9)
+    handles = [Line2D([], [], color=col, linewidth=2, label=name) for name, col in line_colours.items()]
+    handles.append(Line2D([], [], color="grey", linestyle=":", label="bound of the best loop (its slowest stages)"))
+    if "link_gbps" in loops:
+        handles.append(Line2D([], [], color="black", linestyle="--", label="pinned h2d copy (the link)"))
+    handles.append(Line2D([], [], color="black", linewidth=2, label="below: the best loop"))
+    drawn = set()   # stages drawn in colour: the pinned copy is the link's black
     if not stages.empty:
-        print("\nstages alone: GB/s")
-        print(stages.drop(columns=["size_bytes", "producer", "workers"]).round(DIGITS).to_string(index=False))
-    print("\nwhat to do")
-    print("\n".join(advice_lines(advice(frame))))
-    return 0
+        drawn = set(stages["stage"][(stages["stage"] != "h2d") | (stages["memory"] == "pageable")])
+    handles += [Line2D([], [], color=col, linewidth=2, label=f"stage: {name}" + (" pageable" if name == "h2d" else ""))
+                for name, col in stage_colours.items() if name in drawn]
+    handles += [Line2D([], [], color="grey", linestyle=style, label=f"stage with {what}")
+                for style, what in (("-", "the most workers"), ("--", "no workers"), (":", "other worker counts"))]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False, fontsize=8)
+    fig.suptitle("Input pipeline: what a DataLoader-fed loop delivers, and each of its stages alone", fontsize=11)
+    return canvas.save(fig, "pipeline", "Input pipeline: what each loop delivers against the batch size, and each "
+                       "stage alone.")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _check(p: Settings, ctx: Context) -> None:
+    gpu = ctx.device == "cuda"
+    sizes = [b for s in sample_sizes(p) for b in batch_sizes(p, ctx, s)]
+    if not sizes:
+        raise ConfigError(f"pipeline.sample_sizes: no batch size holds a whole sample (batch sizes up to "
+                          f"{format_bytes(parse_size(p.max_size))}); lower the sample size or raise pipeline.max_size")
+    if not ctx.here:
+        return
+    big = max(sizes)
+    ahead = max(lp.queued for s in sample_sizes(p) for lp in loops(p, ctx.device, s))
+    shm, shared = _free_bytes("/dev/shm"), ahead * big
+    if shared and shm is not None and shared > shm:
+        raise ConfigError(f"pipeline.max_size: the workers pass up to {format_bytes(shared)} of batches "
+                          f"through /dev/shm, which has {format_bytes(shm)} free; lower pipeline.max_size or "
+                          "pipeline.workers, or enlarge /dev/shm (docker run --shm-size)")
+    # Batches queued, being pinned and in the loop, each made once then collated; the free
+    # producer's rows; the link's pinned buffer.
+    need = 2 * (ahead + 2) * big + PERIOD * max(sample_sizes(p)) + big
+    available = host_available_bytes()
+    if available is not None and need > available:
+        raise ConfigError(f"pipeline.max_size: the pipeline needs about {format_bytes(need)} of host memory but "
+                          f"only {format_bytes(available)} is available; lower pipeline.max_size or pipeline.workers")
+    if gpu:
+        free = torch.cuda.mem_get_info(0)[0]
+        if 6 * big > free:   # the link's buffer, batches in flight, the check's temporaries
+            raise ConfigError(f"pipeline.max_size: the pipeline needs about {format_bytes(6 * big)} on cuda:0 but "
+                              f"only {format_bytes(free)} is free; lower pipeline.max_size")
+
+
+def sweep(p: Settings, ctx: Context) -> list[Point]:
+    """Per sample size and batch size: the stages any loop needs, then the loops."""
+    gpu = ctx.device == "cuda"
+    device_side = (H2D, CONSUME) if gpu else ()
+    out = []
+    for sample in sample_sizes(p):
+        dtype = sample_dtype(sample)
+        measured = loops(p, ctx.device, sample)
+        needed = dict.fromkeys(st for lp in measured for group in stages_of(lp, gpu).values() for st in group)
+        order = sorted(needed, key=lambda st: (STAGES.index(st.op), st.memory, str(st.producer), st.workers))
+        for size in batch_sizes(p, ctx, sample):
+            out += [Point(Pipeline.name, st.op, size, memory=st.memory, mode=st.mode(), backend=ctx.device,
+                          src="host", dst="cuda:0" if st.op in device_side else "host", dtype=dtype, params=st)
+                    for st in order]
+            out += [Point(Pipeline.name, LOOP_OP if gpu else "loader", size, memory=lp.memory if gpu else "pageable",
+                          mode=lp.mode(ctx.device), backend=ctx.device, src="host",
+                          dst="cuda:0" if gpu else "host", dtype=dtype, params=lp) for lp in measured]
+    return out
+
+
+class Pipeline(Suite):
+    name = "pipeline"
+    title = "Input pipeline"
+    Settings = Settings
+    groups = ("training",)
+    curves = False          # its own figures say what its rows mean
+    order = 50
+
+    def check(self, p: Settings, ctx: Context) -> str | None:
+        _check(p, ctx)
+        return None
+
+    def points(self, p: Settings, ctx: Context) -> list[Point]:
+        return sweep(p, ctx)
+
+    def measure(self, point: Point, p: Settings, ctx: Context, state) -> list[Sample]:
+        return _measure(point, p, ctx)
+
+    def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]:
+        rows = table(frame)
+        if rows.empty:
+            return []
+        out = [("pipeline loops: GB/s delivered; the group of stages that bounds each, and the fraction of that "
+                "bound reached", rows.drop(columns="size_bytes").round(DIGITS).fillna(""))]
+        stages = stage_table(frame)
+        if not stages.empty:
+            out.append(("pipeline stages alone: GB/s",
+                        stages.drop(columns=["size_bytes", "producer", "workers"]).round(DIGITS)))
+        return out + [("pipeline: what to do", "\n".join(advice_lines(advice(frame))))]
+
+    def figures(self, frame: pd.DataFrame, canvas) -> list:
+        return pipeline_figure(frame, canvas)

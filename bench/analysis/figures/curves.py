@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from bench.analysis.catalog import bandwidth_column
+from bench.analysis.catalog import bandwidth_column, view
 from bench.analysis.figures.style import (DASHES, LOG_SPAN, OP_ORDER, PANEL_IN, SERIES, SMALL_BYTES, VALUE_ORDER, Canvas,
                                           _legend, _log_y, _order, _rank, _size_axis, _slug, with_bandwidth)
 from bench.results import usable_rows
@@ -124,7 +124,8 @@ def _suite_groups(data: pd.DataFrame, canvas: Canvas):
     """Each suite's rows, in the catalog's order (the order a run measures them)."""
     known = list(canvas.catalog)
     for suite in sorted(set(data["suite"]), key=lambda s: (known.index(s) if s in known else len(known), s)):
-        yield suite, data[data["suite"] == suite]
+        if view(canvas.catalog, suite).curves:
+            yield suite, data[data["suite"] == suite]
 
 
 def _band_note(d: pd.DataFrame) -> str:

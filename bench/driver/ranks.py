@@ -1,6 +1,6 @@
-"""Process groups for distributed suites: spawn local ranks, or join torchrun/Slurm.
+"""Ranks for distributed suites: spawn local ranks, or join torchrun/Slurm's.
 
-Spawned ranks are processes of their own, started in bench/rank.py, armed to die
+Spawned ranks are processes of their own, started in bench/driver/rank.py, armed to die
 with the parent before they import anything heavy: a parent killed at any moment, SIGKILL
 included and while its ranks are still starting, takes them with it. The parent watches them:
 when one exits with an error (or is killed) every other rank is killed too, and the error names
@@ -21,25 +21,25 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from types import ModuleType
-from typing import Mapping, TextIO
-
-import torch
-import torch.distributed as tdist
+from typing import TextIO
 
 import bench
-from bench import ConfigError
+from bench import lazy
+from bench.driver.launcher import device_index, launcher_layout
+from bench.driver.runner import run_suite
+from bench.driver.sweep import Planned
 from bench.results import ResultsWriteError, RunWriter
-from bench.runner import run_suite
-from bench.suites import Context
+from bench.suites.contract import Context
 
+torch = lazy.module("torch")
+tdist = lazy.module("torch.distributed")
 
 RANK_LOGS = "ranks"  # in the run folder: rank-<r>.log, each rank's stdout and stderr
 # A rank's start: `python -c _RANK_START BENCH_ROOT RANK PARENT_PID`. The parent's bench comes
 # first on the path, whatever the working directory holds (`-m` would put it first).
-_RANK_START = "import sys; sys.path.insert(0, sys.argv[1]); from bench.rank import main; main()"
+_RANK_START = "import sys; sys.path.insert(0, sys.argv[1]); from bench.driver.rank import main; main()"
 _PROGRESS_FD = "XFERBENCH_PROGRESS_FD"  # rank 0's copy of the parent's stderr, for its progress bar
 _REASON_FD = "XFERBENCH_REASON_FD"      # a pipe to the parent: a failing rank's one line of why
 
@@ -54,82 +54,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _transport_env(transport: str, loopback: bool = True) -> dict[str, str]:
-    """NCCL over plain sockets, as between nodes without InfiniBand. On loopback when every rank is
-    on this host; across hosts NCCL picks the interface (or the user's NCCL_SOCKET_IFNAME)."""
-    if transport != "socket":
-        return {}
-    env = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket"}
-    return {**env, "NCCL_SOCKET_IFNAME": "lo"} if loopback else env
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where this process sits among ranks an external launcher started."""
-
-    rank: int
-    world_size: int
-    local_rank: int
-    nnodes: int
-
-
-def launcher_layout(env: Mapping[str, str]) -> Layout | None:
-    """This process's place under torchrun or srun, from their variables; None without a launcher.
-
-    torchrun's variables win where both are set (torchrun started by srun, one agent a node). A
-    Slurm batch script itself has SLURM_PROCID=0 and SLURM_NTASKS but is no task of a step: only
-    srun sets SLURM_STEP_ID, so a plain `xferbench` in the script runs on its own instead of
-    waiting for ranks that never come.
-    """
-    if "RANK" in env and "WORLD_SIZE" in env:
-        world = int(env["WORLD_SIZE"])
-        per_node = int(env.get("LOCAL_WORLD_SIZE", world))
-        nnodes = int(env.get("GROUP_WORLD_SIZE", 0)) or max(1, world // max(1, per_node))  # torchrun: one group a node
-        return Layout(int(env["RANK"]), world, int(env.get("LOCAL_RANK", 0)), nnodes)
-    if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env:
-        world = int(env.get("SLURM_STEP_NUM_TASKS", env.get("SLURM_NTASKS", 1)))
-        nnodes = int(env.get("SLURM_STEP_NUM_NODES", env.get("SLURM_NNODES", 1)))
-        return Layout(int(env["SLURM_PROCID"]), world, int(env.get("SLURM_LOCALID", 0)), nnodes)
-    return None
-
-
-def device_index(local_rank: int, visible: int) -> int:
-    """The GPU a rank uses: its local rank, or the only GPU it sees (srun --gpus-per-task=1 and
-    one torchrun agent per GPU hide the others through CUDA_VISIBLE_DEVICES)."""
-    if visible == 1:
-        return 0
-    if local_rank >= visible:
-        raise ConfigError(f"local rank {local_rank} but only {visible} GPU(s) visible to it; "
-                          "start one rank per GPU, or give each rank one GPU")
-    return local_rank
-
-
-def _loopback(host: str) -> bool:
-    try:
-        return socket.gethostbyname(host).startswith("127.")
-    except OSError:
-        return False
-
-
-def init_group(ctx: Context, backend: str, timeout_s: float) -> None:
-    if backend == "nccl":
-        torch.cuda.set_device(ctx.local_rank)
-    kwargs = {"device_id": torch.device("cuda", ctx.local_rank)} if backend == "nccl" else {}
-    tdist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size,
-                             timeout=dt.timedelta(seconds=timeout_s), **kwargs)
-
-
-def rank_main(suite_name: str, cfg, ctx: Context, run_dir: str | None, run_id: str) -> None:
-    """A spawned rank's work (bench.rank calls it): the suite's sweep in the world the parent
-    started, its place in it from RANK and WORLD_SIZE."""
+def rank_main(suite_name: str, settings, ctx: Context, run_dir: str | None, run_id: str, progress: bool) -> None:
+    """A spawned rank's work (bench.driver.rank calls it): the suite's sweep in the world the
+    parent started, its place in it from RANK and WORLD_SIZE."""
     from bench import suites
 
-    ctx.rank = ctx.local_rank = int(os.environ["RANK"])
-    ctx.world_size = int(os.environ["WORLD_SIZE"])
+    ctx = replace(ctx, rank=int(os.environ["RANK"]), local_rank=int(os.environ["RANK"]),
+                  world_size=int(os.environ["WORLD_SIZE"]))
     fd = os.environ.pop(_PROGRESS_FD, None)
-    progress = os.fdopen(int(fd), "w", buffering=1) if fd else None
+    stream = os.fdopen(int(fd), "w", buffering=1) if fd else None
     try:
-        _run_rank(suites.get(suite_name), cfg, ctx, Path(run_dir) if run_dir else None, run_id, progress)
+        _run_rank(Planned(suites.get(suite_name), settings, ctx), Path(run_dir) if run_dir else None, run_id,
+                  progress, stream)
     except BaseException as exc:
         _tell_parent(exc)
         raise
@@ -150,21 +86,28 @@ def _tell_parent(exc: BaseException) -> None:
         pass
 
 
-def _run_rank(suite: ModuleType, cfg, ctx: Context, run_dir: Path | None, run_id: str,
-              progress: TextIO | None = None) -> None:
-    backend = suite.backend(ctx)
-    init_group(ctx, backend, float(cfg.collectives.timeout_s))
+def init_group(ctx: Context, backend: str, timeout_s: float) -> None:
+    if backend == "nccl":
+        torch.cuda.set_device(ctx.local_rank)
+    kwargs = {"device_id": torch.device("cuda", ctx.local_rank)} if backend == "nccl" else {}
+    tdist.init_process_group(backend, rank=ctx.rank, world_size=ctx.world_size,
+                             timeout=dt.timedelta(seconds=timeout_s), **kwargs)
+
+
+def _run_rank(planned: Planned, run_dir: Path | None, run_id: str, progress: bool,
+              stream: TextIO | None = None) -> None:
+    distribution = planned.distribution()
+    init_group(planned.ctx, distribution.backend, distribution.timeout_s)
     try:
-        writer = RunWriter(run_dir, run_id) if ctx.rank == 0 else None
+        writer = RunWriter(run_dir, run_id) if planned.ctx.rank == 0 else None
         done = [writer.done if writer is not None else None]
         tdist.broadcast_object_list(done, src=0)  # a resumed run: every rank skips the same points
-        run_suite(suite, cfg, ctx, writer, progress=cfg.progress, done=done[0], stream=progress)
+        state = planned.start()
+        run_suite(planned, state, writer, progress=progress, done=done[0], stream=stream)
         if writer is not None:
             writer.close()
         tdist.barrier()
-        comm = ctx.extra.pop("nccl_comm", None)
-        if comm is not None:
-            comm.close()  # collective over the ranks: every rank is here, after the barrier
+        planned.suite.finish(state)  # may be collective over the ranks: every rank is here, after the barrier
     finally:
         tdist.destroy_process_group()
 
@@ -322,25 +265,28 @@ def spawn(nproc: int, env: dict, work: tuple, log_dir: Path | None = None, progr
             os.close(r.reason)
 
 
-def run_distributed(suite: ModuleType, cfg, ctx: Context, run_dir: Path | None, run_id: str) -> None:
+def run_distributed(planned: Planned, run_dir: Path | None, run_id: str, progress: bool) -> None:
     """Run a distributed suite: join an external launcher's ranks, or spawn local ones (one world
     of ranks after another when several world sizes are asked for)."""
+    distribution = planned.distribution()
     layout = launcher_layout(os.environ)
     if layout is not None:
-        ctx.rank, ctx.world_size, ctx.nnodes = layout.rank, layout.world_size, layout.nnodes
-        ctx.local_rank = device_index(layout.local_rank, torch.cuda.device_count()) if ctx.device == "cuda" else 0
+        local = device_index(layout.local_rank, torch.cuda.device_count()) if planned.ctx.device == "cuda" else 0
+        ctx = replace(planned.ctx, rank=layout.rank, world_size=layout.world_size, nnodes=layout.nnodes,
+                      local_rank=local)
         os.environ.setdefault("MASTER_ADDR", os.environ.get("SLURM_LAUNCH_NODE_IPADDR", "127.0.0.1"))
         os.environ.setdefault("MASTER_PORT", "29500")
-        for key, value in _transport_env(cfg.collectives.transport, _loopback(os.environ["MASTER_ADDR"])).items():
+        for key, value in distribution.env.items():
             os.environ.setdefault(key, value)   # a user's own NCCL setting (an interface, say) wins
-        _run_rank(suite, cfg, ctx, run_dir, run_id)
+        _run_rank(replace(planned, ctx=ctx), run_dir, run_id, progress)
         return
     env = {**{k: os.environ.get(k, v) for k, v in bench.SAFE_ENV.items()},
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
            # As torchrun does: ranks sharing a host's cores each with a full thread pool slow
            # gloo's small messages tenfold on a small machine.
            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-           **_transport_env(cfg.collectives.transport)}
-    work = (suite.NAME, cfg, ctx, str(run_dir) if run_dir else None, run_id)
-    for nproc in suite.world_sizes(cfg, ctx):
-        spawn(nproc, env, work, run_dir / RANK_LOGS if run_dir else None, bool(cfg.progress))
+           **distribution.env}
+    for nproc in distribution.world_sizes:
+        work = (planned.suite.name, planned.settings, replace(planned.ctx, world_size=nproc),
+                str(run_dir) if run_dir else None, run_id, progress)
+        spawn(nproc, env, work, run_dir / RANK_LOGS if run_dir else None, progress)
