@@ -37,11 +37,9 @@ from typing import Iterable
 
 import yaml
 
-from bench.config import CONF_DIR
+from bench.config.files import INSTANCES
 from bench.results import SCHEMA_VERSION, ResultsError, RunWriter, Sample, point_key, write_json
 from bench.sizes import format_size
-
-CONF_INSTANCES = CONF_DIR / "instance"
 
 # nccl-tests binary -> our op name
 NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
@@ -478,8 +476,8 @@ def number_trials(samples: list[Sample]) -> list[Sample]:
 def instance_meta(name: str | None, label: str | None = None) -> dict:
     """meta.json's instance: the catalogue entry conf/instance/<name>.yaml when there is one."""
     entry: dict = {}
-    if name and (CONF_INSTANCES / f"{name}.yaml").is_file():
-        entry = yaml.safe_load((CONF_INSTANCES / f"{name}.yaml").read_text()) or {}
+    if name and (INSTANCES / f"{name}.yaml").is_file():
+        entry = yaml.safe_load((INSTANCES / f"{name}.yaml").read_text()) or {}
     name = name or "imported"
     return {**entry, "name": name, "label": label or name}
 

@@ -2,7 +2,7 @@
 """Compare xferbench runs (the same as `xferbench-compare`): see `python scripts/compare.py --help`."""
 import sys
 
-from bench.compare_cli import main
+from bench.cli.compare import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,12 +4,12 @@
 Runs N identical xferbench runs of one sweep, plus one run under each handicap (extra
 environment such as NCCL_MAX_NCHANNELS=1, or a command in place of `python -m bench`),
 interleaved with them so that drift over the study hits both. Then it compares, with
-bench.compare's defaults:
+bench.analysis.compare and the suites' noise:
 - pairs of identical runs (disjoint pairs 1-2, 3-4, ..., or every pair), one run a side;
 - the first half of the identical runs as a baseline store against each run of the second half;
 - each handicapped run against each identical run, and against all of them as one baseline;
 and prints the exit codes and flagged families as markdown, with the between-run noise of one
-run per platform, suite and size class (the form of bench.compare.DEFAULT_NOISE). The report
+run per platform, suite and size class (the form of a suite's `noise`). The report
 is also written to OUT/study.md.
 
 Runs land in OUT/identical/<run_id> and OUT/<handicap label>/<run_id>, the command in
@@ -36,7 +36,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.compare import JUDGED_CLASSES, Comparison, compare, platform, point_levels, run_noise, size_classes
+from bench.analysis.compare import (JUDGED_CLASSES, Comparison, compare, platform, point_levels, run_noise,
+                                    size_classes)
+from bench.cli.common import catalog
 from bench.results import find_runs, load
 
 IDENTICAL = "identical"
@@ -120,9 +122,10 @@ def _pairs(names: list[str], how: str) -> list[tuple[str, str]]:
 
 
 def noise_table(identical: pd.DataFrame) -> list[str]:
-    """Between-run sigma of one run per platform, suite and size class, as DEFAULT_NOISE lines: the
-    noisiest op's (one run says nothing about which op is quiet), with every op's after it."""
-    levels = point_levels(identical)
+    """Between-run sigma of one run per platform, suite and size class, as lines of a suite's
+    `noise`: the noisiest op's (one run says nothing about which op is quiet), with every op's
+    after it."""
+    levels = point_levels(identical, catalog())
     levels["size_class"] = size_classes(levels)
     levels["platform"] = levels["backend"].map(platform)
     judged = levels[levels["size_class"].isin(JUDGED_CLASSES)]
@@ -130,7 +133,7 @@ def noise_table(identical: pd.DataFrame) -> list[str]:
     for (plat, suite, size_class), group in judged.groupby(["platform", "suite", "size_class"]):
         per_op = {op: run_noise(np.concatenate(list(g["pairs"]))) for op, g in group.groupby("op")}
         ops = ", ".join(f"{op} {sigma:.3f}" for op, sigma in sorted(per_op.items(), key=lambda kv: -kv[1]))
-        lines.append(f'    ("{plat}", "{suite}", "{size_class}"): {max(per_op.values()):.3f},   # {ops}')
+        lines.append(f'    {suite}: ("{plat}", "{size_class}"): {max(per_op.values()):.3f},   # {ops}')
     return lines
 
 
@@ -142,7 +145,7 @@ def report(out: Path, pairs: str, tolerance: float, alpha: float) -> list[str]:
     names = sorted(runs)
 
     def judge(base: pd.DataFrame, cur: pd.DataFrame) -> Comparison:
-        return compare(base, cur, tolerance, alpha)
+        return compare(base, cur, catalog(), tolerance, alpha)
 
     families = len(judge(runs[names[0]], runs[names[-1]]).families)
     lines = [f"{len(names)} identical runs, {families} families (op × size class); tolerance {tolerance:.0%}, "
