@@ -3,15 +3,21 @@ runs (RESULTS, --runs, --all-runs), and the one line for an output that cannot b
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
-from bench import suites
+from bench import ConfigError, suites
 from bench.analysis.catalog import Catalog
 
 
 def catalog() -> Catalog:
-    """Every registered suite, as the analysis side reads it."""
-    return {suite.name: suite for suite in suites.all()}
+    """Every registered suite, as the analysis side reads it; a suite file that breaks the
+    contract ends the command in one line (exit 2)."""
+    try:
+        return {suite.name: suite for suite in suites.all()}
+    except ConfigError as exc:
+        print(f"xferbench: error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:

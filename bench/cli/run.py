@@ -20,9 +20,14 @@ from omegaconf import DictConfig
 
 import bench
 from bench import ConfigError
-from bench.config import schema
 from bench.config.files import CONF_DIR
-from bench.driver import app, folders
+
+try:   # building the schema reads every suite: a suite file that breaks the contract is one line
+    from bench.config import schema
+    from bench.driver import app, folders
+except ConfigError as exc:
+    print(f"xferbench: error: {exc}", file=sys.stderr)
+    sys.exit(2)
 
 # Flags after which Hydra does something other than run the job (help, print the config).
 _NO_JOB_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc",

@@ -1,12 +1,13 @@
 """The suite registry: the Suite each module of this package defines, and each file that
 XFERBENCH_SUITES names (paths separated by os.pathsep: suites of your own, outside the package),
-checked against the contract (bench.suites.contract) when this package is imported.
+checked against the contract (bench.suites.contract) when the registry is first read.
 
 Importing a suite costs no torch (measurement code imports it on first use, bench.lazy), so the
 config schema, --help and the analysis commands read every suite's declarations cheaply.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import os
@@ -51,28 +52,32 @@ def _discover() -> dict[str, Suite]:
     return dict(sorted(found.items(), key=lambda item: (item[1].order, item[0])))
 
 
-_REGISTRY = _discover()
+@functools.cache
+def _registry() -> dict[str, Suite]:
+    """Read once, at the first question: a broken suite file is then a SuiteError the command
+    line reports in one line, not a failure to import this package."""
+    return _discover()
 
 
 def all() -> list[Suite]:   # noqa: A001 - the registry's vocabulary: every suite
     """Every suite, in the order a run measures them."""
-    return list(_REGISTRY.values())
+    return list(_registry().values())
 
 
 def names() -> list[str]:
-    return list(_REGISTRY)
+    return list(_registry())
 
 
 def get(name: str) -> Suite:
-    if name not in _REGISTRY:
-        raise ConfigError(f"suite {name!r} is unknown; choose from: {', '.join(_REGISTRY)}")
-    return _REGISTRY[name]
+    if name not in _registry():
+        raise ConfigError(f"suite {name!r} is unknown; choose from: {', '.join(_registry())}")
+    return _registry()[name]
 
 
 def groups() -> dict[str, list[str]]:
     """The `suite=` config group: `all`, each suite alone, and each group suites declare."""
-    out = {"all": names(), **{name: [name] for name in _REGISTRY}}
-    for suite in _REGISTRY.values():
+    out = {"all": names(), **{name: [name] for name in _registry()}}
+    for suite in _registry().values():
         for group in suite.groups:
             out.setdefault(group, []).append(suite.name)
     return out

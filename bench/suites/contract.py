@@ -23,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping
 
+from bench import ConfigError
 from bench.config.settings import SizeRange
 from bench.measure.timing import TimingConfig, Trial
 from bench.results import Sample, params_text
@@ -42,7 +43,7 @@ RESERVED = frozenset({"suites", "device", "out_dir", "run_id", "resume", "progre
                       "instance", "hydra", "all"})
 
 
-class SuiteError(TypeError):
+class SuiteError(ConfigError):
     """A suite that breaks the contract; the message names the module and what is wrong."""
 
 
