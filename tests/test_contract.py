@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.results import load
-from bench.suites import contract
+from bench import contract
 from conftest import env, xferbench_cmd
 
 FILL = Path(__file__).resolve().parent / "data" / "fill_suite.py"
@@ -61,7 +61,7 @@ def test_a_suite_of_one_file_goes_through_plan_run_summary_plot_compare_and_repo
 
 BROKEN = '''
 from dataclasses import dataclass
-from bench.suites.contract import Suite
+from bench.contract import Suite
 
 @dataclass
 class Settings:
@@ -93,7 +93,7 @@ def test_a_file_that_breaks_the_contract_is_one_line(tmp_path):
 ])
 def test_the_registry_checks_the_contract(tmp_path, body, message):
     module = type(sys)("candidate")
-    exec("from dataclasses import dataclass\nfrom bench.suites.contract import Suite\n@dataclass\nclass S:\n    n: int = 1\n"
+    exec("from dataclasses import dataclass\nfrom bench.contract import Suite\n@dataclass\nclass S:\n    n: int = 1\n"
          + body, module.__dict__)
     module.__name__ = "candidate"
     for value in module.__dict__.values():

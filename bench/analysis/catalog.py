@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.analysis.figures.style import Canvas
-
 
 @dataclass(frozen=True)
 class Metric:
@@ -28,8 +26,19 @@ class Metric:
     latency: bool = False     # time per op at the smallest size; else GB/s at the largest
 
 
+class Canvas(Protocol):
+    """Where a suite's figures go (bench.analysis.figures.style.Canvas): the colour of each
+    series (the SERIES column of the frame a suite's figures hook gets), the catalog, and save()."""
+
+    SERIES: str
+    colours: dict
+    catalog: Mapping[str, Any]
+
+    def save(self, fig: Any, stem: str, caption: str = "") -> list[Path]: ...
+
+
 class SuiteView(Protocol):
-    """A suite as the analysis side reads it (bench.suites.contract.Suite provides all of it)."""
+    """A suite as the analysis side reads it (bench.contract.Suite provides all of it)."""
 
     name: str
     title: str                                      # its name in figure titles

@@ -30,7 +30,7 @@ from bench.links import Speeds, bus_factor
 from bench.measure import timing
 from bench.measure.timing import TimingConfig
 from bench.results import ResultsError, point_key, read_meta, read_samples, samples_file, usable_rows
-from bench.suites.contract import DEFAULT_OVERHEAD, Overhead, Point
+from bench.contract import DEFAULT_OVERHEAD, Overhead, Point
 
 REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "results" / "reference"
 LONG_S = 600.0          # above this, a run says plainly that it is long

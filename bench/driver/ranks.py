@@ -31,7 +31,7 @@ from bench.driver.launcher import device_index, launcher_layout
 from bench.driver.runner import run_suite
 from bench.driver.sweep import Planned
 from bench.results import ResultsWriteError, RunWriter
-from bench.suites.contract import Context
+from bench.contract import Context
 
 torch = lazy.module("torch")
 tdist = lazy.module("torch.distributed")

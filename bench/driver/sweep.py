@@ -9,7 +9,7 @@ from bench import ConfigError, suites
 from bench.driver.machine import Machine
 from bench.measure.timing import TimingConfig
 from bench.sizes import ladder, parse_size
-from bench.suites.contract import Context, Distribution, Point, Suite
+from bench.contract import Context, Distribution, Point, Suite
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The suite registry: the Suite each module of this package defines, and each file that
 XFERBENCH_SUITES names (paths separated by os.pathsep: suites of your own, outside the package),
-checked against the contract (bench.suites.contract) when the registry is first read.
+checked against the contract (bench/contract.py) when the registry is first read.
 
 Importing a suite costs no torch (measurement code imports it on first use, bench.lazy), so the
 config schema, --help and the analysis commands read every suite's declarations cheaply.
@@ -17,15 +17,14 @@ from pathlib import Path
 from types import ModuleType
 
 from bench import ConfigError
-from bench.suites.contract import Suite, SuiteError, check_suite
+from bench.contract import Suite, SuiteError, check_suite
 
 DEFAULT = "links"       # the group a plain `xferbench` runs
 PLUGINS = "XFERBENCH_SUITES"
 
 
 def _package_modules() -> list[ModuleType]:
-    return [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)
-            if m.name != "contract"]
+    return [importlib.import_module(f"{__name__}.{m.name}") for m in pkgutil.iter_modules(__path__)]
 
 
 def _plugin(path: str) -> ModuleType:

@@ -31,7 +31,7 @@ from bench.measure.memory import check_fits, local_rank_limit
 from bench.measure.timing import EventClock, HostClock
 from bench.results import Sample
 from bench.sizes import format_size, parse_size
-from bench.suites.contract import Context, Distribution, Overhead, Point, Suite, trial_rows
+from bench.contract import Context, Distribution, Overhead, Point, Suite, trial_rows
 
 torch = lazy.module("torch")
 tdist = lazy.module("torch.distributed")

@@ -46,7 +46,7 @@ from bench.measure.memory import check_fits, check_host_fits
 from bench.measure.timing import EventClock, HostClock
 from bench.results import Sample
 from bench.sizes import machine_sizes
-from bench.suites.contract import ALL, Context, Overhead, Point, Suite, trial_rows
+from bench.contract import ALL, Context, Overhead, Point, Suite, trial_rows
 
 torch = lazy.module("torch")
 

@@ -44,7 +44,7 @@ from bench.measure.memory import RANK_HOST_BYTES, format_bytes, host_available_b
 from bench.measure.timing import EventClock, HostClock, Trial
 from bench.results import Sample, params
 from bench.sizes import format_size, parse_size
-from bench.suites.contract import Context, Distribution, Point, Suite, trial_rows
+from bench.contract import Context, Distribution, Point, Suite, trial_rows
 
 torch = lazy.module("torch")
 tdist = lazy.module("torch.distributed")

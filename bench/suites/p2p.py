@@ -46,7 +46,7 @@ from bench.measure.timing import EventClock
 from bench.pairs import class_pairs, pairs_at_size
 from bench.results import Sample
 from bench.sizes import machine_sizes
-from bench.suites.contract import ALL, Context, Overhead, Point, Suite, trial_rows
+from bench.contract import ALL, Context, Overhead, Point, Suite, trial_rows
 
 torch = lazy.module("torch")
 

@@ -83,7 +83,7 @@ from bench.measure.timing import BusyMarks, EventMarks, HostMarks, Trial
 from bench.results import Sample, params
 from bench.sizes import format_size, parse_size
 from bench.sizes import sweep as size_sweep
-from bench.suites.contract import Context, Point, Suite, trial_rows
+from bench.contract import Context, Point, Suite, trial_rows
 
 torch = lazy.module("torch")
 

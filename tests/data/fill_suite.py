@@ -15,7 +15,7 @@ from bench.analysis.catalog import Metric
 from bench.config.settings import SizeRange, nonempty
 from bench.measure import timing
 from bench.measure.timing import HostClock
-from bench.suites.contract import Point, Suite, trial_rows
+from bench.contract import Point, Suite, trial_rows
 
 torch = lazy.module("torch")
 

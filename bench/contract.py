@@ -31,8 +31,7 @@ from bench.results import Sample, params_text
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.analysis.catalog import Metric
-    from bench.analysis.figures.style import Canvas
+    from bench.analysis.catalog import Canvas, Metric
     from bench.links import Speeds
     from bench.measure.numa import Topology
 
