@@ -17,7 +17,7 @@ from bench.analysis.tables import format_summary
 from bench.config.files import INSTANCES
 from bench.config.schema import config_dict
 from bench.driver import plan as planning
-from bench.driver import ranks
+from bench.driver import ranks, telemetry
 from bench.driver.folders import explicit_keys, make_run_dir
 from bench.driver.launcher import external_rank
 from bench.driver.machine import Machine, catalogue_machine, detect_device, gpu_names, instance_mismatch, local_gpus, \
@@ -184,6 +184,7 @@ def run(cfg, resumed: tuple[str, dict] | None = None, job: int | None = None) ->
         print(f"xferbench: error: {failed if resumed else failed.sentence(fresh=True)}", file=sys.stderr)
         return 1
     print(f"xferbench: {device}, writing {run_dir}", file=sys.stderr)
+    sampler = telemetry.Sampler().start()   # what else ran on the GPUs, their links and clocks, meanwhile
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGHUP)}
     status, code, failed_write = "complete", 0, None
     wall = meta.setdefault("suite_wall_s", {})
@@ -207,7 +208,8 @@ def run(cfg, resumed: tuple[str, dict] | None = None, job: int | None = None) ->
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        meta.update(end_time=_now(), status=status, skipped_suites=skipped)
+        meta.update(end_time=_now(), status=status, skipped_suites=skipped,
+                    telemetry=telemetry.summarize(sampler.stop()))
         meta_note = _save_meta(run_dir, meta)
     if failed_write is not None:
         print(f"xferbench: error: {failed_write.sentence(meta_note)}", file=sys.stderr)

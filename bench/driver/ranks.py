@@ -42,6 +42,10 @@ RANK_LOGS = "ranks"  # in the run folder: rank-<r>.log, each rank's stdout and s
 _RANK_START = "import sys; sys.path.insert(0, sys.argv[1]); from bench.driver.rank import main; main()"
 _PROGRESS_FD = "XFERBENCH_PROGRESS_FD"  # rank 0's copy of the parent's stderr, for its progress bar
 _REASON_FD = "XFERBENCH_REASON_FD"      # a pipe to the parent: a failing rank's one line of why
+# What NCCL says it did (its version, the transport to each peer, the variables it read), into the
+# ranks' logs for the verdicts' causes (bench.analysis.ncclog); a user's own NCCL_DEBUG wins.
+NCCL_REPORT = {"NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "INFO"),
+               "NCCL_DEBUG_SUBSYS": os.environ.get("NCCL_DEBUG_SUBSYS", "INIT,ENV,NET")}
 
 
 class RankFailed(RuntimeError):
@@ -285,7 +289,8 @@ def run_distributed(planned: Planned, run_dir: Path | None, run_id: str, progres
            # As torchrun does: ranks sharing a host's cores each with a full thread pool slow
            # gloo's small messages tenfold on a small machine.
            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-           **distribution.env}
+           **distribution.env,
+           **(NCCL_REPORT if distribution.backend == "nccl" and run_dir else {})}
     for nproc in distribution.world_sizes:
         work = (planned.suite.name, planned.settings, replace(planned.ctx, world_size=nproc),
                 str(run_dir) if run_dir else None, run_id, progress)

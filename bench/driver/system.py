@@ -44,6 +44,7 @@ def _nvml_gpus() -> list[dict[str, Any]]:
                 "pcie_gen_gpu_max": lambda: nv.nvmlDeviceGetGpuMaxPcieLinkGeneration(h),
                 "sm_clock_max_mhz": lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM),
                 "mem_clock_max_mhz": lambda: nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_MEM),
+                "memory_bus_width": lambda: nv.nvmlDeviceGetMemoryBusWidth(h),   # bits: with the clock, HBM's rate
                 "power_limit_w": lambda: nv.nvmlDeviceGetPowerManagementLimit(h) / 1000,
             }
             for key, read in readers.items():
