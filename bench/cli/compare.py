@@ -31,7 +31,7 @@ from bench.results import ResultsError
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = argparse.ArgumentParser(prog="xferbench-compare",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="example: xferbench-compare --baseline-dir baselines/h100-x1 results/h100-x1/$RUN_ID "
                "--add-on-pass --markdown $GITHUB_STEP_SUMMARY --json compare.json")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
 from dataclasses import asdict, field, fields, is_dataclass, make_dataclass
 from typing import List, Optional
 
@@ -225,6 +226,10 @@ def _auto_keys(node: object, prefix: str = "") -> dict[str, str]:
 _AUTO = _auto_keys(Config())
 
 
+# Keys renamed since a release: still accepted, with a line saying what they set now.
+RENAMED = {"pipeline.sample_size": "pipeline.sample_sizes"}
+
+
 def normalize_overrides(argv: list[str], multirun: bool) -> list[str]:
     """`copy.memory=pinned` -> `copy.memory=[pinned]`, so a bare value where a list belongs is a
     one-element list (in a multirun, commas keep meaning a sweep over such lists); `+key=value`
@@ -233,6 +238,9 @@ def normalize_overrides(argv: list[str], multirun: bool) -> list[str]:
     for arg in argv:
         key, sep, value = arg.partition("=")
         bare = key.lstrip("+~")
+        if bare in RENAMED:
+            print(f"xferbench: {bare} is deprecated; it sets {RENAMED[bare]}", file=sys.stderr)
+            key, bare = key.replace(bare, RENAMED[bare]), RENAMED[bare]
         if key.startswith("+") and not bare.startswith("hydra"):
             key = bare  # `+key=` would add a key the schema does not have: set it, so a typo is refused
         if sep and bare in _AUTO and value == "auto":

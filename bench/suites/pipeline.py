@@ -1072,3 +1072,8 @@ class Pipeline(Suite):
 
     def figures(self, frame: pd.DataFrame, canvas) -> list:
         return pipeline_figure(frame, canvas)
+
+
+if __name__ == "__main__":  # deprecated alias of xferbench-summary, imported only when run as a script
+    from bench.cli.deprecated import forward
+    forward("bench.suites.pipeline", "xferbench-summary", "bench.cli.summary")
