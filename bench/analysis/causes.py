@@ -103,7 +103,6 @@ class Subject:
     pairs: tuple[tuple[int, int], ...]
     pcie: bool           # the host link (host copies, staged copies, peers without NVLink)
     host_memory: bool    # data in host memory (where it lives matters)
-    peer: bool           # GPU to GPU directly
     nccl: bool
     world_size: int
     nnodes: int
@@ -137,7 +136,7 @@ def subject(key: Mapping, links: Mapping[str, str], notes: tuple[str, ...] = ())
     host = "host" in (src, dst) or mode == "staged"
     kinds = [links.get(f"{i},{j}") or links.get(f"{j},{i}") or "" for i, j in pairs]
     no_nvlink = any(kind and not nvlink_links(kind) for kind in kinds)   # unknown: not assumed PCIe
-    return Subject(gpus, pairs, pcie=host or (peer and no_nvlink), host_memory=host, peer=peer, nccl=nccl,
+    return Subject(gpus, pairs, pcie=host or (peer and no_nvlink), host_memory=host, nccl=nccl,
                    world_size=n, nnodes=int(key["nnodes"]), mode=mode, numa=str(key.get("numa", "")), notes=notes)
 
 
@@ -178,7 +177,7 @@ def _peer_access(f: Facts, s: Subject) -> list[str]:
     out = []
     for i, j in s.pairs:
         if i < len(f.p2p) and j < len(f.p2p[i]) and not (f.p2p[i][j] and f.p2p[j][i]):
-            out.append(f"peer access between GPU {i} and {j} is off: copies go through host memory")
+            out.append(f"peer access between GPU {i} and {j} is off: their traffic is staged through host memory")
     return out
 
 
@@ -273,11 +272,11 @@ class Rule:
 RULES = (
     Rule("the PCIe link's generation and width", lambda s: s.pcie and bool(s.gpus), _pcie),
     Rule("where host memory lives (NUMA)", lambda s: s.host_memory, _numa),
-    Rule("peer access", lambda s: s.peer, _peer_access, lambda f: bool(f.p2p)),
+    Rule("peer access", lambda s: bool(s.pairs), _peer_access, lambda f: bool(f.p2p)),
     Rule("NCCL's environment", lambda s: s.nccl, _nccl_env),
     Rule("the transport NCCL used", lambda s: s.nccl and bool(s.pairs) and s.nnodes == 1, _transport,
          lambda f: f.nccl is not None),
-    Rule("the pair's topology", lambda s: s.peer, _topology, lambda f: bool(f.links)),
+    Rule("the pair's topology", lambda s: bool(s.pairs), _topology, lambda f: bool(f.links)),
     Rule("other processes on the GPU", lambda s: bool(s.gpus), _others, lambda f: f.telemetry is not None),
     Rule("clock-event reasons", lambda s: bool(s.gpus), _clocks, lambda f: f.telemetry is not None),
     Rule("MIG", lambda s: bool(s.gpus), _mig, lambda f: f.telemetry is not None),
