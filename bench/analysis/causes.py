@@ -54,7 +54,7 @@ class Facts:
     p2p: list[list[bool]]                # peer access, [i][j]
     gpus: list[dict]                     # meta.system.gpus (NVML at the start)
     telemetry: list[dict] | None         # meta.telemetry's GPUs; None: not recorded
-    gpu_nodes: dict[int, int] = field(default_factory=dict)   # GPU -> its NUMA node (topo -m)
+    gpu_nodes: dict[int, int] = field(default_factory=dict)   # GPU -> its NUMA node (NVML's, else topo -m)
     nccl: ncclog.NcclLog | None = None   # None: no NCCL log in the run folder
 
     def telemetry_of(self, gpu: int) -> dict | None:
@@ -90,9 +90,11 @@ def facts(meta: Mapping, run_dir: str | Path | None = None) -> Facts:
     env = {k: str(v) for k, v in (system.get("env") or {}).items() if k.startswith("NCCL_")}
     env.update(log.env if log else {})
     telemetry = meta.get("telemetry") or {}
-    return Facts(env, system.get("links") or {}, system.get("p2p_access") or [], system.get("gpus") or [],
-                 telemetry.get("gpus") if telemetry.get("available") else None,
-                 _gpu_nodes(system.get("topology") or ""), log)
+    gpus = system.get("gpus") or []
+    nodes = _gpu_nodes(system.get("topology") or "")
+    nodes.update({g["index"]: g["numa_node"] for g in gpus if isinstance(g.get("numa_node"), int) and g["numa_node"] >= 0})
+    return Facts(env, system.get("links") or {}, system.get("p2p_access") or [], gpus,
+                 telemetry.get("gpus") if telemetry.get("available") else None, nodes, log)
 
 
 @dataclass(frozen=True)

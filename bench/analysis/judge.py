@@ -95,7 +95,8 @@ class Judgement:
 
     def to_json(self) -> dict:
         """verdicts.json: the verdict, how it was reached, and every family."""
-        return {"verdict": LOW if self.low else OK if self.judged else NOT_JUDGED,
+        verdict = LOW if self.low else HIGH if self.high else OK if self.judged else NOT_JUDGED
+        return {"verdict": verdict,
                 "run": self.run, "machine": self.machine, "tolerance": self.tolerance,
                 "theory_tolerance": THEORY_TOLERANCE, "alpha": self.alpha, "z": self.z,
                 "counts": dict(Counter(v.verdict for v in self.verdicts)),
