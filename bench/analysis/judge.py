@@ -13,7 +13,8 @@ this run, where it has two or more.
 
 A family's change D is the median over its sizes of y - y_expected. It is low when
 D < log(1 - tolerance) - z * sigma * sqrt(1 + c_m / m): sigma the suite's declared between-run
-noise for its platform and size class, m the healthy runs behind the expectation (the peers, for
+noise for its platform and size class, or where the table's healthy runs of the role moved
+further, that (compare's moderation); m the healthy runs behind the expectation (the peers, for
 siblings; theory has no runs behind it and a wider tolerance of its own), c_m compare's factor
 for a median of m runs, z = z(1 - alpha / 2F) over the F tests of the run (compare's Bonferroni).
 It is high when its median bandwidth exceeds the link's physical limit (cache-resident data, or
