@@ -10,14 +10,15 @@ Everything else has a default, and a suite overrides what its story needs:
   (ranks: world sizes, backend, timeout, environment);
 - the plan: `op_time` (a model of one operation where no reference run has it), `overhead`;
 - reading its rows: `bandwidth`, `latency_sizes`, `tables`, `figures`, `headline`, `noise`,
-  `link_limit` (what the analysis side needs; it gets them from the registry, never by
-  importing a suite).
+  `link_limit`, `efficiency` and `expectation` (what the analysis side needs; it gets them from
+  the registry, never by importing a suite).
 """
 from __future__ import annotations
 
 import dataclasses
 import inspect
 import keyword
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -150,6 +151,10 @@ class Suite:
     curves: ClassVar[bool] = True                # its rows drawn as the common curves against size
     overhead: ClassVar[Mapping[str, Overhead]] = {}      # device -> its cost besides operations
     noise: ClassVar[Mapping[tuple[str, str], float]] = {}   # (platform, size class) -> between-run sigma
+    # The share of a link's theoretical figure a healthy machine reaches at bandwidth-bound sizes,
+    # keyed by op for the default `expectation` (a suite that overrides it keys it as it reads it);
+    # each figure's measured basis is in docs/judging.md.
+    efficiency: ClassVar[Mapping[Any, float]] = {}
     headline: ClassVar[tuple[Metric, ...]] = ()
 
     # ---- required
@@ -200,6 +205,22 @@ class Suite:
     def link_limit(self, row: Mapping[str, Any]) -> tuple[float, str]:
         """The link a variant's peak crosses, in GB/s per direction, and its name; NaN, '' where none."""
         return float("nan"), ""
+
+    def expectation(self, row: Mapping[str, Any]) -> tuple[float, float, str] | None:
+        """Link theory for one point, for judging a machine no reference run describes
+        (bench/analysis/judge.py): (the figure no healthy machine exceeds, in GB/s of the suite's
+        `bandwidth` column; the share of it a healthy machine reaches at this size, NaN where
+        the suite cannot say, e.g. below the sizes where its curve levels off; the link's name),
+        or None where no link bounds the point. `row` holds the point's keys (results.POINT_KEYS),
+        its run's machine columns (results.meta_columns: pcie_gen, pcie_width,
+        nvlink_gbps_per_gpu, ...), and from the judge: link_class (the pair's `nvidia-smi topo -m`
+        class, '' unless src and dst are two GPUs) and hbm_gbps (device memory, both directions
+        together; NaN where not recorded). Default: link_limit, and `efficiency` of the op."""
+        gbps, link = self.link_limit(row)
+        gbps = float(gbps) if gbps is not None else math.nan
+        if not gbps > 0:
+            return None
+        return gbps, self.efficiency.get(str(row["op"]), math.nan), link
 
 
 _REQUIRED = ("check", "points", "measure")

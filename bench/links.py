@@ -30,6 +30,17 @@ def pcie_gbps(gen, width) -> float:
     return lane * width
 
 
+def hbm_gbps(mem_clock_mhz, bus_width_bits) -> float:
+    """Device memory's theoretical bandwidth in GB/s, reads and writes together: two transfers a
+    clock (NVML's memory clock) over the bus width (H100 SXM: 2619 MHz x 5120 bits = 3352; H200:
+    3201 MHz x 6144 bits = 4917). NaN when either is unknown."""
+    try:
+        clock, width = float(mem_clock_mhz), float(bus_width_bits)
+    except (TypeError, ValueError):
+        return math.nan
+    return 2 * clock * 1e6 * width / 8 / 1e9 if clock > 0 and width > 0 else math.nan
+
+
 def nvlink_links(link_class: str) -> int | None:
     """The NVLink count in an `nvidia-smi topo -m` class ('NV18' -> 18); None for any other class."""
     match = re.fullmatch(r"NV(\d+)", link_class or "")

@@ -54,6 +54,8 @@ class SuiteView(Protocol):
 
     def link_limit(self, row: Mapping[str, Any]) -> tuple[float, str]: ...
 
+    def expectation(self, row: Mapping[str, Any]) -> tuple[float, float, str] | None: ...
+
 
 Catalog = Mapping[str, SuiteView]
 
@@ -76,6 +78,9 @@ class _Unknown:
 
     def link_limit(self, row):
         return math.nan, ""
+
+    def expectation(self, row):
+        return None
 
 
 UNKNOWN = _Unknown()

@@ -231,7 +231,7 @@ def size_classes(levels: pd.DataFrame, y: str = "y") -> np.ndarray:
     return np.where(bandwidth, "bandwidth", np.where(latency, "latency", "middle"))
 
 
-def _median_factor(runs: int) -> float:
+def median_factor(runs: int) -> float:
     """Variance of a median of `runs` normal draws over that of their mean: 1 up to 2, at most pi/2 beyond."""
     return 1.0 if runs <= 2 else math.pi / 2
 
@@ -245,7 +245,7 @@ def _family(rows: list[dict], tolerance: float, z: float, catalog: Catalog) -> F
     measured = run_noise(np.concatenate([r[p] for r in rows for p in ("pairs_base", "pairs_cur")])) if df else 0.0
     sigma = math.sqrt((PRIOR_DF * prior**2 + df * measured**2) / (PRIOR_DF + df))
     m, n = min(r["n_base"] for r in rows), min(r["n_cur"] for r in rows)
-    spread = sigma * math.sqrt(_median_factor(m) / m + _median_factor(n) / n)
+    spread = sigma * math.sqrt(median_factor(m) / m + median_factor(n) / n)
     low = math.log1p(-tolerance) - z * spread
     change = float(np.median([r["y_cur"] - r["y_base"] for r in rows]))
     verdict = "regression" if change < low else "improvement" if change > -low else "unchanged"

@@ -1,0 +1,338 @@
+"""Is this normal? bench.analysis.judge, its causes (bench.analysis.causes), the expectation table
+(bench.analysis.expected) and the suites' link theory (Suite.expectation).
+
+Each cause rule is checked on recorded facts built as data: meta.json's machine description,
+telemetry made by bench.driver.telemetry.summarize() from samples (the format the run records),
+NCCL's log lines (the real one-rank H200 log of tests/data/nccl, and two-rank lines built as
+tests/test_ncclog.py builds them). The judge runs on committed GPU runs, some with their figures
+or meta changed as a fault would change them.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import math
+import shutil
+
+import pandas as pd
+import pytest
+
+from bench.analysis import causes
+from bench.analysis.compare import VARIANT_KEYS
+from bench.analysis.expected import Expected, machine_class
+from bench.analysis.judge import judge
+from bench.cli.common import catalog
+from bench.driver.telemetry import GpuInfo, Recording, Sample, summarize
+from bench.importers import import_nvbandwidth
+from bench.results import load, read_meta
+from conftest import ROOT
+
+REF = ROOT / "results" / "reference"
+H100 = REF / "h100-x1" / "20261123-040857"
+H200X1 = REF / "h200-x1" / "20261123-044246"
+H200X2 = REF / "h200-x2" / "20261123-044635"
+ONE_RANK = ROOT / "tests" / "data" / "nccl" / "h200-x1-one-rank.log"
+SUITES = catalog()
+GiB = 1 << 30
+
+
+def _key(suite="copy", op="h2d", memory="pinned", mode="", backend="cuda", src="host", dst="cuda:0",
+         world_size=1, launch="eager", numa="local") -> dict:
+    key = dict(suite=suite, op=op, memory=memory, mode=mode, backend=backend, src=src, dst=dst,
+               world_size=world_size, nnodes=1, dtype="uint8", launch=launch, api="", engine="ce", numa=numa,
+               params="")
+    assert set(key) == set(VARIANT_KEYS)
+    return key
+
+
+NCCL_KEY = _key("collectives", "all_reduce", "", "default", "nccl", "", "", 2)
+PEER_KEY = _key("p2p", "uni", "device", "peer", "cuda", "cuda:0", "cuda:1", numa="")
+
+
+def _meta(links="NV18", p2p=True, env=None, telemetry=None, topology="", **gpu) -> dict:
+    gpus = [{"index": i, "name": "NVIDIA H200", "pcie_gen_current": 5, "pcie_gen_max": 5, "pcie_width_current": 16,
+             "pcie_width_max": 16, "pcie_gen_gpu_max": 5, "nvlink_links": 18, **gpu} for i in range(2)]
+    meta = {"system": {"gpus": gpus, "links": {"0,1": links, "1,0": links}, "env": env or {},
+                       "p2p_access": [[True, p2p], [p2p, True]], "topology": topology}}
+    if telemetry is not None:
+        meta["telemetry"] = telemetry
+    return meta
+
+
+def _gpu(mig=(0, 0)) -> GpuInfo:
+    return GpuInfo(index=0, name="NVIDIA H200", pcie_gen_max=5, pcie_width_max=16, pcie_gen_gpu_max=5, mig=mig)
+
+
+def _sample(t, phase, util=0, procs=(), reasons=1, gen=5, width=16) -> Sample:
+    return Sample(t=t, phase=phase, gpu=0, util_gpu=util, util_mem=0, procs=tuple(procs), reasons=reasons,
+                  pcie_gen=gen, pcie_width=width)
+
+
+def _telemetry(*samples: Sample, mig=(0, 0), names=None) -> dict:
+    return summarize(Recording(gpus=[_gpu(mig)], samples=list(samples), names=names or {}))
+
+
+def _explain(meta: dict, key: dict, notes=(), run_dir=None) -> list[str]:
+    facts = causes.facts(meta, run_dir)
+    return causes.explain(facts, causes.subject(key, facts.links, tuple(notes)))
+
+
+QUIET = _telemetry(_sample(0, "before"), _sample(0.5, "during", util=90, reasons=0), _sample(1, "after"))
+
+
+# ---- each cause rule --------------------------------------------------------------------------
+
+def test_pcie_link_below_its_generation_and_width_while_busy():
+    busy = _telemetry(_sample(0, "before", gen=1), _sample(0.5, "during", util=90, reasons=0, gen=4, width=8),
+                      _sample(1, "after", gen=1))   # an idle link at Gen1 is power saving, not a fault
+    assert _explain(_meta(telemetry=busy), _key()) == ["GPU 0's PCIe link ran at Gen4 x8 while busy, below its Gen5 x16"]
+    found = _explain(_meta(telemetry=QUIET), _key())
+    assert found == ["no cause found among: the PCIe link's generation and width, where host memory lives (NUMA), "
+                     "other processes on the GPU, clock-event reasons, MIG"]
+
+
+def test_pcie_without_telemetry_reads_the_start_and_the_slot():
+    found = _explain(_meta(pcie_gen_current=3, pcie_gen_max=4), _key())
+    assert found[0].startswith("GPU 0's PCIe link ran at Gen3 x16 when the run started (an idle link also steps")
+    assert found[1] == "GPU 0 can run PCIe Gen5, its slot at most Gen4"
+    assert len(found) == 2
+
+
+def test_host_memory_on_a_remote_numa_node():
+    topology = ("\x1b[4mGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m\n"
+                "GPU0\t X \tNV18\t0-31\t0\t\tN/A\nGPU1\tNV18\t X \t32-63\t1\t\tN/A\n")
+    meta = _meta(telemetry=QUIET, topology=topology)
+    assert _explain(meta, _key(numa="remote")) == ["host memory on a remote NUMA node (numa=remote)"]
+    placed = "host memory on NUMA node 1, copying thread on CPUs 32-63"
+    assert _explain(meta, _key(numa="none"), [placed]) == ["host memory on NUMA node 1, GPU 0's is node 0"]
+    assert _explain(meta, _key(numa="none", dst="cuda:1"), [placed])[0].startswith("no cause found")
+
+
+def test_peer_access_off():
+    found = _explain(_meta(p2p=False, telemetry=QUIET), PEER_KEY)
+    assert found == ["peer access between GPU 0 and 1 is off: their traffic is staged through host memory"]
+    staged = _explain(_meta(p2p=False, telemetry=QUIET), {**PEER_KEY, "mode": "staged"})
+    assert "peer access" not in staged[0]   # staged copies go through the host by design
+
+
+def test_nccl_variables_that_hold_it_back_named_with_their_values():
+    env = {"NCCL_MAX_NCHANNELS": "1", "NCCL_PROTO": "Simple", "NCCL_P2P_DISABLE": "0", "NCCL_NVLS_ENABLE": "0"}
+    assert _explain(_meta(env=env, telemetry=QUIET), NCCL_KEY) == [
+        "NCCL_MAX_NCHANNELS=1: at most 1 channel(s)", "NCCL_PROTO=Simple: protocols limited to Simple"]
+    socket = {"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1", "NCCL_NET": "Socket",
+              "NCCL_BUFFSIZE": "65536"}
+    found = _explain(_meta(env=socket, telemetry=QUIET), {**NCCL_KEY, "mode": "socket"})
+    assert found[0] == "NCCL_BUFFSIZE=65536: buffers of 65536 bytes"
+    assert found[1].startswith("collectives.transport=socket sets NCCL_P2P_DISABLE") and "on purpose" in found[1]
+    assert len(found) == 2
+
+
+def _info(pid: int, msg: str) -> str:
+    return f"vm:{pid}:{pid + 40} [0] NCCL INFO {msg}"
+
+
+def _two_ranks(tmp_path, via: str):
+    """NCCL 2.28's lines of two ranks on GPUs 0 and 1 (test_ncclog.py's format), in RUN/ranks/."""
+    ranks = tmp_path / "ranks"
+    ranks.mkdir(parents=True)
+    for rank, pid in enumerate((1001, 1002)):
+        lines = [_info(pid, "NCCL version 2.28.9+cuda13.0"),
+                 _info(pid, f"ncclCommInitRankConfig comm 0x{pid}aa rank {rank} nranks 2 cudaDev {rank} nvmlDev "
+                            f"{rank} busId {rank + 6}0 commId 0x5ae77eb5ea4ec1ee - Init START")]
+        lines += [_info(pid, f"Channel {ch:02d}/0 : {rank}[{rank}] -> {1 - rank}[{1 - rank}] via {via}") for ch in (0, 1)]
+        (ranks / f"rank-{rank}.log").write_text("\n".join(lines) + "\n")
+    return tmp_path
+
+
+def test_the_transport_nccl_used_from_its_log(tmp_path):
+    shm = _two_ranks(tmp_path / "shm", "SHM/direct/direct")
+    assert _explain(_meta(telemetry=QUIET), NCCL_KEY, run_dir=shm) == ["NCCL went through SHM between GPU 0 and 1"]
+    p2p = _two_ranks(tmp_path / "p2p", "P2P/CUMEM/read")
+    assert _explain(_meta(telemetry=QUIET), NCCL_KEY, run_dir=p2p)[0].startswith("no cause found among: peer access, "
+                                                                                 "NCCL's environment, the transport")
+    # No peer to connect to: the real one-rank log names no transport.
+    one = tmp_path / "one"
+    (one / "ranks").mkdir(parents=True)
+    shutil.copy(ONE_RANK, one / "ranks" / "rank-0.log")
+    found = _explain(_meta(telemetry=QUIET), {**NCCL_KEY, "world_size": 1}, run_dir=one)
+    assert found[0].startswith("no cause found among: NCCL's environment, other processes")
+    assert found == _explain(_meta(telemetry=QUIET), {**NCCL_KEY, "world_size": 1})
+    # Without a log, the rule says the run did not record it.
+    assert "not recorded in this run: the transport NCCL used" in _explain(_meta(telemetry=QUIET), NCCL_KEY)[0]
+
+
+def test_the_pairs_topology_class():
+    assert _explain(_meta(links="PHB", telemetry=QUIET), PEER_KEY)[0] == \
+        "GPU 0 and 1 cross the PCIe host bridge (PHB), not NVLink"
+    assert _explain(_meta(links="SYS", telemetry=QUIET), NCCL_KEY)[0] == \
+        "GPU 0 and 1 cross the link between CPU sockets (SYS), not NVLink"
+
+
+def test_another_process_on_the_gpu_with_utilization_before_and_after():
+    stranger = (4242, 2 * GiB, False)
+    seen = _telemetry(_sample(0, "before", util=85, procs=[stranger]),
+                      _sample(0.5, "during", util=99, reasons=0, procs=[(7, GiB, True), stranger]),
+                      _sample(1.0, "after", util=3), names={4242: "python3"})
+    assert _explain(_meta(telemetry=seen), _key()) == [
+        "another process on GPU 0: pid 4242 (python3), seen 0-0.5 s into the run, up to 2GiB; GPU utilization "
+        "85% before the run, 3% after"]
+
+
+def test_clock_event_reasons_other_than_idle():
+    held = _telemetry(_sample(0, "before"), _sample(0.5, "during", util=90, reasons=0x4),
+                      _sample(1, "during", util=90, reasons=0x1 | 0x40), _sample(1.5, "after"))
+    assert _explain(_meta(telemetry=held), _key(op="d2d", memory="device", src="cuda:0", numa="")) == [
+        "GPU 0's clocks were held down during the run: sw power cap in 50% of samples, hw thermal in 50% of samples"]
+
+
+def test_mig_on():
+    on = _telemetry(_sample(0, "before"), _sample(0.5, "during", util=90, reasons=0), mig=(1, 1))
+    assert _explain(_meta(telemetry=on), _key()) == ["MIG is on for GPU 0: the run had a slice of it"]
+
+
+def test_no_cause_says_what_the_run_did_not_record():
+    assert _explain(_meta(), _key()) == [
+        "no cause found among: the PCIe link's generation and width, where host memory lives (NUMA) (not recorded "
+        "in this run: other processes on the GPU, clock-event reasons, MIG)"]
+
+
+# ---- the judge --------------------------------------------------------------------------------
+
+def _slowed(rows: pd.DataFrame, factor: float, **where) -> pd.DataFrame:
+    """The rows with the matching points `factor` times slower (from 1 MiB on)."""
+    rows = rows.copy()
+    hit = rows["size_bytes"] >= 1 << 20
+    for column, value in where.items():
+        hit &= rows[column] == value
+    rows.loc[hit, "time_s"] *= factor
+    rows.loc[hit, ["algbw_gbps", "busbw_gbps"]] /= factor
+    return rows
+
+
+H2D = dict(op="h2d", memory="pinned", engine="ce", launch="eager", dst="cuda:0")
+
+
+def test_a_second_process_copying_halves_h2d_and_is_named():
+    meta = read_meta(H200X1)
+    meta["telemetry"] = _telemetry(_sample(0, "before", util=40, procs=[(4242, GiB, False)]),
+                                   _sample(0.5, "during", util=99, reasons=0, procs=[(4242, GiB, False)]),
+                                   _sample(1, "after", util=0), names={4242: "copier"})
+    got = judge(_slowed(load(H200X1), 2.0, **H2D), meta, SUITES, run_dir=H200X1)
+    (low,) = got.low
+    assert low.family == "copy h2d pinned ce numa=local eager host->cuda:0 (bandwidth-bound)"
+    assert 0.45 < low.ratio < 0.55 and low.unit == "GB/s" and low.source == "reference h200-x1, 1 healthy run"
+    assert low.causes[0].startswith("another process on GPU 0: pid 4242 (copier)")
+    line = got.lines()[0]
+    assert line.startswith(f"LOW  {low.family}: 0.5") and "another process on GPU 0" in line
+    assert json.loads(json.dumps(got.to_json(), default=str))["verdict"] == "low"
+
+
+def test_a_healthy_run_in_its_own_table_is_all_normal():
+    got = judge(load(H200X2), read_meta(H200X2), SUITES, run_dir=H200X2)
+    assert not got.low and not got.high and len(got.judged) > 100
+    assert got.lines() == [f"verdict: {len(got.judged)} families judged, all normal"]
+    data = got.to_json()
+    assert data["verdict"] == "ok" and len(data["families"]) == len(got.verdicts) and data["machine"] == \
+        "h200 pcie5x16 nvlink18"
+
+
+def test_an_unknown_machine_class_is_judged_by_link_theory():
+    meta = read_meta(H200X1)
+    meta["system"]["gpus"][0]["name"] = "NVIDIA H300"   # no reference for this class
+    got = judge(load(H200X1), meta, SUITES, run_dir=H200X1)
+    theory = {v.family: v for v in got.judged}
+    h2d = theory["copy h2d pinned ce numa=local eager host->cuda:0 (bandwidth-bound)"]
+    assert h2d.verdict == "ok" and h2d.source == "theory: PCIe Gen5 x16 = 63 GB/s x 0.87"
+    assert all(v.source.startswith("theory") and v.size_class == "bandwidth" for v in got.judged)
+    latency = [v for v in got.verdicts if v.size_class == "latency"]
+    assert latency and all(v.verdict == "not judged" and v.reason.startswith(
+        "no reference for machine class h300 pcie5x16 nvlink0") for v in latency)
+    slow = judge(_slowed(load(H200X1), 1.5, **H2D), meta, SUITES, run_dir=H200X1)
+    assert [v.family for v in slow.low] == [h2d.family]
+
+
+def test_a_pair_below_its_siblings_is_an_outlier_without_a_reference(tmp_path):
+    run = import_nvbandwidth([ROOT / "tests" / "data" / "nvbandwidth_h200x4.json"], tmp_path / "nvb", 512 << 20)
+    meta = read_meta(run)
+    assert not machine_class(meta).complete   # no PCIe or NVLink recorded: no reference, no theory
+    got = judge(load(run), meta, SUITES, run_dir=run)
+    (low,) = got.low
+    assert low.family == "p2p uni device write ce cuda:1->cuda:3 eager (bandwidth-bound)"
+    assert low.source == "siblings: median of 11 pairs" and 0.55 < low.ratio < 0.7
+
+
+def test_above_the_link_limit_is_suspiciously_high():
+    meta = read_meta(H100)
+    meta["system"]["gpus"][0]["memory_bus_width"] = 5120   # 3352 GB/s of HBM: 1676 GB/s copied
+    got = judge(load(H100), meta, SUITES, run_dir=H100)
+    (high,) = got.high
+    assert high.family == "copy d2d device ce graph cuda:0->cuda:0 (bandwidth-bound)" and high.at_size == 16 << 20
+    assert high.causes == ["above the link's limit (1676 GB/s): cache-resident or miscounted"]
+    assert not got.low and got.lines()[0].startswith("HIGH copy d2d")
+
+
+def test_verdicts_of_a_run_with_nothing_measured():
+    got = judge(load(H200X1).iloc[:0], read_meta(H200X1), SUITES)
+    assert got.lines() == ["verdict: nothing measured to judge"] and got.to_json()["verdict"] == "not judged"
+
+
+# ---- the suites' link theory and the table -------------------------------------------------
+
+def _row(**values) -> dict:
+    base = {**_key(), "size_bytes": GiB, "pcie_gen": 5, "pcie_width": 16, "nvlink_gbps_per_gpu": 450.0,
+            "link_class": "", "hbm_gbps": math.nan}
+    return {**base, **values}
+
+
+def test_link_theory_per_suite():
+    copy_, p2p, coll = SUITES["copy"], SUITES["p2p"], SUITES["collectives"]
+    gbps, share, link = copy_.expectation(_row())
+    assert (round(gbps, 1), share, link) == (63.0, 0.87, "PCIe Gen5 x16")
+    assert math.isnan(copy_.expectation(_row(size_bytes=4096))[1])            # below the plateau
+    assert math.isnan(copy_.expectation(_row(memory="pageable"))[1])          # the host's memcpy
+    assert math.isnan(copy_.expectation(_row(dst="all", world_size=8))[1])    # every GPU at once
+    assert round(copy_.expectation(_row(dst="all", world_size=8))[0]) == 504
+    assert copy_.expectation(_row(op="d2d", memory="device", src="cuda:0")) is None   # HBM not recorded
+    assert copy_.expectation(_row(op="d2d", memory="device", src="cuda:0", hbm_gbps=4917.0))[:2] == (2458.5, 0.85)
+    peer = _row(**PEER_KEY, link_class="NV18")
+    assert p2p.expectation(peer) == (450.0, 0.86, "NVLink (NV18)")
+    assert p2p.expectation({**peer, "link_class": "NV4"})[0] == 100.0
+    phb = p2p.expectation({**peer, "link_class": "PHB"})
+    assert round(phb[0]) == 63 and math.isnan(phb[1])
+    assert p2p.expectation({**peer, "mode": "staged", "link_class": ""})[1] == 0.43
+    assert coll.expectation(_row(**NCCL_KEY)) == (450.0, 0.74, "NVLink")
+    assert math.isnan(coll.expectation(_row(**NCCL_KEY, size_bytes=16 << 20))[1])
+    assert coll.expectation(_row(**{**NCCL_KEY, "world_size": 1})) is None
+    assert SUITES["pipeline"].expectation(_row(suite="pipeline")) is None
+
+
+def test_the_shipped_table_is_what_the_script_makes(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import env
+
+    out = tmp_path / "expected.csv"
+    proc = subprocess.run([sys.executable, "scripts/make_expected.py", "--out", str(out)], cwd=ROOT, env=env(),
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    shipped = ROOT / "bench" / "analysis" / "expected.csv"
+    assert out.read_text() == shipped.read_text(), "bench/analysis/expected.csv is stale: run scripts/make_expected.py"
+    used = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("used ")]
+    assert used == ["results/reference/h100-x1/20261123-040857", "results/reference/h200-x1/20261123-044246",
+                    "results/reference/h200-x2/20261123-043511-beside-nccl-tests",
+                    "results/reference/h200-x2/20261123-044635"]
+    table = Expected.read(shipped)
+    assert set(table.origins) == {"h100 pcie5x16 nvlink0", "h200 pcie5x16 nvlink0", "h200 pcie5x16 nvlink18"}
+
+
+def test_a_baseline_table_takes_precedence_for_its_class():
+    shipped = Expected.read()
+    mine = Expected(shipped.frame[shipped.frame["machine"] == "h100 pcie5x16 nvlink0"].assign(
+        time_s=lambda f: f["time_s"] * 0.5), origin="baseline mine")
+    merged = mine.over(shipped)
+    assert merged.origins["h100 pcie5x16 nvlink0"] == "baseline mine"
+    assert merged.origins["h200 pcie5x16 nvlink18"] == "reference"
+    got = judge(load(H100), read_meta(H100), SUITES, merged, H100)
+    assert got.low and all(v.source.startswith("baseline mine h100-x1") for v in got.low)
+    copy.deepcopy(got.to_json())
