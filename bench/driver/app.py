@@ -13,6 +13,7 @@ from pathlib import Path
 
 import bench
 from bench import suites
+from bench.analysis.judge import judge
 from bench.analysis.tables import format_summary
 from bench.config.files import INSTANCES
 from bench.config.schema import config_dict
@@ -25,8 +26,8 @@ from bench.driver.machine import Machine, catalogue_machine, detect_device, gpu_
 from bench.driver.runner import run_suite
 from bench.driver.sweep import Planned, plan_suites
 from bench.driver.system import describe
-from bench.results import (SCHEMA_VERSION, ResultsWriteError, RunWriter, point_key, run_samples, write_json,
-                           write_meta)
+from bench.results import (SCHEMA_VERSION, ResultsError, ResultsWriteError, RunWriter, load, point_key,
+                           run_samples, write_json, write_meta)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -217,4 +218,20 @@ def run(cfg, resumed: tuple[str, dict] | None = None, job: int | None = None) ->
         print(f"xferbench: {meta_note}", file=sys.stderr)
     catalog = {suite.name: suite for suite in suites.all()}
     print(format_summary(_final_rows(run_dir, meta["run_id"], status, write=failed_write is None), catalog))
+    _verdicts(run_dir, meta, catalog)
     return code
+
+
+def _verdicts(run_dir: Path, meta: dict, catalog: dict) -> None:
+    """Is this normal? The run judged as xferbench-doctor judges it, printed and kept in
+    verdicts.json; the run's exit status stays the measurement's (the doctor's is the verdict's)."""
+    try:
+        rows = load(run_dir, warn=lambda line: None)
+    except ResultsError:
+        return  # nothing measured: the summary has said so
+    judgement = judge(rows, meta, catalog, run_dir=run_dir)
+    print("\n".join(judgement.lines()))
+    try:
+        write_json(run_dir / "verdicts.json", judgement.to_json())
+    except OSError as exc:
+        print(f"xferbench: verdicts.json not written ({_reason(exc)})", file=sys.stderr)
