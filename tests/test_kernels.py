@@ -61,8 +61,8 @@ def test_not_available_without_cuda():
 
 
 def test_import_leaves_triton_alone():
-    code = ("import sys, torch; before = 'triton' in sys.modules; import bench.measure.kernels as k; k.make_ring(4096); "
-            "print(before or 'triton' not in sys.modules)")
+    code = ("import sys, torch; before = 'triton' in sys.modules; import bench.measure.kernels as k; "
+            "k.make_ring(4096); print(before or 'triton' not in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "True"  # triton is imported when a kernel is first needed, not before
