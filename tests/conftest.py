@@ -51,9 +51,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _meta(run_id: str) -> dict:
-    from bench.system import describe, instance_label
+    from bench.driver.machine import detected_label
+    from bench.driver.system import describe
 
-    label = instance_label()
+    label = detected_label()
     return {"schema_version": SCHEMA_VERSION, "run_id": run_id, "status": "complete",
             "start_time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "instance": {"name": label, "label": label}, "system": describe(),
@@ -78,7 +79,7 @@ def xferbench_samples(request: pytest.FixtureRequest):
 def xferbench_in_process(tmp_path, monkeypatch, capsys):
     """The real `main()` in this process (no interpreter start-up: bad-input cases are many and
     each would pay seconds of imports); returns (exit code, stderr, run folders)."""
-    import bench.__main__ as entry
+    import bench.cli.run as entry
 
     def run(*args: str) -> tuple[int, str, list[Path]]:
         out = tmp_path / "results"

@@ -27,7 +27,7 @@ def test_copy_run_writes_verified_tidy_results(xferbench):
 
 
 def test_skipped_suite_says_why_and_run_goes_on(xferbench):
-    proc, runs = xferbench("suite=all", "sizes.max=4KiB", "collectives.ops=[all_reduce]", "timing.trials=1")
+    proc, runs = xferbench("suite=links", "sizes.max=4KiB", "collectives.ops=[all_reduce]", "timing.trials=1")
     assert proc.returncode == 0, proc.stderr
     assert "p2p: skipped, needs 2 or more GPUs" in proc.stderr
     df = load(runs)
@@ -35,7 +35,7 @@ def test_skipped_suite_says_why_and_run_goes_on(xferbench):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["suite=foo"], "suite='foo' is unknown; choose from: all, collectives, copy, overlap, p2p, pipeline, training"),
+    (["suite=foo"], "suite='foo' is unknown; choose from: all, collectives, copy, links, overlap, p2p, pipeline, training"),
     (["sizes.max=abc"], "sizes.max='abc': not a size"),
     (["sizes.min=1MiB", "sizes.max=4KiB"], "sizes.min=1MiB is larger than sizes.max=4KiB"),
     (["timing.trials=-1"], "timing.trials=-1: must be >= 1"),
@@ -93,8 +93,8 @@ def test_cpu_run_says_which_settings_it_drops_and_that_the_instance_is_another_m
 
 
 def test_instance_mismatch_compares_gpu_count_and_model():
-    from bench.config import instance_mismatch
-    from bench.settings import InstanceSettings
+    from bench.config.settings import InstanceSettings
+    from bench.driver.machine import instance_mismatch
 
     p5 = InstanceSettings(name="p5.48xlarge", gpu="NVIDIA H100 80GB HBM3", gpu_count=8)
     assert instance_mismatch(p5, ["NVIDIA H100 80GB HBM3"] * 8) == ""
@@ -115,7 +115,7 @@ def test_unknown_key_is_exit_2(xferbench):
 def test_help_lists_suites_and_examples(xferbench):
     proc, _ = xferbench("--help", timeout=60)
     assert proc.returncode == 0
-    assert "suite: all, collectives, copy, overlap, p2p, pipeline, training" in proc.stdout
+    assert "suite: all, collectives, copy, links, overlap, p2p, pipeline, training" in proc.stdout
     assert "xferbench suite=copy" in proc.stdout and "sizes.max" in proc.stdout
 
 

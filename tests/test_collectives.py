@@ -8,9 +8,15 @@ import pytest
 import torch
 import torch.distributed as tdist
 
+from bench import suites
+from bench.links import bus_factor
+from bench.measure.memory import host_available_bytes
+from bench.measure.timing import TimingConfig
 from bench.results import load
-from bench.suites import Context, collectives, host_available_bytes
-from bench.timing import TimingConfig
+from bench.suites import collectives
+from bench.suites.contract import Context
+
+COLLECTIVES = suites.get("collectives")
 
 
 def test_every_op_runs_and_verifies_on_two_and_three_ranks_in_one_run(xferbench):
@@ -39,7 +45,7 @@ def test_every_op_runs_and_verifies_on_two_and_three_ranks_in_one_run(xferbench)
                                            ("reduce_scatter", 2, 0.5), ("sendrecv", 8, 1.0), ("reduce", 4, 1.0),
                                            ("broadcast", 1, 0.0), ("all_reduce", 1, 0.0)])   # one rank: no bus
 def test_bus_factors_follow_nccl_tests(op, n, factor):
-    assert collectives.bus_factor(op, n) == factor
+    assert bus_factor(op, n) == factor
 
 
 def test_message_sizes_are_whole_elements_per_rank():
@@ -50,34 +56,33 @@ def test_message_sizes_are_whole_elements_per_rank():
 
 def test_one_rank_worlds_are_not_graphed():
     """One rank moves nothing: NCCL's captured ops there are empty graphs or local copies."""
-    from bench.schema import Config
-
     ctx = Context(device="cuda", timing=TimingConfig(), sizes=[8, 1 << 20], gpu_count=2,
                   launches=("eager", "graph"), graph_max_bytes=16 << 20)
-    launches = {n: {p.launch for p in collectives.points(Config(), replace(ctx, world_size=n))} for n in (1, 2)}
+    settings = collectives.Settings()
+    launches = {n: {p.launch for p in COLLECTIVES.points(settings, replace(ctx, world_size=n))} for n in (1, 2)}
     assert launches == {1: {"eager"}, 2: {"eager", "graph"}}
 
 
 def test_the_nccl_api_stops_at_its_max_size():
-    from bench.schema import Config
-
     ctx = Context(device="cuda", timing=TimingConfig(), sizes=[8, 16 << 20, 64 << 20], gpu_count=2, world_size=2,
                   launches=("eager",))
-    cfg = Config()
-    assert {(p.api, p.size_bytes) for p in collectives.points(cfg, ctx) if p.op == "all_reduce"} == {
+    settings = collectives.Settings()
+    assert {(p.api, p.size_bytes) for p in COLLECTIVES.points(settings, ctx) if p.op == "all_reduce"} == {
         ("torch", 8), ("torch", 16 << 20), ("torch", 64 << 20), ("nccl", 8), ("nccl", 16 << 20)}
-    cfg.collectives.nccl_max_size = None   # every size through both
-    assert len([p for p in collectives.points(cfg, ctx) if p.op == "all_reduce"]) == 6
+    settings.nccl_max_size = None   # every size through both
+    assert len([p for p in COLLECTIVES.points(settings, ctx) if p.op == "all_reduce"]) == 6
 
 
 def _planned_worlds(capsys, *overrides: str) -> tuple[list[int], str]:
-    """The world sizes a run would spawn (app.plan's checks, nothing started), and its stderr."""
-    from bench import app
+    """The world sizes a run would spawn (the run's checks, nothing started), and its stderr."""
+    from bench.driver.machine import detect_device, this_machine
+    from bench.driver.sweep import plan_suites
+    from bench.driver.system import describe
     from test_plan import _cfg
 
     cfg = _cfg("suite=collectives", *overrides)
-    _, [(module, ctx)], _ = app.plan(cfg)
-    return module.world_sizes(cfg, ctx), capsys.readouterr().err
+    [planned], _ = plan_suites(cfg, this_machine(cfg.instance, detect_device(cfg.device), describe()))
+    return collectives.world_sizes(planned.settings, planned.ctx), capsys.readouterr().err
 
 
 def test_more_ranks_than_cores_are_capped_before_any_is_spawned(capsys):
@@ -115,13 +120,14 @@ def test_bad_nccl_max_size_is_one_line(xferbench):
 def one_rank_group(tmp_path):
     tdist.init_process_group("gloo", rank=0, world_size=1, init_method=f"file://{tmp_path}/store",
                              timeout=dt.timedelta(seconds=30))
-    yield Context(device="cpu", timing=TimingConfig(), sizes=[64])
+    ctx = Context(device="cpu", timing=TimingConfig(), sizes=[64])
+    yield ctx, COLLECTIVES.start(collectives.Settings(), ctx)
     tdist.destroy_process_group()
 
 
 @pytest.mark.parametrize("op", ["all_reduce", "all_gather", "broadcast", "all_to_all"])
 def test_check_catches_wrong_data(one_rank_group, op):
-    call = collectives._Op(op, 64, "bfloat16", "torch", one_rank_group)
+    call = collectives._Op(op, 64, "bfloat16", "torch", *one_rank_group)
     call.fill()
     call()
     assert call.correct()
@@ -137,7 +143,7 @@ def test_patterns_are_exact_in_bfloat16():
 
 def test_checks_work_in_chunks(monkeypatch, one_rank_group):
     monkeypatch.setattr(collectives, "_CHECK_CHUNK", 7)  # many chunks, one partial
-    call = collectives._Op("all_gather", 400, "float32", "torch", one_rank_group)
+    call = collectives._Op("all_gather", 400, "float32", "torch", *one_rank_group)
     call.fill()
     assert torch.equal(call.inp, collectives._pattern(0, 0, 100, torch.float32, "cpu", False))
     call()
@@ -154,7 +160,7 @@ def test_joins_torchrun_ranks_and_only_rank_0_writes(tmp_path):
 
     out = tmp_path / "results"
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "-m", "bench",
-                           f"out_dir={out}", "progress=false", "suite=all", "sizes.max=64B",
+                           f"out_dir={out}", "progress=false", "suite=links", "sizes.max=64B",
                            "collectives.ops=[all_reduce,sendrecv]", "timing.trials=2"],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env())
     assert proc.returncode == 0, proc.stderr

@@ -1,4 +1,4 @@
-"""bench.compare and scripts/compare.py: families, noise measured between runs, the false-alarm
+"""bench.analysis.compare and scripts/compare.py: families, noise measured between runs, the false-alarm
 bound and the power on synthetic runs of known noise, the committed runs, the CLI and its store."""
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bench import compare as cmp
-from bench.compare import compare, compare_paths, default_noise, size_classes
+from bench.analysis import compare as cmp
+from bench.analysis.compare import compare, compare_paths, default_noise, size_classes
+from bench.cli.common import catalog
 from bench.results import ResultsError, load
 from synthetic import BANDWIDTH_SIZES, LATENCY_SIZES, MiB, collective_samples, copy_samples, noisy_runs, write_run
 
@@ -26,10 +27,11 @@ H200_PAIR = [REPO / "results" / "reference" / "h200-x2" / r for r in ("20261122-
 CPU_STUDY = REPO / "results" / "noise" / "cpu"
 GPU_STUDY = REPO / "results" / "noise" / "h200-x2"
 NOISE_STUDY = REPO / "scripts" / "noise_study.py"
+CATALOG = catalog()   # the suites: each declares its between-run noise
 
 
 def _defaults(variant: dict, size_class: str) -> float:
-    return default_noise(variant["backend"], variant["suite"], size_class)
+    return default_noise(CATALOG, variant["backend"], variant["suite"], size_class)
 
 
 def _load_script(path: Path = SCRIPT):
@@ -49,7 +51,7 @@ def _alarms(seeds: int, base_runs: int, alpha: float, tolerance: float, noise=_d
         rng = np.random.default_rng(seed)
         base, cur = (noisy_runs(rng, runs, noise, side, trial_noise=0, correlation=1.0)
                      for runs, side in ((base_runs, "b"), (1, "c")))
-        alarms += compare(base, cur, tolerance, alpha).regressed
+        alarms += compare(base, cur, CATALOG, tolerance, alpha).regressed
     return alarms
 
 
@@ -74,8 +76,8 @@ def test_false_alarm_rate_with_a_measured_baseline_stays_within_alpha():
 def test_a_10_percent_drop_is_caught_with_90_percent_power_and_nothing_else_is(monkeypatch):
     # Stated power: 1% between-run noise, a store of 10 runs, 1 current run, tolerance 5%, alpha 1%
     # (150 seeds: 97%; with 5 baseline runs 87%, with 1 run 73%; at 0.5% noise 100% from 1 run).
-    for key in cmp.DEFAULT_NOISE:
-        monkeypatch.setitem(cmp.DEFAULT_NOISE, key, 0.01)
+    for suite in CATALOG.values():   # every suite's declared noise
+        monkeypatch.setattr(suite, "noise", dict.fromkeys(suite.noise, 0.01))
     dropped = ("h2d", "bandwidth")
     caught = others = 0
     for seed in range(30):
@@ -83,14 +85,14 @@ def test_a_10_percent_drop_is_caught_with_90_percent_power_and_nothing_else_is(m
         base = noisy_runs(rng, 10, lambda v, c: 0.01, "b", trial_noise=0)
         cur = noisy_runs(rng, 1, lambda v, c: 0.01, "c", trial_noise=0,
                          slowdown=lambda v, size: 1 / 0.9 if v["op"] == "h2d" and size in BANDWIDTH_SIZES else 1)
-        flagged = {(f.variant["op"], f.size_class) for f in compare(base, cur).regressions}
+        flagged = {(f.variant["op"], f.size_class) for f in compare(base, cur, CATALOG).regressions}
         caught += dropped in flagged
         others += bool(flagged - {dropped})
     assert caught >= 27 and others == 0
 
 
 def test_size_classes_follow_the_baseline_curve():
-    levels = cmp.point_levels(noisy_runs(np.random.default_rng(0), 1, lambda v, c: 0.0))
+    levels = cmp.point_levels(noisy_runs(np.random.default_rng(0), 1, lambda v, c: 0.0), CATALOG)
     classes = dict(zip(zip(levels["op"], levels["size_bytes"]), size_classes(levels)))
     assert {s for (op, s), c in classes.items() if op == "h2d" and c == "latency"} == set(LATENCY_SIZES)
     assert {s for (op, s), c in classes.items() if op == "h2d" and c == "bandwidth"} == set(BANDWIDTH_SIZES)
@@ -102,7 +104,7 @@ def test_quiet_baseline_runs_narrow_the_limit_and_one_run_uses_the_default():
 
     rng = np.random.default_rng(1)
     cur = noisy_runs(rng, 1, quiet, "c", trial_noise=0)
-    one, ten = (compare(noisy_runs(rng, runs, quiet, "b", trial_noise=0), cur).families for runs in (1, 10))
+    one, ten = (compare(noisy_runs(rng, runs, quiet, "b", trial_noise=0), cur, CATALOG).families for runs in (1, 10))
     assert all(f.noise == _defaults(f.variant, f.size_class) and f.noise_df == 0 for f in one)
     # the measured spread outweighs the default's PRIOR_DF: sigma^2 ~ PRIOR_DF * default^2 / (PRIOR_DF + df)
     assert all(t.noise < 0.5 * o.noise and t.limit > o.limit for o, t in zip(one, ten))
@@ -115,7 +117,7 @@ def test_one_disturbed_baseline_run_barely_moves_the_measured_noise():
     one_run = disturbed["run_dir"] == "/synthetic/b0"
     disturbed.loc[one_run, "time_s"] *= 3   # one run three times slower everywhere
     cur = noisy_runs(rng, 1, lambda v, c: 0.01, "c")
-    before, after = (max(f.noise for f in compare(b, cur).families) for b in (quiet, disturbed))
+    before, after = (max(f.noise for f in compare(b, cur, CATALOG).families) for b in (quiet, disturbed))
     assert after < 1.5 * before
 
 
@@ -125,14 +127,14 @@ def test_a_shift_within_the_between_run_noise_is_no_regression_however_tight_the
     base, cur = noisy_runs(rng, 1, lambda v, c: 0.0, "b"), noisy_runs(rng, 1, lambda v, c: 0.0, "c")
     slow = (cur["suite"] == "collectives") & cur["size_bytes"].isin(LATENCY_SIZES)
     cur.loc[slow, "time_s"] *= 1.15
-    assert not compare(base, cur).regressed
+    assert not compare(base, cur, CATALOG).regressed
 
 
 # --- the committed runs ------------------------------------------------------------------------
 
 def test_committed_h200_runs_of_one_sweep_do_not_regress():
     # The same sweep twice, the second with NCCL_GRAPH_REGISTER=0, which changes nothing measurable.
-    result = compare_paths(*H200_PAIR)
+    result = compare_paths(*H200_PAIR, CATALOG)
     assert not result.regressed and len(result.families) == 8
 
 
@@ -148,9 +150,9 @@ def test_committed_cpu_study_identical_pairs_pass_and_the_traced_run_is_named():
     names = sorted(identical)
     pairs = list(zip(names[0::2], names[1::2]))
     assert len(pairs) == 10
-    assert sum(compare(identical[a], identical[b]).regressed for a, b in pairs) <= 1
+    assert sum(compare(identical[a], identical[b], CATALOG).regressed for a, b in pairs) <= 1
     (traced,) = _study_runs("traced").values()
-    result = compare(pd.concat(identical.values()), traced)
+    result = compare(pd.concat(identical.values()), traced, CATALOG)
     assert {(f.variant["op"], f.size_class) for f in result.regressions} == {("h2h", "latency")}
 
 
@@ -160,10 +162,10 @@ def test_committed_gpu_study_identical_runs_pass_and_nccl_handicaps_flag_collect
     # Three identical short sweeps on nvidia-h200-x2, and one with NCCL_MAX_NCHANNELS=1 (less
     # bandwidth) or NCCL_PROTO=Simple (no low-latency protocol): only collectives may be named.
     identical = _study_runs("identical", GPU_STUDY)
-    assert not any(compare(identical[a], identical[b]).regressed
+    assert not any(compare(identical[a], identical[b], CATALOG).regressed
                    for a, b in itertools.combinations(sorted(identical), 2))
     (run,) = _study_runs(handicap, GPU_STUDY).values()
-    flagged = compare(pd.concat(identical.values()), run).regressions
+    flagged = compare(pd.concat(identical.values()), run, CATALOG).regressions
     assert flagged and {f.variant["suite"] for f in flagged} == {"collectives"}
 
 
@@ -191,7 +193,7 @@ def test_noise_study_report_on_runs_already_made(tmp_path, capsys):
     _, exits, flagged = row.strip("| ").split(" | ")
     assert exits == "1" and set(flagged.split("; ")) == {"copy h2d pinned eager (bandwidth-bound)",
                                                          "copy h2d pinned graph (bandwidth-bound)"}
-    assert '("gpu", "copy", "bandwidth"):' in text
+    assert 'copy: ("gpu", "bandwidth"):' in text   # the form of the copy suite's `noise`
 
 
 # --- the command line and the baseline store ---------------------------------------------------
@@ -248,13 +250,13 @@ def test_real_regression_exits_1_names_the_families_and_appends_the_summary(runs
 
 
 def test_noise_between_reruns_passes(runs):
-    result = compare_paths(runs["base0"], runs["noise"])
+    result = compare_paths(runs["base0"], runs["noise"], CATALOG)
     assert result.regressions == [] and result.improvements == [] and len(result.families) == 28
     assert _load_script().main([str(runs["base0"]), str(runs["noise"])]) == 0
 
 
 def test_a_gain_is_an_improvement_and_exits_0(runs):
-    result = compare_paths(runs["regressed"], runs["base0"])   # reversed: the loss is now a gain
+    result = compare_paths(runs["regressed"], runs["base0"], CATALOG)   # reversed: the loss is now a gain
     assert result.regressions == [] and {f.label for f in result.improvements} == {
         "copy h2d pinned eager", "copy h2d pinned graph"}
     assert "2 improvement(s)" in result.to_markdown()
@@ -266,7 +268,7 @@ def test_several_runs_on_either_side(runs, capsys):
     assert "Baseline: 3 run(s)" in capsys.readouterr().out
     assert script.main([str(runs["base0"]), str(runs["base1"]), "--current", str(runs["regressed"]),
                         str(runs["noise"])]) == 1
-    result = compare_paths([runs["base0"], runs["base1"]], [runs["noise"], runs["base2"]])
+    result = compare_paths([runs["base0"], runs["base1"]], [runs["noise"], runs["base2"]], CATALOG)
     assert all(f.noise_df > 0 for f in result.families) and len(result.current_runs) == 2
 
 
@@ -294,7 +296,7 @@ def test_a_point_whose_data_check_now_fails_exits_1(runs, tmp_path):
         if s.status == "failed":
             s.algbw_gbps = s.busbw_gbps = float("nan")
     run = write_run(tmp_path / "broken", samples)
-    result = compare_paths(runs["base0"], run)
+    result = compare_paths(runs["base0"], run, CATALOG)
     assert result.regressions == [] and result.failed_now == ["copy d2d device eager 4MiB"]
     assert result.regressed and "### Failing now" in result.to_markdown()
     assert _load_script().main([str(runs["base0"]), str(run)]) == 1
@@ -358,7 +360,7 @@ def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
 
 def test_compare_refuses_a_bad_tolerance(runs):
     with pytest.raises(ResultsError, match="tolerance"):
-        compare_paths(runs["base0"], runs["noise"], tolerance=5)
+        compare_paths(runs["base0"], runs["noise"], CATALOG, tolerance=5)
 
 
 def test_a_store_copy_that_fails_leaves_no_half_run_and_exits_2(runs, tmp_path, monkeypatch, capsys):

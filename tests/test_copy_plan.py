@@ -4,19 +4,23 @@ and figure of concurrent traffic."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from bench import ConfigError, numa
+from bench import ConfigError, suites
+from bench.analysis.tables import format_summary, latency_table, summarize
+from bench.cli.common import catalog
+from bench.config.schema import to_config
+from bench.measure import kernels, lanes, numa
+from bench.measure.timing import TimingConfig, Trial
 from bench.results import Sample, point_key
-from bench.schema import to_config
-from bench.sizes import sweep
-from bench.suites import Context, copy, p2p
-from bench.summary import concurrent_table, format_summary, latency_table, p2p_peak_table, summarize
-from bench.timing import TimingConfig, Trial
+from bench.sizes import machine_sizes, sweep
+from bench.suites import copy, p2p
+from bench.suites.contract import Context
 
 MiB, GiB = 1 << 20, 1 << 30
 SIZES = sweep("4KiB", "1GiB", 2)
@@ -30,11 +34,22 @@ def config(**overrides):
     return to_config(OmegaConf.from_dotlist([f"{k}={v}" for k, v in overrides.items()]))
 
 
-def context(gpus: int, topo=ONE_NODE, nodes=None, modes=("local",), sizes=SIZES) -> Context:
-    ctx = Context("cuda", TimingConfig(), sizes, gpu_count=gpus, launches=("eager", "graph"),
-                  graph_max_bytes=16 * MiB)
-    ctx.extra["copy_host_plan"] = copy.host_plan(topo, list(nodes if nodes is not None else [0] * gpus), list(modes))
-    return ctx
+COPY, P2P = suites.get("copy"), suites.get("p2p")
+
+
+def copy_points(cfg, ctx: Context) -> list:
+    return COPY.points(cfg.copy, ctx)
+
+
+def p2p_points(cfg, ctx: Context) -> list:
+    return P2P.points(cfg.p2p, ctx)
+
+
+def context(gpus: int, topo=ONE_NODE, nodes=None, sizes=SIZES) -> Context:
+    """A machine of `gpus` GPUs on NUMA nodes `nodes` of `topo` (the copy suite places host
+    buffers for the modes its settings name)."""
+    return Context("cuda", TimingConfig(), sizes, gpu_count=gpus, launches=("eager", "graph"),
+                   graph_max_bytes=16 * MiB, numa=topo, gpu_nodes=tuple(nodes if nodes is not None else [0] * gpus))
 
 
 # ---------------------------------------------------------------- settings
@@ -59,13 +74,15 @@ def test_gpu_selection():
 
 
 def test_triton_is_asked_for_in_one_line(monkeypatch):
-    monkeypatch.setattr(copy.kernels, "available", lambda: False)
+    find_spec = kernels.importlib.util.find_spec   # triton missing, whatever is installed here
+    monkeypatch.setattr(kernels.importlib.util, "find_spec", lambda name, *a: None if name == "triton" else
+                        find_spec(name, *a))
     with pytest.raises(ConfigError, match="^copy.engine=sm and copy.ops=latency run Triton kernels, and triton is not "
                                           "installed .*: pip install triton, or leave them out$"):
-        copy.check(config(), context(1))
+        COPY.check(config().copy, context(1))
     with pytest.raises(ConfigError, match="^p2p.ops=latency runs Triton kernels"):
-        p2p.check(config(**{"p2p.engine": "[ce]"}), context(2))
-    copy.need_triton([])   # nothing asked: no Triton needed
+        P2P.check(config(**{"p2p.engine": "[ce]"}).p2p, context(2))
+    kernels.need([])   # nothing asked: no Triton needed
 
 
 # ---------------------------------------------------------------- sizes and NUMA placement
@@ -76,7 +93,7 @@ def test_triton_is_asked_for_in_one_line(monkeypatch):
                                                  ("512MiB", "1GiB", [512 * MiB]),   # none up to 256 MiB: the smallest
                                                  ("4KiB", "512KiB", [512 * 1024])])  # below 1 MiB: the largest only
 def test_machine_sizes(low, high, expected):
-    assert copy.machine_sizes(sweep(low, high, 2)) == expected
+    assert machine_sizes(sweep(low, high, 2)) == expected
 
 
 def test_two_sockets_place_each_gpu_near_and_far():
@@ -101,7 +118,7 @@ def test_unknown_gpu_node_skips_that_gpu_only():
     assert plan.lines[0] == "2 NUMA nodes; cuda:0 node 0, cuda:1 node unknown"
     assert plan.lines[1].startswith("copy.numa=local skipped for cuda:1: the GPU's NUMA node is unknown")
     # every GPU at once needs every GPU placed
-    pts = copy.points(config(), context(2, TWO_SOCKETS, [0, None]))
+    pts = copy_points(config(), context(2, TWO_SOCKETS, [0, None]))
     assert not [p for p in pts if "all" in (p.src, p.dst)]
     assert {p.dst for p in pts if p.op == "h2d"} == {"cuda:0"}
 
@@ -110,9 +127,9 @@ def test_unknown_gpu_node_skips_that_gpu_only():
 
 
 def test_default_points_on_two_gpus():
-    pts = copy.points(config(), context(2))
+    pts = copy_points(config(), context(2))
     assert len({point_key(p) for p in pts}) == len(pts), "a point planned twice"
-    machine = copy.machine_sizes(SIZES)
+    machine = machine_sizes(SIZES)
     first = [p for p in pts if "cuda:0" in (p.src, p.dst) and p.op != "d2d"]
     second = [p for p in pts if "cuda:1" in (p.src, p.dst)]
     together = [p for p in pts if "all" in (p.src, p.dst)]
@@ -140,7 +157,7 @@ def test_default_points_on_two_gpus():
 
 
 def test_one_gpu_adds_only_sm_and_latency_to_the_old_sweep():
-    pts = copy.points(config(), context(1))
+    pts = copy_points(config(), context(1))
     old = [p for p in pts if p.engine == "ce"]
     assert len(old) == 153   # the sweep before whole-machine traffic: 4 KiB..1 GiB, both memories, eager+graph
     # whole-machine sizes 1, 16 and 256 MiB, eager; graph at the two up to 16 MiB (not bidir)
@@ -148,24 +165,24 @@ def test_one_gpu_adds_only_sm_and_latency_to_the_old_sweep():
 
 
 def test_selected_gpus_and_numa_modes():
-    only = copy.points(config(**{"copy.gpus": "[1]"}), context(2))
+    only = copy_points(config(**{"copy.gpus": "[1]"}), context(2))
     assert {p.dst for p in only if p.op == "h2d"} == {"cuda:1"} and {p.src for p in only if p.op == "d2d"} == {"cuda:1"}
     assert len({p.size_bytes for p in only if p.op == "h2d"}) == len(SIZES)   # the one listed gets the full sweep
-    at_once = copy.points(config(**{"copy.gpus": "[all]"}), context(2))
+    at_once = copy_points(config(**{"copy.gpus": "[all]"}), context(2))
     assert at_once and all("all" in (p.src, p.dst) for p in at_once)
-    ctx = context(2, TWO_SOCKETS, [0, 1], modes=("local", "remote"))
-    both = copy.points(config(**{"copy.numa": "[local,remote]"}), ctx)
+    ctx = context(2, TWO_SOCKETS, [0, 1])
+    both = copy_points(config(**{"copy.numa": "[local,remote]"}), ctx)
     assert Counter(p.numa for p in both if p.op == "latency") == {"local": 2, "remote": 2}
     # grouped by mode, so a mode's host buffers can go when the next one starts
     modes = [p.numa for p in both if p.numa]
     assert modes == sorted(modes, key=["local", "remote"].index)
-    assert not copy.points(config(**{"copy.numa": "[remote]", "copy.ops": "[h2d]"}),
-                           context(2, modes=("remote",)))   # one node: nothing remote to measure
+    assert not copy_points(config(**{"copy.numa": "[remote]", "copy.ops": "[h2d]"}),
+                           context(2))   # one node: nothing remote to measure
 
 
 def test_cpu_points_are_unchanged():
     ctx = Context("cpu", TimingConfig(), [4096, 8192])
-    assert [(p.op, p.memory, p.backend, p.engine, p.numa) for p in copy.points(config(), ctx)] == [
+    assert [(p.op, p.memory, p.backend, p.engine, p.numa) for p in copy_points(config(), ctx)] == [
         ("h2h", "pageable", "cpu", "", "")] * 2
 
 
@@ -173,9 +190,9 @@ def test_cpu_points_are_unchanged():
 
 
 def test_p2p_points_on_three_gpus():
-    pts = p2p.points(config(**{"p2p.pairs": "all"}), context(3))  # every pair at every size
+    pts = p2p_points(config(**{"p2p.pairs": "all"}), context(3))  # every pair at every size
     assert len({point_key(p) for p in pts}) == len(pts)
-    machine = copy.machine_sizes(SIZES)
+    machine = machine_sizes(SIZES)
     concurrent = [p for p in pts if p.op in ("all_to_one", "one_to_all")]
     assert {(p.op, p.src, p.dst) for p in concurrent} == (
         {("all_to_one", "all", f"cuda:{j}") for j in range(3)} | {("one_to_all", f"cuda:{j}", "all") for j in range(3)})
@@ -186,16 +203,15 @@ def test_p2p_points_on_three_gpus():
     assert len([p for p in pts if p.op == "uni" and p.engine == "ce"]) == 6 * 2 * len(SIZES)   # pairs x modes x sizes
     assert {(p.src, p.dst) for p in pts if p.op == "latency"} == {(f"cuda:{i}", f"cuda:{j}")
                                                                  for i in range(3) for j in range(3) if i != j}
-    staged = p2p.points(config(**{"p2p.modes": "[staged]", "p2p.pairs": "all"}), context(3))
+    staged = p2p_points(config(**{"p2p.modes": "[staged]", "p2p.pairs": "all"}), context(3))
     assert {(p.op, p.engine) for p in staged} == {("uni", "ce"), ("bidir", "ce"), ("latency", "sm")}
 
 
 def test_p2p_auto_points_on_an_nvswitch_box_of_eight():
     """CE matrices of all 56 pairs at two sizes; the curve, SM copies and latency on one pair (one
     link class); concurrent traffic into and out of each GPU at the largest whole-machine size."""
-    ctx = context(8)
-    ctx.extra["links"] = {f"{i},{j}": "NV18" for i in range(8) for j in range(8) if i != j}
-    pts = p2p.points(config(), ctx)
+    ctx = replace(context(8), links={f"{i},{j}": "NV18" for i in range(8) for j in range(8) if i != j})
+    pts = p2p_points(config(), ctx)
     ce_uni = Counter(p.size_bytes for p in pts if p.op == "uni" and p.engine == "ce" and p.mode == "peer")
     assert ce_uni[4096] == ce_uni[256 * MiB] == 56 and ce_uni[GiB] == ce_uni[MiB] == 1
     assert {(p.src, p.dst) for p in pts if p.engine == "sm" and p.op != "all_to_one"
@@ -220,15 +236,15 @@ class FakeEvent:
 
 def test_span_clock_times_each_part_from_its_begin_to_its_last_end():
     ends = [FakeEvent(9.0), FakeEvent(12.0)]
-    total, parts = copy.SpanClock().stop({"cuda:0": (FakeEvent(2.0), ends),
+    total, parts = lanes.SpanClock().stop({"cuda:0": (FakeEvent(2.0), ends),
                                           "cuda:1": (FakeEvent(100.0), [FakeEvent(108.0)])})
     assert parts == pytest.approx({"cuda:0": 0.010, "cuda:1": 0.008}) and total == pytest.approx(0.010)
     assert all(e.synced for e in ends)
 
 
 def test_latch_note_counts_only_calls_at_the_trials_count():
-    together = object.__new__(copy.Together)   # its calls only: no streams, no GPU
-    call = lambda n, enqueue_s, slept_ms: copy._Call(n, enqueue_s, {0: (0, FakeEvent(0), FakeEvent(slept_ms)),
+    together = object.__new__(lanes.Together)   # its calls only: no streams, no GPU
+    call = lambda n, enqueue_s, slept_ms: lanes._Call(n, enqueue_s, {0: (0, FakeEvent(0), FakeEvent(slept_ms)),
                                                                   1: (0, FakeEvent(0), FakeEvent(99.0))})
     together.calls = [call(3, 0.5, 1.0), call(64, 0.002, 3.0), call(64, 0.004, 3.0), call(64, 0.001, 3.0)]
     trials = [Trial(64, 0.01)]
@@ -268,7 +284,8 @@ def whole_machine_frame() -> pd.DataFrame:
 
 
 def test_concurrent_table_per_gpu_beside_alone():
-    table = concurrent_table(whole_machine_frame())
+    frame = whole_machine_frame()
+    table = pd.concat([copy.concurrent_table(frame), p2p.concurrent_table(frame)], ignore_index=True)
     copy_rows = table[table.suite == "copy"].set_index(["when", "gpu"]).gbps
     assert copy_rows["at once", "cuda:0"] == pytest.approx(48.48)
     assert copy_rows["at once", "total"] == pytest.approx(96.96)
@@ -283,32 +300,38 @@ def test_imported_all_to_one_names_the_gpu_in_part():
     rows = [Sample("p2p", "all_to_one", 512 * MiB, part=part, src="all", dst="all", world_size=2, mode="write",
                    memory="device", engine="ce", backend="cuda", algbw_gbps=bw, trial=0)
             for part, bw in (("cuda:0", 360.0), ("cuda:1", 365.0), ("total", 725.0))]
-    table = concurrent_table(pd.DataFrame([r.__dict__ for r in rows]))
+    table = p2p.concurrent_table(pd.DataFrame([r.__dict__ for r in rows]))
     assert dict(zip(table.gpu, table.gbps)) == {"cuda:0": 360.0, "cuda:1": 365.0}
 
 
 def test_summary_keeps_latency_and_engines_apart():
     frame = whole_machine_frame()
-    table = summarize(frame)
+    table = summarize(frame, catalog())
     assert "latency" not in set(table.op)
     h2d = table[(table.suite == "copy") & (table.op == "h2d")].set_index("world_size")["gbps@max"]
     assert h2d[1] == pytest.approx(55.0, abs=1.0) and h2d[2] == pytest.approx(96.96)   # alone and at once apart
-    peaks = p2p_peak_table(frame)
+    peaks = p2p.peak_table(frame)
     assert set(zip(peaks["op"], peaks["mode"])) == {("uni", "peer"), ("uni", "peer sm")}   # no all_to_one cells
     lat = latency_table(frame).set_index(["src", "dst"]).ns_per_access
     assert lat["host", "cuda:0"] == pytest.approx(1201.0) and lat["cuda:1", "cuda:0"] == pytest.approx(830.0)
-    text = format_summary(frame)
+    text = format_summary(frame, catalog())
     assert "every GPU at once: GB/s per GPU at the largest size" in text and "ns per dependent 8-byte load" in text
     assert "p2p uni peer sm: peak GB/s" in text
 
 
 def test_concurrent_figure(tmp_path):
-    from bench import plots
+    from bench.analysis.figures.style import Canvas
+    from bench.analysis.runs import palette, with_series
 
-    frame = whole_machine_frame().assign(instance="h200-x2", run_id="r1", run_dir="/r1")
-    paths = plots.concurrent_figure(frame, tmp_path)
-    assert [p.name for p in paths] == ["concurrent_traffic.png"] and paths[0].stat().st_size > 10_000
-    assert plots.concurrent_figure(frame[frame.op == "uni"], tmp_path / "none") == []
+    frame = with_series(whole_machine_frame().assign(instance="h200-x2", run_id="r1", run_dir="/r1"))
+    canvas = Canvas(tmp_path, ["png"], palette(frame), catalog())
+    paths = COPY.figures(frame, canvas)
+    assert [p.name for p in paths] == ["concurrent_copy.png"] and paths[0].stat().st_size > 10_000
+    paths = [p for p in P2P.figures(frame, canvas) if p.name.startswith("concurrent")]
+    assert [p.name for p in paths] == ["concurrent_p2p.png"] and paths[0].stat().st_size > 10_000
+    uni = frame[frame.op == "uni"]
+    none = Canvas(tmp_path / "none", ["png"], palette(uni), catalog())
+    assert COPY.figures(uni, none) == [] and not [p for p in P2P.figures(uni, none) if p.name.startswith("concurrent")]
 
 
 def test_p2p_concurrent_ends():
@@ -318,20 +341,21 @@ def test_p2p_concurrent_ends():
 
 def test_no_gpu_note_names_only_what_the_user_set(capsys):
     cfg = config(**{"copy.memory": "[pinned,pageable]", "copy.gpus": "[0,each]", "copy.numa": "[none]"})
-    assert copy.cpu_dropped(cfg, frozenset()) == ""   # defaults and unset keys: nothing to say
-    assert copy.cpu_dropped(cfg, frozenset({"copy.memory", "copy.gpus", "copy.numa"})) == (
+    assert copy.cpu_dropped(cfg.copy, frozenset()) == ""   # defaults and unset keys: nothing to say
+    assert copy.cpu_dropped(cfg.copy, frozenset({"copy.memory", "copy.gpus", "copy.numa"})) == (
         "no GPU: copy.memory=[pinned], copy.gpus=[0] measured as pageable host-to-host copies")
     ctx = Context("cpu", TimingConfig(), [4096], explicit=frozenset({"copy.engine"}))
-    assert copy.check(config(**{"copy.engine": "[sm]"}), ctx) is None
+    assert COPY.check(config(**{"copy.engine": "[sm]"}).copy, ctx) is None
     assert capsys.readouterr().err == \
         "xferbench: copy: no GPU: copy.engine=[sm] measured as pageable host-to-host copies\n"
-    row = copy.measure(copy.points(config(), ctx)[0], config(), ctx)[0]
+    settings = config().copy
+    row = COPY.measure(copy_points(config(), ctx)[0], settings, ctx, COPY.start(settings, ctx))[0]
     assert row.note.startswith("no GPU: copy.engine=[sm]") and row.verified
 
 
 def test_no_gpu_no_triton_needed():
     ctx = Context("cpu", TimingConfig(), [4096])
-    assert copy.check(config(), ctx) is None   # engine sm and latency mean nothing without a GPU
+    assert COPY.check(config().copy, ctx) is None   # engine sm and latency mean nothing without a GPU
 
 
 def test_settings_defaults_are_documented_in_the_config_file():

@@ -11,14 +11,15 @@ import pytest
 import torch
 
 from bench.results import RunWriter, load, read_meta, read_samples, samples_file
-from bench.runner import run_suite
-from bench.suites import Context, Point
-from bench.timing import TimingConfig
+from bench.driver.runner import run_suite
+from bench.driver.sweep import Planned
+from bench.measure.timing import TimingConfig
+from bench.suites.contract import Context, Point
 from conftest import env, xferbench_cmd
 
 
 def _ranks(pid: int) -> list[int]:
-    """The rank processes `pid` spawned (`python -c "...bench.rank..." ROOT RANK PARENT_PID`), in
+    """The rank processes `pid` spawned (`python -c "...bench.driver.rank..." ROOT RANK PARENT_PID`), in
     rank order: found by their command line, so also after the parent died (as orphans)."""
     ranks = {}
     for proc in Path("/proc").iterdir():
@@ -26,7 +27,7 @@ def _ranks(pid: int) -> list[int]:
             cmd = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if len(cmd) > 5 and cmd[1] == b"-c" and b"bench.rank" in cmd[2] and cmd[5] == str(pid).encode():
+        if len(cmd) > 5 and cmd[1] == b"-c" and b"bench.driver.rank" in cmd[2] and cmd[5] == str(pid).encode():
             ranks[int(cmd[4])] = int(proc.name)
     return [ranks[r] for r in sorted(ranks)]
 
@@ -152,33 +153,35 @@ def test_ctrl_c_keeps_points_and_resume_finishes_the_run(tmp_path):
 
 
 def test_out_of_memory_point_is_skipped_and_sweep_goes_on(tmp_path):
-    def measure(point, cfg, ctx):
+    def measure(point, settings, ctx, state):
         if point.size_bytes == 2:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 bytes")
         return [point.sample(trial=0, time_s=1.0, verified=True)]
 
-    suite = SimpleNamespace(NAME="copy", DISTRIBUTED=False, measure=measure,
-                            points=lambda cfg, ctx: [Point("copy", "h2d", s) for s in (1, 2, 3)])
+    suite = SimpleNamespace(name="copy", measure=measure, distribution=lambda settings, ctx: None,
+                            points=lambda settings, ctx: [Point("copy", "h2d", s) for s in (1, 2, 3)])
+    planned = Planned(suite, None, Context("cpu", TimingConfig(), [1, 2, 3]))
     writer = RunWriter(tmp_path, "r")
-    assert run_suite(suite, None, Context("cpu", TimingConfig(), [1, 2, 3]), writer, progress=False) == 3
+    assert run_suite(planned, None, writer, progress=False) == 3
     rows = writer.frame.set_index("size_bytes")
     assert rows.status.to_dict() == {1: "ok", 2: "skipped", 3: "ok"}
     assert rows.note[2].startswith("out of memory (GPU): CUDA out of memory")
 
 
 def test_host_out_of_memory_point_is_skipped_and_other_errors_are_not(tmp_path):
-    def measure(point, cfg, ctx):
+    def measure(point, settings, ctx, state):
         if point.size_bytes == 2:  # what torch's CPU allocator raises, for real
             torch.empty(1 << 60, dtype=torch.uint8)
         if point.size_bytes == 3:
             raise RuntimeError("a real bug")
         return [point.sample(trial=0, time_s=1.0, verified=True)]
 
-    suite = SimpleNamespace(NAME="copy", DISTRIBUTED=False, measure=measure,
-                            points=lambda cfg, ctx: [Point("copy", "h2d", s) for s in (1, 2, 3)])
+    suite = SimpleNamespace(name="copy", measure=measure, distribution=lambda settings, ctx: None,
+                            points=lambda settings, ctx: [Point("copy", "h2d", s) for s in (1, 2, 3)])
+    planned = Planned(suite, None, Context("cpu", TimingConfig(), [1, 2, 3]))
     writer = RunWriter(tmp_path, "r")
     with pytest.raises(RuntimeError, match="a real bug"):
-        run_suite(suite, None, Context("cpu", TimingConfig(), [1, 2, 3]), writer, progress=False)
+        run_suite(planned, None, writer, progress=False)
     rows = writer.frame.set_index("size_bytes")
     assert rows.status.to_dict() == {1: "ok", 2: "skipped"}
     assert rows.note[2].startswith("out of memory (host): ")

@@ -1,4 +1,4 @@
-"""bench.kernels without a GPU: the ring's layout, the host-side data check, and (where Triton is
+"""bench.measure.kernels without a GPU: the ring's layout, the host-side data check, and (where Triton is
 installed) the kernels' indexing under Triton's CPU interpreter."""
 import importlib.util
 import os
@@ -9,7 +9,7 @@ import textwrap
 import pytest
 import torch
 
-from bench import kernels
+from bench.measure import kernels
 from conftest import ROOT
 
 
@@ -61,8 +61,8 @@ def test_not_available_without_cuda():
 
 
 def test_import_leaves_triton_alone():
-    code = ("import sys, torch; before = 'triton' in sys.modules; import bench.kernels as k; k.make_ring(4096); "
-            "print(before or 'triton' not in sys.modules)")
+    code = ("import sys, torch; before = 'triton' in sys.modules; import bench.measure.kernels as k; "
+            "k.make_ring(4096); print(before or 'triton' not in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "True"  # triton is imported when a kernel is first needed, not before
@@ -83,7 +83,7 @@ def test_sm_copy_checks_its_arguments():
 # The interpreter needs TRITON_INTERPRET=1 before the kernels are built: a fresh interpreter runs them.
 INTERPRETED = textwrap.dedent("""
     import torch
-    from bench import kernels
+    from bench.measure import kernels
 
     def check_copy(n, offset, programs):
         src_buf = torch.randint(0, 256, (n + 16,), dtype=torch.uint8)

@@ -12,9 +12,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from bench import ConfigError, plots
-from bench.dist import Layout, _transport_env, device_index, launcher_layout
-from bench.results import load
+from bench import ConfigError
+from bench.analysis.figures.style import Canvas, with_bandwidth
+from bench.analysis.runs import palette, with_series
+from bench.cli.common import catalog
+from bench.driver.launcher import Layout, device_index, launcher_layout
+from bench.results import load, usable_rows
+from bench.suites import collectives
+from bench.suites.collectives import transport_env
 from conftest import env, xferbench_cmd
 
 TINY = ("suite=collectives", "collectives.ops=[all_reduce]", "sizes.max=64B", "timing.trials=2")
@@ -101,25 +106,27 @@ def test_each_rank_takes_its_gpu_or_the_only_one_it_sees():
 
 
 def test_sockets_between_hosts_leave_the_interface_to_nccl():
-    assert _transport_env("socket", loopback=True)["NCCL_SOCKET_IFNAME"] == "lo"
-    remote = _transport_env("socket", loopback=False)
+    assert transport_env("socket", nnodes=1)["NCCL_SOCKET_IFNAME"] == "lo"
+    remote = transport_env("socket", nnodes=2)
     assert "NCCL_SOCKET_IFNAME" not in remote and remote["NCCL_NET"] == "Socket"
-    assert _transport_env("default") == {}
+    assert transport_env("default", nnodes=1) == {}
 
 
 def test_world_sizes_of_one_run_are_drawn_against_gpu_count(xferbench, tmp_path):
     proc, runs = xferbench("suite=collectives", "collectives.nproc=[1,2]", "collectives.ops=[all_reduce,sendrecv]",
                            "sizes.max=4KiB", "timing.trials=2", "timing.min_trial_s=0.002")
     assert proc.returncode == 0, proc.stderr
-    frame = load(runs)
-    curves = plots._curves(frame)
+    frame = with_series(load(runs))
+    curves = with_bandwidth(usable_rows(frame), catalog())
     all_reduce = curves[(curves.op == "all_reduce") & (curves.launch == "eager")]
-    busbw = plots._per_world(all_reduce, "max", "bandwidth_gbps")
+    busbw = collectives._per_world(all_reduce, "max", "bandwidth_gbps")
     assert busbw.index.tolist() == [1, 2] and busbw[1] == 0 and busbw[2] > 0   # one rank moves nothing
-    assert plots._per_world(all_reduce, "min", "time_s").index.tolist() == [1, 2]
-    assert [p.name for p in plots.scaling_figure(frame, tmp_path / "fig")] == ["scaling_collectives.png"]
+    assert collectives._per_world(all_reduce, "min", "time_s").index.tolist() == [1, 2]
+    canvas = Canvas(tmp_path / "fig", ["png"], palette(frame), catalog())
+    assert [p.name for p in collectives.scaling_figure(frame, canvas)] == ["scaling_collectives.png"]
     one_world = frame[frame.world_size == 2]
-    assert plots.scaling_figure(one_world, tmp_path / "none") == []
+    none = Canvas(tmp_path / "none", ["png"], palette(one_world), catalog())
+    assert collectives.scaling_figure(one_world, none) == []
 
 
 FAKE_SRUN = """#!/bin/bash

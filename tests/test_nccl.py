@@ -9,7 +9,7 @@ import os
 import pytest
 import torch
 
-from bench import nccl
+from bench.measure import nccl
 from bench.suites.collectives import DTYPES
 
 
@@ -17,7 +17,9 @@ def test_every_collectives_dtype_has_its_header_value():
     # ncclDataType_t in nccl.h
     header = {"int8": 0, "uint8": 1, "int32": 2, "int64": 4, "float16": 6, "float32": 7,
               "float64": 8, "bfloat16": 9}
-    assert {name: nccl.DATA_TYPES[dtype] for name, dtype in DTYPES.items()} == header
+    assert {name: nccl.DATA_TYPES[name] for name in DTYPES} == header
+    # keyed by the name a tensor's dtype gives: torch.float32 -> 'float32'
+    assert all(str(getattr(torch, name)).removeprefix("torch.") == name for name in DTYPES)
 
 
 def test_reduce_ops_have_their_header_values():
@@ -110,7 +112,7 @@ def test_ops_pass_the_headers_arguments():
     c.reduce(x, root=1, op="prod", stream=s)
     c.all_to_all(w, y, stream=s)
     c.sendrecv(x, x, 0, 1, stream=s)
-    f32 = nccl.DATA_TYPES[torch.float32]
+    f32 = nccl.DATA_TYPES["float32"]
     assert c.lib.calls == [
         ("ncclAllReduce", p, p, 4, f32, 0, "comm", s),
         ("ncclAllReduce", q, o, 8, f32, 2, "comm", s),

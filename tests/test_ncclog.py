@@ -1,4 +1,4 @@
-"""bench.ncclog: NCCL's INFO output parsed into versions, variables, communicators and the
+"""bench.analysis.ncclog: NCCL's INFO output parsed into versions, variables, communicators and the
 transport per peer pair.
 
 tests/data/nccl holds real logs from GPU runs (see its README). The other cases are built here
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.ncclog import parse_files, parse_lines, parse_run_dir
+from bench.analysis.ncclog import parse_files, parse_lines, parse_run_dir
 
 DATA = Path(__file__).resolve().parent / "data" / "nccl"
 ONE_RANK = DATA / "h200-x1-one-rank.log"   # NCCL 2.28.9, one rank on an H200 VM: no peers

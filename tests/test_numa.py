@@ -1,4 +1,4 @@
-"""bench.numa: topologies as fake sysfs trees, and binding and first-touch placement on this machine."""
+"""bench.measure.numa: topologies as fake sysfs trees, and binding and first-touch placement on this machine."""
 from __future__ import annotations
 
 import mmap
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import numa
+from bench.measure import numa
 
 # A two-socket host with 8 GPUs, 4 behind each socket (bus ids as NVML writes them).
 SOCKET0_GPUS = ["00000000:18:00.0", "00000000:2A:00.0", "00000000:3A:00.0", "00000000:5D:00.0"]

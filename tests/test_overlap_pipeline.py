@@ -3,45 +3,49 @@ the data checks, the loader loop for real (workers included), tables and figures
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 import time
-from types import SimpleNamespace
+from dataclasses import replace
 
 import pandas as pd
 import pytest
 import torch
 
-from bench import ConfigError, plots
-from bench.results import load
-from bench.suites import Context, Point, overlap, pipeline
-from bench.timing import Trial, TimingConfig, measure_stream
+from bench import ConfigError, suites
+from bench.measure.timing import Trial, TimingConfig, measure_stream
+from bench.results import load, params_text
+from bench.suites import overlap, pipeline
+from bench.suites.contract import Context, Point
 from synthetic import write_run
 
 MiB = 1 << 20
+OVERLAP, PIPELINE = suites.get("overlap"), suites.get("pipeline")
 
 
-def _cfg(overlap_settings=None, pipeline_settings=None) -> SimpleNamespace:
-    return SimpleNamespace(overlap=overlap_settings or overlap.Settings(),
-                           pipeline=pipeline_settings or pipeline.Settings(), sizes=SimpleNamespace(cpu_max="16MiB"))
+def _ctx(device="cuda", gpus=1, world=1, size_cap=None) -> Context:
+    return Context(device, TimingConfig(), [4096], gpu_count=gpus, world_size=world, size_cap=size_cap)
 
 
-def _ctx(device="cuda", gpus=1, world=1) -> Context:
-    return Context(device, TimingConfig(), [4096], gpu_count=gpus, world_size=world)
+def _described(what):
+    """The loop or stage a row names: its point's params as the results store them, read back."""
+    return pipeline.descriptor(json.loads(params_text(what)))
 
 
 # ---------------------------------------------------------------- planning
 
 
 def test_overlap_plans_pairs_syncs_and_tensors_with_all_reduce_last():
-    cfg = _cfg()
-    assert overlap.world_sizes(cfg, _ctx(gpus=1)) == [1]
-    assert overlap.world_sizes(cfg, _ctx(gpus=2)) == [2]
-    no_reduce = _cfg(overlap.Settings(ops=[overlap.OverlapOp.h2d, overlap.OverlapOp.peer]))
+    settings = overlap.Settings()
+    assert overlap.world_sizes(settings, _ctx(gpus=1)) == [1]
+    assert overlap.world_sizes(settings, _ctx(gpus=2)) == [2]
+    no_reduce = overlap.Settings(ops=[overlap.OverlapOp.h2d, overlap.OverlapOp.peer])
     assert overlap.world_sizes(no_reduce, _ctx(gpus=8)) == [1]  # no idle ranks beside rank 0's copies
 
-    pts = overlap.points(cfg, _ctx(gpus=2, world=2))
+    pts = OVERLAP.points(settings, _ctx(gpus=2, world=2))
     pairs = [(p.op, p.memory) for p in pts if p.mode == "mm8192"]
+    assert {p.params for p in pts if p.mode == "mm8192"} == {overlap.Product(8192)}   # the product beside each
     assert pairs == [("h2d", "pinned"), ("h2d", "pageable"), ("d2h", "pinned"), ("d2h", "pageable"),
                      ("peer", "device"), ("all_reduce", "device")]
     assert pts[-1].op == "all_reduce" and pts[-1].world_size == 2 and pts[-1].dtype == "bfloat16"
@@ -54,7 +58,7 @@ def test_overlap_plans_pairs_syncs_and_tensors_with_all_reduce_last():
 
 
 def test_overlap_skips_without_a_gpu():
-    assert overlap.check(_cfg(), _ctx(device="cpu")) == "needs a CUDA GPU"
+    assert OVERLAP.check(overlap.Settings(), _ctx(device="cpu")) == "needs a CUDA GPU"
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -68,65 +72,73 @@ def test_overlap_settings_are_checked(kw, message):
 
 
 def test_pipeline_grid_is_the_base_loop_each_switch_changed_alone_and_the_defaults():
-    Loop, Producer = pipeline.Loop, pipeline.Producer
-    base = Loop(Producer.numpy, 8, True, True, True, 2, False)
-    ablation = pipeline.loops(pipeline.Settings(), "cuda", cores=16)
+    Loop, Producer, sample = pipeline.Loop, pipeline.Producer, 64 * 1024
+    base = Loop(Producer.numpy, sample, 8, True, True, True, 2, False)
+    ablation = pipeline.loops(pipeline.Settings(), "cuda", sample, cores=16)
     numpy_loops = [lp for lp in ablation if lp.producer == Producer.numpy]
     assert numpy_loops[0] == base and len(numpy_loops) == 7 and len(ablation) == 14
-    assert numpy_loops[-1] == pipeline.dataloader_defaults(Producer.numpy) == Loop(Producer.numpy, 0)
+    assert numpy_loops[-1] == pipeline.dataloader_defaults(Producer.numpy, sample) == Loop(Producer.numpy, sample, 0)
     changed = [{f for f in ("workers", "pin_memory", "non_blocking", "prefetch") if getattr(lp, f) != getattr(base, f)}
                for lp in numpy_loops[1:-1]]
     assert all(len(c) == 1 for c in changed)
     assert sorted(lp.workers for lp in numpy_loops) == [0, 0, 4, 8, 8, 8, 8]
-    assert {lp.workers for lp in pipeline.loops(pipeline.Settings(), "cuda", cores=2)} == {0, 2}   # capped at the cores
-    full = pipeline.loops(pipeline.Settings(grid=pipeline.Grid.full, producers=[Producer.free]), "cuda", cores=16)
+    assert {lp.workers for lp in pipeline.loops(pipeline.Settings(), "cuda", sample, cores=2)} == {0, 2}   # capped
+    full = pipeline.loops(pipeline.Settings(grid=pipeline.Grid.full, producers=[Producer.free]), "cuda", sample,
+                          cores=16)
     assert len(full) == 24
     knobs = pipeline.Settings(prefetch_factor=[2, 4], persistent_workers=[False, True], epoch_batches=8)
-    varied = pipeline.loops(knobs, "cuda", cores=16)
-    assert Loop(Producer.numpy, 8, True, True, True, 2, True) in varied   # each changed alone from the base ...
-    assert Loop(Producer.numpy, 8, True, True, True, 4, False) in varied
+    varied = pipeline.loops(knobs, "cuda", sample, cores=16)
+    assert Loop(Producer.numpy, sample, 8, True, True, True, 2, True) in varied   # each changed alone from the base ...
+    assert Loop(Producer.numpy, sample, 8, True, True, True, 4, False) in varied
     # ... where they matter
     assert all(lp.prefetch_factor == 2 and not lp.persistent_workers for lp in varied if not lp.workers)
-    cpu = pipeline.loops(pipeline.Settings(producers=[Producer.numpy]), "cpu", cores=16)
-    assert cpu == [Loop(Producer.numpy, 8), Loop(Producer.numpy, 0), Loop(Producer.numpy, 4)]
-    for lp in full + varied + cpu:   # a row's op, memory and mode name its loop
-        assert pipeline.descriptor("loader_to_gpu", lp.memory, lp.mode()) == lp
-    assert pipeline.descriptor("loader", "pageable", cpu[0].mode("cpu")) == cpu[0]
+    cpu = pipeline.loops(pipeline.Settings(producers=[Producer.numpy]), "cpu", sample, cores=16)
+    assert cpu == [Loop(Producer.numpy, sample, 8), Loop(Producer.numpy, sample, 0), Loop(Producer.numpy, sample, 4)]
+    for lp in full + varied + cpu:   # a row's params name its loop
+        assert _described(lp) == lp
+    for grid, device in ((full, "cuda"), (varied, "cuda"), (cpu, "cpu")):   # and its memory and mode tell loops apart
+        assert len({(lp.memory, lp.mode(device)) for lp in grid}) == len(grid)
 
 
 def test_stages_of_a_loop_are_grouped_by_who_runs_them():
     Loop, Stage, P = pipeline.Loop, pipeline.Stage, pipeline.Producer
     names = lambda groups: {who: [f"{st.name}{'/' + st.memory if st.memory else ''}" for st in g]
                             for who, g in groups.items()}
-    assert names(pipeline.stages_of(Loop(P.numpy, 4, True, True), True)) == {
+    assert names(pipeline.stages_of(Loop(P.numpy, workers=4, pin_memory=True, non_blocking=True), True)) == {
         "4 workers": ["make", "collate"], "pin thread": ["handoff", "pin"], "copy engine": ["h2d/pinned"],
         "main thread": ["consume"]}
-    assert names(pipeline.stages_of(Loop(P.numpy, 4, False, True), True)) == {
+    assert names(pipeline.stages_of(Loop(P.numpy, workers=4, pin_memory=False, non_blocking=True), True)) == {
         "4 workers": ["make", "collate"], "main thread": ["handoff", "h2d/pageable", "consume"]}
-    assert names(pipeline.stages_of(Loop(P.free, 0, True, False), True)) == {
+    assert names(pipeline.stages_of(Loop(P.free, workers=0, pin_memory=True, non_blocking=False), True)) == {
         "main thread": ["make", "collate", "handoff", "pin", "h2d/pinned", "consume"]}
-    assert names(pipeline.stages_of(Loop(P.numpy, 2), False)) == {
+    assert names(pipeline.stages_of(Loop(P.numpy, workers=2), False)) == {
         "2 workers": ["make", "collate"], "main thread": ["handoff", "consume"]}
-    assert pipeline.stages_of(Loop(P.numpy, 2), False)["main thread"][1] == Stage(pipeline.CONSUME, P.free, 2)
-    assert pipeline.stages_of(Loop(P.numpy, 2), True)["main thread"][-1] == Stage(pipeline.CONSUME)
-    groups = pipeline.stages_of(Loop(P.numpy, 4, False), True)
+    assert pipeline.stages_of(Loop(P.numpy, workers=2), False)["main thread"][1] == Stage(pipeline.CONSUME, P.free, 2)
+    assert pipeline.stages_of(Loop(P.numpy, workers=2), True)["main thread"][-1] == Stage(pipeline.CONSUME)
+    groups = pipeline.stages_of(Loop(P.numpy, workers=4, pin_memory=False), True)
     assert groups["4 workers"][0] == Stage(pipeline.MAKE, P.numpy, 4)      # the loop's producer makes ...
     assert groups["main thread"][0] == Stage(pipeline.HANDOFF, P.free, 4)  # ... the free one feeds the host's stages
-    for st in {st for g in groups.values() for st in g}:
-        assert pipeline.descriptor(st.op, st.memory, st.mode()) == st
+    for st in {st for g in groups.values() for st in g}:   # a row's params name its stage
+        assert _described(st) == st
+    sized = pipeline.stages_of(Loop(P.numpy, 64 * 1024, 4), True)   # a loop's stages are of its samples
+    assert {st.sample_size for g in sized.values() for st in g} == {64 * 1024}
 
 
 def test_pipeline_sizes_points_and_the_cpu_cap(monkeypatch):
+    from bench.config.schema import Config
+    from bench.driver.sweep import size_cap
+
     monkeypatch.setattr(pipeline, "usable_cores", lambda: 16)
-    cfg = _cfg()
+    settings = pipeline.Settings()
     sample = 64 * 1024
-    assert pipeline.batch_sizes(cfg, "cuda", sample) == [64 * 1024 * 4 ** i for i in range(5)]   # 64KiB .. 16MiB
-    odd = _cfg(pipeline_settings=pipeline.Settings(sample_sizes=["48KiB"], min_size="64KiB", max_size="1MiB"))
-    assert pipeline.batch_sizes(odd, "cuda", 48 * 1024) == [48 * 1024, 240 * 1024, 1008 * 1024]   # whole samples
-    assert pipeline.batch_sizes(cfg, "cuda", MiB) == [MiB, 4 * MiB, 16 * MiB]   # none smaller than a sample
-    small = _cfg(pipeline_settings=pipeline.Settings(max_size="256MiB"))
-    assert pipeline.batch_sizes(small, "cpu", sample)[-1] == 16 * MiB
-    pts = pipeline.points(cfg, _ctx())
+    assert pipeline.batch_sizes(settings, _ctx(), sample) == [64 * 1024 * 4 ** i for i in range(5)]   # 64KiB .. 16MiB
+    odd = pipeline.Settings(sample_sizes=["48KiB"], min_size="64KiB", max_size="1MiB")
+    assert pipeline.batch_sizes(odd, _ctx(), 48 * 1024) == [48 * 1024, 240 * 1024, 1008 * 1024]   # whole samples
+    assert pipeline.batch_sizes(settings, _ctx(), MiB) == [MiB, 4 * MiB, 16 * MiB]   # none smaller than a sample
+    small = pipeline.Settings(max_size="256MiB")
+    cpu_cap = size_cap(Config(), "cpu")   # sizes.cpu_max, as the driver hands it to a suite without a GPU
+    assert pipeline.batch_sizes(small, _ctx("cpu", 0, size_cap=cpu_cap), sample)[-1] == 16 * MiB
+    pts = PIPELINE.points(settings, _ctx())
     first = [p for p in pts if p.size_bytes == sample]
     is_stage = [p.op in pipeline.STAGES for p in first]
     assert is_stage == sorted(is_stage, reverse=True)   # a size's stages first, then its loops
@@ -136,8 +148,9 @@ def test_pipeline_sizes_points_and_the_cpu_cap(monkeypatch):
                                                     "uint8[65536]")
     link = [p for p in first if p.op == "stage_h2d" and p.memory == "pinned"]
     assert len(link) == 1 and link[0].mode == "" and link[0].dst == "cuda:0"
+    assert loop.params == pipeline.Loop(pipeline.Producer.numpy, sample, 8, True, True, True)   # the loop it names
     assert len({p for p in pts}) == len(pts)   # every point is its own in the results
-    cpu = pipeline.points(cfg, _ctx(device="cpu", gpus=0))
+    cpu = PIPELINE.points(settings, _ctx(device="cpu", gpus=0))
     assert {p.op for p in cpu} == {"loader", "stage_make", "stage_collate", "stage_handoff", "stage_consume"}
     assert {p.mode for p in cpu if p.op == "loader"} >= {"numpy workers=0", "free workers=0"}
 
@@ -159,7 +172,7 @@ def test_pipeline_refuses_batches_that_do_not_fit_in_shared_memory(monkeypatch):
     monkeypatch.setattr(pipeline, "_free_bytes", lambda path: 64 * MiB)   # docker's default /dev/shm
     monkeypatch.setattr(pipeline, "usable_cores", lambda: 16)
     with pytest.raises(ConfigError, match="/dev/shm, which has 64.0 MiB free"):
-        pipeline.check(_cfg(), _ctx(device="cpu", gpus=0))
+        PIPELINE.check(pipeline.Settings(), _ctx(device="cpu", gpus=0))
 
 
 # ---------------------------------------------------------------- balancing and rows
@@ -188,7 +201,8 @@ def _trials(per_op: float, iters: int, parts=None, n: int = 3, jitter: float = 0
     return [Trial(iters, per_op * iters * (1 + jitter * i), dict(parts or {})) for i in range(n)]
 
 
-PAIR = Point("overlap", "h2d", 64 * MiB, memory="pinned", mode="mm4096", backend="cuda", src="host", dst="cuda:0")
+PAIR = Point("overlap", "h2d", 64 * MiB, memory="pinned", mode="mm4096", backend="cuda", src="host", dst="cuda:0",
+             params=overlap.Product(4096))
 
 
 def _pair_rows(copied=True, computed=True, point=PAIR, factor=1.0) -> list:
@@ -208,7 +222,7 @@ def test_pair_rows_carry_gbps_per_transfer_round_times_and_the_overlap():
     assert first.time_s["copy_during_compute"] == pytest.approx(2.1e-3)
     assert first.time_s["compute_during_copy"] == pytest.approx(0.525e-3)
     assert first.iters["compute_during_copy"] == 20 and first.iters["total"] == 5
-    assert math.isnan(first.algbw_gbps["compute_alone"])   # TFLOP/s: flops_of(mode) / time_s
+    assert math.isnan(first.algbw_gbps["compute_alone"])   # TFLOP/s: the params' product's flops / time_s
     assert first.time_s["serial"] == pytest.approx(4e-3)
     assert first.algbw_gbps["total"] == pytest.approx(64 * MiB / 2.2e-3 / 1e9)   # bytes of a round over its time
     assert "overlap 1.82 on two streams; a round: 1 x h2d + 4 x mm4096" in first.note["total"]
@@ -240,12 +254,13 @@ def test_matmul_check_passes_a_product_and_catches_a_wrong_one():
     mm = overlap.Matmul(64, "cpu", seed=3)
     assert not mm.correct()              # nothing computed yet: C is zero
     mm(2)
-    assert mm.correct() and mm.flops == 2 * 64 ** 3 == overlap.flops_of("mm64")
+    assert mm.correct() and mm.flops == 2 * 64 ** 3 == overlap.Product(64).flops
     mm.c[5, 7] += mm.c.abs().max() * 0.1
     assert not mm.correct()
     mm.c.copy_(mm.b @ mm.a)              # the other product: the right shape and scale, the wrong data
     assert not mm.correct()
-    assert math.isnan(overlap.flops_of("idle"))
+    no_product = pd.DataFrame([vars(r) for r in _pair_rows(point=replace(PAIR, params=None))])
+    assert overlap.table(no_product).tflops.isna().all()   # rows naming no product: no TFLOP/s
 
 
 # ---------------------------------------------------------------- the loader loop, for real
@@ -262,7 +277,7 @@ class _Swapped(pipeline.NumpySamples):
 
 @pytest.mark.parametrize("producer, workers", [("numpy", 0), ("numpy", 2), ("free", 2)])
 def test_feed_delivers_checked_batches_in_order(producer, workers):
-    feed = pipeline.Feed(4, 1024, pipeline.Loop(pipeline.Producer(producer), workers), torch.device("cpu"))
+    feed = pipeline.Feed(4, 1024, pipeline.Loop(pipeline.Producer(producer), workers=workers), torch.device("cpu"))
     try:
         feed(3 + feed.queued)
         assert feed.consumed == 3 + 2 * workers and feed.correct()
@@ -289,7 +304,7 @@ def test_every_batch_of_a_point_is_checked_to_the_last(monkeypatch):
     40 fails the point, in workers too."""
     monkeypatch.setattr(pipeline, "NumpySamples", _LastSwapped)
     for workers in (0, 2):
-        feed = pipeline.Feed(4, 1024, pipeline.Loop(pipeline.Producer.numpy, workers), torch.device("cpu"))
+        feed = pipeline.Feed(4, 1024, pipeline.Loop(pipeline.Producer.numpy, workers=workers), torch.device("cpu"))
         try:
             feed(39)
             assert feed.correct() and feed.consumed == 39
@@ -300,7 +315,7 @@ def test_every_batch_of_a_point_is_checked_to_the_last(monkeypatch):
 
 
 def test_epochs_restart_the_loader_and_the_check_follows(monkeypatch):
-    loop = pipeline.Loop(pipeline.Producer.free, 2, persistent_workers=True)
+    loop = pipeline.Loop(pipeline.Producer.free, workers=2, persistent_workers=True)
     feed = pipeline.Feed(4, 1024, loop, torch.device("cpu"), epoch_batches=3)
     try:
         feed(10)   # three epochs and a batch: sample indices start again at each epoch
@@ -326,7 +341,7 @@ def test_a_prefilled_queue_reads_at_the_producers_steady_rate_not_its_burst(monk
     monkeypatch.setattr(pipeline, "NumpySamples", _Paced)
     settings = pipeline.Settings(min_trial_s=0.05)
     ctx = Context("cpu", TimingConfig(warmup=1, trials=3, min_trial_s=0.004), [1])
-    feed = pipeline.Feed(2, 1024, pipeline.Loop(pipeline.Producer.numpy, 2), torch.device("cpu"))
+    feed = pipeline.Feed(2, 1024, pipeline.Loop(pipeline.Producer.numpy, workers=2), torch.device("cpu"))
     try:
         time.sleep(0.3)                      # the queue fills: 2 workers x prefetch_factor 2
         start = time.perf_counter()
@@ -406,14 +421,18 @@ def _rate_of(rates: dict):
     return rate
 
 
+def _loop(producer: str, workers: int, pin_memory: bool, non_blocking: bool) -> pipeline.Loop:
+    return pipeline.Loop(pipeline.Producer(producer), workers=workers, pin_memory=pin_memory,
+                         non_blocking=non_blocking)
+
+
 @pytest.mark.parametrize("loop, slow, bottleneck, on", [
-    (pipeline.Loop(pipeline.Producer.numpy, 4, True, True), {}, "pin", "pin thread"),
-    (pipeline.Loop(pipeline.Producer.numpy, 1, True, True), {}, "make", "1 worker"),
-    (pipeline.Loop(pipeline.Producer.free, 4, True, True), {"pin": 80.0, "make": 100.0, "handoff": 400.0},
-     "h2d pinned", "copy engine"),
-    (pipeline.Loop(pipeline.Producer.free, 4, False, True), {}, "h2d pageable", "main thread"),
-    (pipeline.Loop(pipeline.Producer.free, 4, False, True), {"handoff": 1.0}, "handoff", "main thread"),
-    (pipeline.Loop(pipeline.Producer.free, 4, True, True), {"consume": 0.5}, "consume", "main thread"),
+    (_loop("numpy", 4, True, True), {}, "pin", "pin thread"),
+    (_loop("numpy", 1, True, True), {}, "make", "1 worker"),
+    (_loop("free", 4, True, True), {"pin": 80.0, "make": 100.0, "handoff": 400.0}, "h2d pinned", "copy engine"),
+    (_loop("free", 4, False, True), {}, "h2d pageable", "main thread"),
+    (_loop("free", 4, False, True), {"handoff": 1.0}, "handoff", "main thread"),
+    (_loop("free", 4, True, True), {"consume": 0.5}, "consume", "main thread"),
 ])
 def test_attribution_names_the_stage_made_slow(loop, slow, bottleneck, on):
     att = pipeline.attribute(loop, True, _rate_of(_stage_rates(**slow)))
@@ -422,7 +441,7 @@ def test_attribution_names_the_stage_made_slow(loop, slow, bottleneck, on):
 
 
 def test_attribution_adds_the_stages_one_thread_runs():
-    loop = pipeline.Loop(pipeline.Producer.free, 0, False, False)   # all on the main thread
+    loop = _loop("free", 0, False, False)   # all on the main thread
     att = pipeline.attribute(loop, True, _rate_of(_stage_rates(make=10.0, collate=10.0, h2d_pageable=10.0)))
     assert att["on"] == "main thread" and att["stage_gbps"] == 10.0
     assert att["bound_gbps"] == pytest.approx(1 / (3 / 10 + 1 / 40 + 1 / 400))   # and the loader's own work
@@ -449,7 +468,7 @@ def test_training_suite_on_a_cpu_runs_the_loader_and_its_stages(xferbench):
     assert table.bottleneck.notna().all() and (table.bound_gbps > 0).all()
     one = loops[loops["mode"] == "free workers=0"]
     row = table[table["mode"] == "free workers=0"].iloc[0]
-    assert row.batch == 1 and row.samples_per_s == pytest.approx(1 / one.time_s.median(), rel=1e-3)
+    assert row.batch == 1 and row.samples_per_s == round(1 / one.time_s.median())   # whole samples a second
     assert "loader" in proc.stdout   # the run's summary
 
 
@@ -460,9 +479,8 @@ def test_a_producer_made_slow_is_named_the_bottleneck(monkeypatch):
     monkeypatch.setattr(_Paced, "SAMPLE_S", 0.01)
     settings = pipeline.Settings(producers=[pipeline.Producer.numpy], sample_sizes=["1KiB"], workers=[2],
                                  grid=pipeline.Grid.full, min_size="4KiB", max_size="4KiB", min_trial_s=0.05)
-    cfg = _cfg(pipeline_settings=settings)
     ctx = Context("cpu", TimingConfig(warmup=1, trials=3), [1])
-    rows = [r for point in pipeline.points(cfg, ctx) for r in pipeline.measure(point, cfg, ctx)]
+    rows = [r for point in PIPELINE.points(settings, ctx) for r in PIPELINE.measure(point, settings, ctx, None)]
     frame = pd.DataFrame([vars(r) for r in rows])
     assert frame.verified.all()
     row = pipeline.table(frame).iloc[0]
@@ -496,7 +514,7 @@ def test_bad_settings_are_one_line_exit_2(xferbench_in_process, args, message):
 def _overlap_run() -> list:
     rows = _pair_rows()
     ar = Point("overlap", "all_reduce", 64 * MiB, memory="device", mode="mm4096", backend="nccl", world_size=2,
-               dtype="bfloat16")
+               dtype="bfloat16", params=overlap.Product(4096))
     rows += _pair_rows(point=ar, factor=1.0)
     for kind in overlap.SYNCS:
         for state, step, work in (("idle", 12e-6, 4e-6), ("busy", 45e-6, 30e-6)):
@@ -510,6 +528,7 @@ def _overlap_run() -> list:
 
 
 PIPE_SIZES = (64 * 1024, MiB, 16 * MiB)
+PIPE_SAMPLE = 64 * 1024
 # GB/s alone by stage (h2d: by memory); make and collate per worker, so n workers make n times as much
 PIPE_STAGES = {"make_numpy": 1.0, "make_free": 40.0, "collate": 5.0, "handoff": 30.0, "pin": 6.0, "h2d_pinned": 50.0,
                "h2d_pageable": 8.0, "consume": 300.0}
@@ -526,20 +545,21 @@ def _pipeline_run(stage_gbps: dict = PIPE_STAGES) -> list:
     """Loops at 95% of their bound, the stages alone as stage_gbps says, at three batch sizes."""
     rate = functools.partial(_pipe_stage_gbps, stages=stage_gbps)
     Loop, P = pipeline.Loop, pipeline.Producer
-    loops = [Loop(p, w, pin, True, True) for p in (P.numpy, P.free) for w, pin in ((4, True), (0, True), (4, False))]
-    loops += [pipeline.dataloader_defaults(P.numpy), pipeline.dataloader_defaults(P.free)]
+    loops = [Loop(p, PIPE_SAMPLE, w, pin, True, True) for p in (P.numpy, P.free)
+             for w, pin in ((4, True), (0, True), (4, False))]
+    loops += [pipeline.dataloader_defaults(P.numpy, PIPE_SAMPLE), pipeline.dataloader_defaults(P.free, PIPE_SAMPLE)]
     stages = {st for lp in loops for group in pipeline.stages_of(lp, True).values() for st in group}
-    rows, dtype = [], pipeline.sample_dtype(64 * 1024)
+    rows, dtype = [], pipeline.sample_dtype(PIPE_SAMPLE)
     for size in PIPE_SIZES:
         for st in stages:
             point = Point("pipeline", st.op, size, memory=st.memory, mode=st.mode(), backend="cuda", src="host",
-                          dst="cuda:0" if st.op in (pipeline.H2D, pipeline.CONSUME) else "host", dtype=dtype)
+                          dst="cuda:0" if st.op in (pipeline.H2D, pipeline.CONSUME) else "host", dtype=dtype, params=st)
             gbps = rate(st)
             rows.append(point.sample(trial=0, iters=10, time_s=size / (gbps * 1e9), algbw_gbps=gbps, verified=True))
         for lp in loops:
             gbps = 0.95 * pipeline.attribute(lp, True, rate)["bound_gbps"]
             point = Point("pipeline", "loader_to_gpu", size, memory=lp.memory, mode=lp.mode(), backend="cuda",
-                          src="host", dst="cuda:0", dtype=dtype)
+                          src="host", dst="cuda:0", dtype=dtype, params=lp)
             rows.append(point.sample(trial=0, iters=10, time_s=size / (gbps * 1e9), algbw_gbps=gbps, verified=True))
     return rows
 
@@ -606,23 +626,33 @@ def test_advice_says_when_the_link_limits_the_best_loop():
 
 
 def test_overlap_and_pipeline_figures(runs_frame, tmp_path):
-    colours = plots.palette(runs_frame)
-    drawn = {p.name for f in (plots.overlap_figure, plots.sync_figure, plots.pipeline_figure)
-             for p in f(runs_frame, tmp_path, ["png"], colours)}
+    from bench.analysis.figures.style import Canvas
+    from bench.analysis.runs import palette, with_series
+    from bench.cli.common import catalog
+
+    frame = with_series(runs_frame)
+    canvas = Canvas(tmp_path, ["png"], palette(frame), catalog())
+    drawn = {p.name for f in (overlap.overlap_figure, overlap.sync_figure, pipeline.pipeline_figure)
+             for p in f(frame, canvas)}
     assert drawn == {"overlap.png", "sync.png", "pipeline.png"}
     for name in drawn:
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
-    copies_only = runs_frame[runs_frame.suite != "pipeline"]
-    assert plots.pipeline_figure(copies_only, tmp_path / "none") == []
-    assert plots.overlap_figure(runs_frame[runs_frame.suite == "pipeline"], tmp_path / "none") == []
+    none = Canvas(tmp_path / "none", ["png"], palette(frame), catalog())
+    copies_only = frame[frame.suite != "pipeline"]
+    assert pipeline.pipeline_figure(copies_only, none) == []
+    assert overlap.overlap_figure(frame[frame.suite == "pipeline"], none) == []
 
 
 def test_overlap_and_pipeline_print_their_tables(runs_frame, capsys):
+    from bench.cli import summary
+
     folders = sorted(set(runs_frame.run_dir))
-    assert overlap.main(folders) == 0
+    assert summary.main(folders[:1]) == 0   # the overlap run
     out = capsys.readouterr().out
     assert "pairs: a transfer beside a bf16 product" in out and "sync_stream" in out and "device_us" in out
-    assert pipeline.main(folders) == 0
+    assert summary.main(folders[1:]) == 0   # the pipeline run
     out = capsys.readouterr().out
     assert "of_link" in out and "stages alone" in out and "the DataLoader's defaults" in out
-    assert overlap.main([]) == 2
+    with pytest.raises(SystemExit) as no_runs:
+        summary.main([])
+    assert no_runs.value.code == 2

@@ -1,14 +1,14 @@
 """What the P2P suite decides without GPUs: pairs, points, and the printed matrix."""
-from types import SimpleNamespace
-
 import pandas as pd
 import pytest
 
-from bench import ConfigError
+from bench import ConfigError, suites
+from bench.measure.timing import TimingConfig
 from bench.results import Sample
-from bench.suites import Context, p2p
-from bench.summary import p2p_matrices
-from bench.timing import TimingConfig
+from bench.suites import p2p
+from bench.suites.contract import Context
+
+P2P = suites.get("p2p")
 
 
 def test_pair_selection():
@@ -31,13 +31,9 @@ def test_pairs_beyond_the_gpus_present_are_refused_when_planned():
         p2p.select_pairs(p2p.Settings(pairs=[[0, 4]]).pairs, 4)
 
 
-def _cfg(**settings) -> SimpleNamespace:
-    return SimpleNamespace(p2p=p2p.Settings(**settings))
-
-
 def test_points_measure_each_bidirectional_pair_once():
-    cfg = _cfg(pairs="all", ops=["uni", "bidir"], modes=["peer", "staged"], engine=["ce"])
-    pts = p2p.points(cfg, Context("cuda", TimingConfig(), [4096, 8192], gpu_count=3))
+    settings = p2p.Settings(pairs="all", ops=["uni", "bidir"], modes=["peer", "staged"], engine=["ce"])
+    pts = P2P.points(settings, Context("cuda", TimingConfig(), [4096, 8192], gpu_count=3))
     uni = [p for p in pts if p.op == "uni"]
     bidir = {(p.src, p.dst) for p in pts if p.op == "bidir"}
     assert len(uni) == 6 * 2 * 2  # ordered pairs x modes x sizes
@@ -45,8 +41,8 @@ def test_points_measure_each_bidirectional_pair_once():
 
 
 def test_one_gpu_is_a_skip_not_an_error():
-    cfg = _cfg(pairs="all", ops=["uni"], modes=["peer"], engine=["ce"])
-    assert p2p.check(cfg, Context("cuda", TimingConfig(), [4096], gpu_count=1)) == "needs 2 or more GPUs, found 1"
+    settings = p2p.Settings(pairs="all", ops=["uni"], modes=["peer"], engine=["ce"])
+    assert P2P.check(settings, Context("cuda", TimingConfig(), [4096], gpu_count=1)) == "needs 2 or more GPUs, found 1"
 
 
 def test_matrix_is_peak_of_medians():
@@ -54,5 +50,5 @@ def test_matrix_is_peak_of_medians():
             for s, d, base in (("cuda:0", "cuda:1", 100.0), ("cuda:1", "cuda:0", 50.0))
             for size, scale in ((4096, 0.1), (1 << 20, 1.0))
             for t, bw in enumerate((base * scale, base * scale * 1.02, base * scale * 0.5))]
-    matrix = p2p_matrices(pd.DataFrame([r.__dict__ for r in rows]))["uni peer"]
+    matrix = p2p.matrices(pd.DataFrame([r.__dict__ for r in rows]))["uni peer"]
     assert matrix.loc["cuda:0", "cuda:1"] == 100.0 and matrix.loc["cuda:1", "cuda:0"] == 50.0

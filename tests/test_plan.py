@@ -1,4 +1,4 @@
-"""The plan (bench.plan) and the size ladder: what a run will measure and how long it will take.
+"""The plan (bench.driver.plan) and the size ladder: what a run will measure and how long it will take.
 
 The timing model is checked against the real timing core on real (busy-waiting) work, the
 estimate against the committed reference runs' wall times, the ladder against the committed
@@ -17,12 +17,19 @@ import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 
-from bench import ConfigError, config, plan, schema
+from bench import ConfigError, suites
+from bench.config import schema
+from bench.config.files import CONF_DIR
+from bench.driver import plan
+from bench.driver.machine import Machine, catalogue_machine
+from bench.driver.sweep import plan_suites, suite_sizes
+from bench.driver.system import link_matrix
+from bench.links import Speeds
+from bench.measure.timing import HostClock, TimingConfig, measure
 from bench.results import POINT_KEYS, point_key, read_samples, samples_file
 from bench.sizes import format_size, ladder, sweep
-from bench.suites import Context, collectives, p2p
-from bench.system import link_matrix
-from bench.timing import HostClock, TimingConfig, measure
+from bench.suites import collectives, p2p
+from bench.suites.contract import Context
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 MAIN_SWEEP = REFERENCE / "h200-x2" / "20261122-212206"
@@ -32,7 +39,7 @@ THEN = ["sizes.collectives.ladder=[]", "sizes.p2p.ladder=[]", "sizes.copy.ladder
 
 
 def _cfg(*overrides: str):
-    with initialize_config_dir(config_dir=str(config.CONF_DIR), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         return schema.to_config(compose(config_name="config",
                                         overrides=schema.normalize_overrides(list(overrides), False)))
 
@@ -41,9 +48,15 @@ def _nvswitch(n: int) -> dict[str, str]:
     return {f"{i},{j}": "NV18" for i in range(n) for j in range(n) if i != j}
 
 
-def _h200(n: int, links: dict[str, str] | None = None) -> plan.Machine:
-    return plan.Machine(f"h200-x{n}", "cuda", n, _nvswitch(n) if links is None else links,
-                        5, 16, 450.0, "h200")
+def _h200(n: int, links: dict[str, str] | None = None) -> Machine:
+    return Machine(f"h200-x{n}", "cuda", n, Speeds(5, 16, 450.0, _nvswitch(n) if links is None else links),
+                   "h200", here=False)
+
+
+def _plan(cfg, machine: Machine, root: Path = plan.REFERENCE_ROOT) -> plan.Plan:
+    """The plan for a machine that is not this one (a fake topology), as plan=true makes it."""
+    planned, skipped = plan_suites(cfg, machine)
+    return plan.estimate(cfg, planned, machine, skipped, root=root)
 
 
 def _p2p_hooked() -> bool:
@@ -120,12 +133,12 @@ def test_collectives_estimate_is_within_20_percent_of_each_committed_run(run):
     meta = json.loads((REFERENCE / "h200-x2" / run / "meta.json").read_text())
     args = [a for a in meta["argv"] if not a.startswith(("out_dir=", "progress=", "suite=", "run_id="))]
     trial = f"timing.min_trial_s={meta['config']['timing']['min_trial_s']}"   # the default then
-    got = plan.plan_machine(_cfg(*args, trial, "suite=collectives"), _h200(2)).suites[0]
+    got = _plan(_cfg(*args, trial, "suite=collectives"), _h200(2)).suites[0]
     assert got.seconds == pytest.approx(meta["suite_wall_s"]["collectives"], rel=0.2), got
 
 
 def test_collectives_points_are_what_the_reference_sweep_measured():
-    got = plan.plan_machine(_cfg(*THEN, "suite=collectives"), _h200(2)).suites[0].points
+    got = _plan(_cfg(*THEN, "suite=collectives"), _h200(2)).suites[0].points
     measured = read_samples(MAIN_SWEEP / "samples.parquet")
     assert got == len(measured[measured.suite == "collectives"][POINT_KEYS].drop_duplicates())
 
@@ -143,18 +156,18 @@ def test_a_reference_run_sets_the_per_point_cost(tmp_path):
         meta = json.loads((run / "meta.json").read_text())
         meta["suite_wall_s"]["collectives"] += extra
         (run / "meta.json").write_text(json.dumps(meta))
-        estimates.append(plan.plan_machine(cfg, _h200(2), root=run.parent.parent).suites[0])
+        estimates.append(_plan(cfg, _h200(2), root=run.parent.parent).suites[0])
     assert estimates[1].seconds - estimates[0].seconds == pytest.approx(10.0)
     assert estimates[1].seconds == pytest.approx(meta["suite_wall_s"]["collectives"], rel=0.05)
     assert estimates[0].basis == f"per-op times h200-x2; per-point cost h200-x2/{source.name}"
-    model = plan.plan_machine(cfg, _h200(2), root=tmp_path / "nothing").suites[0]
+    model = _plan(cfg, _h200(2), root=tmp_path / "nothing").suites[0]
     assert model.basis.startswith("model") and model.points == estimates[0].points
 
 
 def test_another_world_size_scales_by_the_bus_factor():
     reference = plan.Reference.find(_h200(2))
-    point = collectives.points(_cfg(*THEN, "collectives.ops=[all_reduce]"),
-                               Context("cuda", TimingConfig(), [1 << 30], world_size=8, launches=("eager",)))[0]
+    ctx = Context("cuda", TimingConfig(), [1 << 30], world_size=8, launches=("eager",))
+    point = suites.get("collectives").points(_cfg(*THEN, "collectives.ops=[all_reduce]").collectives, ctx)[0]
     two = reference.op_time(point.__class__(**{**point.__dict__, "world_size": 2}), "")
     eight = reference.op_time(point, "")
     assert eight / two == pytest.approx(1.75, rel=0.01)   # 2(n-1)/n: 1 on 2 GPUs, 1.75 on 8
@@ -162,16 +175,15 @@ def test_another_world_size_scales_by_the_bus_factor():
 
 def test_a_gpu_model_without_its_own_reference_borrows_the_one_with_most_gpus():
     assert plan.Reference.find(_h200(8)).label == "h200-x2"
-    assert plan.Reference.find(plan.Machine("a100-x8", "cuda", 8, gpu_model="a100")) is None
+    assert plan.Reference.find(Machine("a100-x8", "cuda", 8, gpu_model="a100", here=False)) is None
 
 
 def test_resumed_runs_count_only_what_is_left():
     cfg = _cfg("suite=collectives", "collectives.ops=[all_reduce]")
     machine = _h200(2)
-    full = plan.plan_machine(cfg, machine)
-    planned = [(collectives, Context("cuda", config.timing_config(cfg), config.suite_sizes(cfg, "collectives", "cuda"),
-                                     gpu_count=2, launches=("eager", "graph"), graph_max_bytes=16 << 20))]
-    points = plan.suite_points(collectives, cfg, planned[0][1], machine)
+    full = _plan(cfg, machine)
+    planned, _ = plan_suites(cfg, machine)
+    points = planned[0].points()
     half = plan.estimate(cfg, planned, machine, done={point_key(p) for p in points[::2]})
     assert half.points == full.points - len(points[::2]) and half.seconds < full.seconds
 
@@ -182,14 +194,14 @@ def test_resumed_runs_count_only_what_is_left():
 def test_scaling_worlds_are_capped_at_the_gpus_present():
     cfg = _cfg("suite=collectives", "collectives.nproc=[2,4,8]")
     ctx = Context("cuda", TimingConfig(), [8], gpu_count=4)
-    assert collectives.world_sizes(cfg, ctx) == [2, 4]
-    by_world = plan.plan_machine(cfg, _h200(4)).suites[0].points
-    one_world = plan.plan_machine(_cfg("suite=collectives"), _h200(4)).suites[0].points
+    assert collectives.world_sizes(cfg.collectives, ctx) == [2, 4]
+    by_world = _plan(cfg, _h200(4)).suites[0].points
+    one_world = _plan(_cfg("suite=collectives"), _h200(4)).suites[0].points
     assert by_world == 2 * one_world
 
 
 def test_eight_gpus_default_collectives_points():
-    got = {s.name: s for s in plan.plan_machine(_cfg(), _h200(8)).suites}
+    got = {s.name: s for s in _plan(_cfg(), _h200(8)).suites}
     # 16 ladder sizes eager, the 12 up to 16 MiB in graphs too; 7 ops through torch, and through
     # nccl the 12 up to 16 MiB (collectives.nccl_max_size), eager and in graphs
     assert got["collectives"].points == (16 + 12) * 7 + (12 + 12) * 7
@@ -204,7 +216,7 @@ PAIR_OPS = ("suite=p2p", "p2p.ops=[uni,bidir]", "p2p.engine=[ce]")
 def test_eight_gpus_p2p_sweeps_one_pair_per_link_class():
     # Two NVLink islands of four GPUs on two sockets: NV18 within an island, SYS across.
     links = {f"{i},{j}": "NV18" if i // 4 == j // 4 else "SYS" for i in range(8) for j in range(8) if i != j}
-    got = plan.plan_machine(_cfg(*PAIR_OPS), _h200(8, links)).suites[0]
+    got = _plan(_cfg(*PAIR_OPS), _h200(8, links)).suites[0]
     ends, middle = 2, 10  # 4 KiB and 1 GiB; the 10 ladder sizes between
     per_size_all = (56 + 28) * 2   # ordered pairs uni, unordered bidir; peer and staged
     per_size_classes = 2 * 2 * 2   # two classes, uni and bidir, peer and staged
@@ -213,17 +225,17 @@ def test_eight_gpus_p2p_sweeps_one_pair_per_link_class():
 
 @pytest.mark.skipif(not _p2p_hooked(), reason="p2p.points does not take bench.pairs' default yet")
 def test_p2p_by_link_class_is_what_lets_8_gpus_scale():
-    auto, every = (plan.plan_machine(_cfg(*PAIR_OPS, f"p2p.pairs={spec}"), _h200(8)).suites[0] for spec in ("auto", "all"))
+    auto, every = (_plan(_cfg(*PAIR_OPS, f"p2p.pairs={spec}"), _h200(8)).suites[0] for spec in ("auto", "all"))
     assert every.points == 12 * (56 + 28) * 2 and auto.points == 2 * (56 + 28) * 2 + 10 * 2 * 2
     assert auto.seconds < every.seconds / 3
 
 
 def test_catalogue_machine_is_nvswitch_where_it_has_nvlink():
     cfg = _cfg("instance=p5.48xlarge")
-    machine = plan.catalogue_machine(cfg.instance)
-    assert machine.gpus == 8 and set(machine.links.values()) == {"NV18"} and machine.gpu_model == "h100"
-    pcie_only = plan.catalogue_machine(_cfg("instance=g6e.48xlarge").instance)
-    assert set(pcie_only.links.values()) == {"SYS"}
+    machine = catalogue_machine(cfg.instance)
+    assert machine.gpus == 8 and set(machine.speeds.classes.values()) == {"NV18"} and machine.gpu_model == "h100"
+    pcie_only = catalogue_machine(_cfg("instance=g6e.48xlarge").instance)
+    assert set(pcie_only.speeds.classes.values()) == {"SYS"}
 
 
 # ---------------------------------------------------------------- what is printed
@@ -291,8 +303,8 @@ def test_bad_ladders_are_one_line(steps, message):
 
 def test_the_old_x2_sweep_is_one_setting_away():
     cfg = _cfg("sizes.collectives.ladder=[]")
-    assert config.suite_sizes(cfg, "collectives", "cuda") == sweep("8B", "4GiB", 2)
-    assert len(config.suite_sizes(_cfg(), "collectives", "cuda")) == 16
+    assert suite_sizes(cfg, suites.get("collectives"), "cuda") == sweep("8B", "4GiB", 2)
+    assert len(suite_sizes(_cfg(), suites.get("collectives"), "cuda")) == 16
 
 
 def _line_errors(series: pd.DataFrame, kept: list[int]) -> list[float]:

@@ -1,4 +1,4 @@
-"""bench.plots: which runs are drawn, and figures from synthetic runs and the committed reference runs.
+"""bench.analysis (runs, figures) and xferbench-plot: which runs are drawn, and figures from synthetic runs and the committed reference runs.
 
 Drawing is the slow part: synthetic runs are small, and reference figures are drawn for the two
 small graph-experiment runs only (tests/test_report.py draws every kind from the reference sweeps).
@@ -11,18 +11,33 @@ import shutil
 from pathlib import Path
 
 import matplotlib.image
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from matplotlib.collections import PolyCollection
 
-from bench import plots
+from bench.analysis import figures as figs
+from bench.analysis.figures import curves, peaks
+from bench.analysis.figures.style import Canvas
+from bench.analysis.runs import SERIES, palette, run_index, select_runs, with_series
+from bench.cli import plot as plot_cli
+from bench.cli.common import catalog
+from bench.links import pcie_gbps
 from bench.results import ResultsError, load
+from bench.suites import collectives, p2p
 from synthetic import KiB, MiB, collective_samples, copy_samples, p2p_samples, write_run
 
 SIZES = [4 * KiB, 64 * KiB, MiB, 16 * MiB]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 MAIN_SWEEP, GRAPH_RUNS = "20261123-044635", ("20261122-214352", "20261122-214411")
+CATALOG = catalog()
+
+
+def _draw(figure, frame, out_dir="unused", formats=("png",)) -> list[Path]:
+    """A figure function (frame, canvas) as render() calls it: the frame with its series, a colour each."""
+    frame = with_series(frame)
+    return figure(frame, Canvas(Path(out_dir), list(formats), palette(frame), CATALOG))
 
 
 def _small_run(rng, scale=1.0, suites=("copy", "p2p", "collectives")):
@@ -56,7 +71,7 @@ def frame(tmp_path_factory):
 @pytest.fixture(scope="module")
 def rendered(frame, tmp_path_factory):
     out = tmp_path_factory.mktemp("plots")
-    return out, plots.render(frame, out)
+    return out, figs.render(frame, out, CATALOG)
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +84,14 @@ def figures(monkeypatch):
     """Figures the plot functions would save, kept open for inspection instead."""
     drawn = []
 
-    def keep(fig, out_dir, stem, formats):
+    def keep(canvas, fig, stem, caption=""):
         drawn.append((stem, fig))
         return []
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(Canvas, "save", keep)
     yield drawn
     for _, fig in drawn:
-        plots.plt.close(fig)
+        plt.close(fig)
 
 
 def _panel(fig, title):
@@ -87,7 +102,7 @@ def _panel(fig, title):
 
 
 def test_default_run_is_each_instances_main_sweep(reference):
-    runs = plots.run_index(reference)
+    runs = run_index(reference)
     chosen = runs[runs["chosen"]].set_index("instance")
     assert sorted(chosen.index) == ["h100-x1", "h200-x1", "h200-x2"]
     # the graph experiments are newer and complete, but cover one suite and two ops
@@ -97,17 +112,17 @@ def test_default_run_is_each_instances_main_sweep(reference):
 
 def test_named_runs_replace_the_default_for_their_instance_only(reference):
     folder = str(REFERENCE / "h200-x2" / GRAPH_RUNS[0])
-    runs = plots.run_index(reference, [folder, f"h200-x2/{GRAPH_RUNS[1]}"])
+    runs = run_index(reference, [folder, f"h200-x2/{GRAPH_RUNS[1]}"])
     chosen = runs[runs["chosen"]]
     assert sorted(chosen.loc[chosen["instance"] == "h200-x2", "run_id"]) == list(GRAPH_RUNS)
     assert set(chosen.loc[chosen["instance"] == "h200-x2", "why"]) == {"named"}
     assert sorted(chosen["instance"]) == ["h100-x1", "h200-x1", "h200-x2", "h200-x2"]
-    assert plots.run_index(reference, every=True)["chosen"].all()
+    assert run_index(reference, every=True)["chosen"].all()
 
 
 def test_unknown_run_name_is_refused_with_the_runs_there(reference):
     with pytest.raises(ResultsError, match=r"'20991231-000000'.*h200-x2/20261122-212425"):
-        plots.run_index(reference, ["20991231-000000"])
+        run_index(reference, ["20991231-000000"])
 
 
 def test_an_incomplete_run_is_passed_over_unless_nothing_is_complete(tmp_path):
@@ -115,25 +130,25 @@ def test_an_incomplete_run_is_passed_over_unless_nothing_is_complete(tmp_path):
     for name in ("20260101-000000", "20260102-000000"):
         write_run(tmp_path / name, _small_run(rng, suites=("copy",)), instance="box")
     _set_status(tmp_path / "20260102-000000", "interrupted")     # the newer one
-    runs = plots.run_index(load(tmp_path)).set_index("run_id")
+    runs = run_index(load(tmp_path)).set_index("run_id")
     assert runs.loc["20260101-000000", "chosen"] and not runs.loc["20260102-000000", "chosen"]
     # load() will carry the status as a column; when it does, that is what counts
     frame = load(tmp_path).assign(run_status="failed")
-    runs = plots.run_index(frame).set_index("run_id")
+    runs = run_index(frame).set_index("run_id")
     assert runs.loc["20260102-000000", "chosen"] and runs.loc["20260102-000000", "why"] == "no complete run"
 
 
 def test_series_is_the_instance_unless_it_has_several_runs(reference):
-    one = plots.with_series(plots.select_runs(reference))
-    assert sorted(one[plots.SERIES].unique()) == ["h100-x1", "h200-x1", "h200-x2"]
+    one = with_series(select_runs(reference))
+    assert sorted(one[SERIES].unique()) == ["h100-x1", "h200-x1", "h200-x2"]
     h100_once = reference[(reference["instance"] != "h100-x1") | (reference["run_id"] == "20261123-040857")]
-    every = plots.with_series(h100_once)
-    assert f"h200-x2/{MAIN_SWEEP}" in set(every[plots.SERIES]) and "h100-x1" in set(every[plots.SERIES])
+    every = with_series(h100_once)
+    assert f"h200-x2/{MAIN_SWEEP}" in set(every[SERIES]) and "h100-x1" in set(every[SERIES])
 
 
 def test_peak_vs_link_reads_the_chosen_run_not_an_average(reference):
-    peaks = plots.peak_table(plots.select_runs(reference))
-    all_reduce = peaks[(peaks["op"] == "all_reduce") & (peaks["mode"] == "default")]
+    table = peaks.peak_table(with_series(select_runs(reference)), CATALOG)
+    all_reduce = table[(table["op"] == "all_reduce") & (table["mode"] == "default")]
     assert len(all_reduce) == 1      # the graph experiments' all_reduce (about 50%) is not mixed in
     assert all_reduce["percent"].iloc[0] == pytest.approx(76.2, abs=0.5)  # the 2026-11-23 main sweep
 
@@ -155,7 +170,7 @@ def test_every_figure_renders_to_a_nonempty_png(rendered):
 
 def test_variants_get_panels_and_runs_get_colours(reference, figures):
     experiments = reference[reference["run_id"].isin(GRAPH_RUNS)]
-    plots.bandwidth_figures(experiments, "unused")
+    _draw(curves.bandwidth_figures, experiments)
     (stem, fig), = figures
     assert stem == "bandwidth_collectives"
     titles = {ax.get_title() for ax in fig.axes}
@@ -168,7 +183,7 @@ def test_variants_get_panels_and_runs_get_colours(reference, figures):
 
 
 def test_latency_puts_eager_and_graph_in_one_panel(reference, figures):
-    plots.latency_figures(reference[reference["run_id"] == GRAPH_RUNS[0]], "unused")
+    _draw(curves.latency_figures, reference[reference["run_id"] == GRAPH_RUNS[0]])
     (_, fig), = figures
     ax = _panel(fig, "all_reduce")
     assert sorted(line.get_linestyle() for line in ax.lines) == ["-", "--"]
@@ -178,7 +193,7 @@ def test_latency_puts_eager_and_graph_in_one_panel(reference, figures):
 
 def test_a_narrow_range_keeps_a_linear_axis(frame, figures):
     big = frame[(frame["suite"] == "copy") & (frame["size_bytes"] >= MiB)]   # about 40-50 GB/s only
-    plots.bandwidth_figures(big, "unused")
+    _draw(curves.bandwidth_figures, big)
     (_, fig), = figures
     assert {ax.get_yscale() for ax in fig.axes if ax.axison} == {"linear"}
 
@@ -187,7 +202,7 @@ def test_a_blank_key_shares_panels_with_the_one_value_set(frame, figures):
     # a schema-1 run (engine blank) beside one that records engine=ce: one panel, not two
     copies = frame[frame["suite"] == "copy"]
     copies = copies.assign(engine=copies["engine"].where(copies["instance"] != "p5en.48xlarge", "ce"))
-    plots.bandwidth_figures(copies, "unused")
+    _draw(curves.bandwidth_figures, copies)
     (_, fig), = figures
     assert {ax.get_title() for ax in fig.axes if ax.axison} == {
         "h2d · pinned · eager", "h2d · pinned · graph", "h2d · pageable · eager", "d2d · device · eager"}
@@ -195,79 +210,79 @@ def test_a_blank_key_shares_panels_with_the_one_value_set(frame, figures):
 
 
 def test_peak_vs_link_is_compact(reference, tmp_path):
-    path, = plots.peak_fraction_figure(plots.select_runs(reference), tmp_path)
+    path, = _draw(peaks.peak_fraction_figure, select_runs(reference), tmp_path)
     height, width = matplotlib.image.imread(path).shape[:2]
     assert width <= 1000 and height <= 1300     # was 1320 x 3672 with every run averaged in
 
 
 def test_latency_needs_small_sizes(frame, tmp_path):
-    assert plots.latency_figures(frame[frame["size_bytes"] > MiB], tmp_path) == []
+    assert _draw(curves.latency_figures, frame[frame["size_bytes"] > MiB], tmp_path) == []
 
 
 def test_absent_data_is_skipped_not_drawn(frame, tmp_path):
     copies = frame[frame["instance"] == "h200-x4"]
     copies = copies[copies["suite"] == "copy"]
-    assert plots.p2p_heatmaps(copies, tmp_path) == []
-    assert plots.per_dollar_figure(copies, tmp_path) == []          # no price for this instance
+    assert _draw(CATALOG["p2p"].figures, copies, tmp_path) == []    # no heatmap, no concurrent traffic
+    assert _draw(peaks.per_dollar_figure, copies, tmp_path) == []   # no price for this instance
     failed = frame.assign(status="failed")
-    assert plots.render(failed, tmp_path / "none") == []
+    assert figs.render(failed, tmp_path / "none", CATALOG) == []
     unknown_links = frame.assign(pcie_gen=None, pcie_width=None, nvlink_gbps_per_gpu=None)
-    assert plots.peak_fraction_figure(unknown_links, tmp_path) == []
+    assert _draw(peaks.peak_fraction_figure, unknown_links, tmp_path) == []
 
 
 def test_svg_as_well_as_png(frame, tmp_path):
-    paths = plots.peak_fraction_figure(frame, tmp_path, formats=["png", "svg"])
+    paths = _draw(peaks.peak_fraction_figure, frame, tmp_path, formats=["png", "svg"])
     assert [p.name for p in paths] == ["peak_vs_link.png", "peak_vs_link.svg"]
     assert paths[1].read_text().lstrip().startswith("<?xml")
 
 
 def test_bad_format_is_refused(frame, tmp_path):
     with pytest.raises(ValueError, match="format"):
-        plots.render(frame, tmp_path, formats=["jpg"])
+        figs.render(frame, tmp_path, CATALOG, formats=["jpg"])
 
 
 def test_cli_draws_the_named_run_and_refuses_bad_input(tmp_path, capsys):
     run = REFERENCE / "h200-x2" / GRAPH_RUNS[1]
-    assert plots.main([str(run), "--out", str(tmp_path)]) == 0
+    assert plot_cli.main([str(run), "--out", str(tmp_path)]) == 0
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        plots.MANIFEST, "bandwidth_collectives.png", "latency_collectives.png", "peak_vs_link.png"]
-    assert plots.main([str(tmp_path / "missing")]) == 2
-    assert plots.main([str(REFERENCE), "--runs", "nope"]) == 2
+        figs.MANIFEST, "bandwidth_collectives.png", "latency_collectives.png", "peak_vs_link.png"]
+    assert plot_cli.main([str(tmp_path / "missing")]) == 2
+    assert plot_cli.main([str(REFERENCE), "--runs", "nope"]) == 2
     assert "'nope' is not among the runs" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("gen, width, expected", [(3, 16, 15.75), (4, 16, 31.5), (5, 16, 63.0), (4, 8, 15.75)])
 def test_pcie_peak_per_direction(gen, width, expected):
-    assert plots.pcie_gbps(gen, width) == pytest.approx(expected, rel=1e-3)
+    assert pcie_gbps(gen, width) == pytest.approx(expected, rel=1e-3)
 
 
 @pytest.mark.parametrize("gen, width", [(None, 16), (5, None), (float("nan"), 16), (0, 16)])
 def test_pcie_peak_unknown(gen, width):
-    assert math.isnan(plots.pcie_gbps(gen, width))
+    assert math.isnan(pcie_gbps(gen, width))
 
 
 def test_peak_table_bounds_each_suite_by_its_link(frame):
-    peaks = plots.peak_table(frame[frame["instance"] == "h200-x4"]).set_index("label")
-    h2d = peaks.loc["copy h2d pinned"]
+    table = peaks.peak_table(with_series(frame[frame["instance"] == "h200-x4"]), CATALOG).set_index("label")
+    h2d = table.loc["copy h2d pinned"]
     assert h2d["link"] == "PCIe" and h2d["link_gbps"] == pytest.approx(63.0, rel=1e-3)
     assert h2d["percent"] == pytest.approx(100 * h2d["peak_gbps"] / h2d["link_gbps"])
     assert 40 < h2d["peak_gbps"] < 55           # the synthetic curve's plateau, ~50 GB/s
-    assert peaks.loc["p2p uni peer", "link_gbps"] == 450
-    assert peaks.loc["p2p uni staged", "link"] == "PCIe"
-    assert peaks.loc["collectives all_reduce float32 4 ranks", "link"] == "NVLink"
-    assert math.isnan(peaks.loc["copy d2d device", "link_gbps"])   # device memory: no link
+    assert table.loc["p2p uni peer", "link_gbps"] == 450
+    assert table.loc["p2p uni staged", "link"] == "PCIe"
+    assert table.loc["collectives all_reduce float32 4 ranks", "link"] == "NVLink"
+    assert math.isnan(table.loc["copy d2d", "link_gbps"])   # device memory (unnamed in labels): no link
 
 
 def test_p2p_peaks_show_the_slow_pair(frame):
-    peaks = plots.p2p_peaks(frame)
-    peer = peaks[peaks["mode"] == "peer"].set_index(["src", "dst"])["bandwidth_gbps"]
+    table = p2p.peak_table(frame, ["instance"])
+    peer = table[table["mode"] == "peer"].set_index(["src", "dst"])["algbw_gbps"]
     assert peer[("cuda:0", "cuda:2")] < 0.7 * peer[("cuda:1", "cuda:2")]
     assert len(peer) == 6         # 3 GPUs: every ordered pair
 
 
 def test_api_overhead_is_torch_time_over_nccl_time(tmp_path):
     from bench.results import Sample, _frame
-    from bench.summary import api_overhead
+    from bench.suites.collectives import api_overhead
 
     rows = [Sample("collectives", "all_reduce", size, time_s=t, iters=10, trial=i, api=api, launch="eager",
                    backend="nccl", world_size=2, dtype="float32", verified=True, run_id="r")
@@ -277,18 +292,16 @@ def test_api_overhead_is_torch_time_over_nccl_time(tmp_path):
     table = api_overhead(frame)
     assert table.loc[0, "torch/nccl@8B"] == 3.0 and table.loc[0, "torch/nccl@1MiB"] == 2.0
     assert api_overhead(frame[frame.api == "torch"]).empty  # one api alone: nothing to compare
-    from bench import plots
-
-    assert [p.name for p in plots.api_overhead_figure(frame, tmp_path)] == ["api_overhead.png"]
+    assert [p.name for p in _draw(collectives.api_overhead_figure, frame, tmp_path)] == ["api_overhead.png"]
 
 
 # ---------------------------------------------------------------- where files land, and run status
 
 
 def _quick_figures(*names):
-    """A FIGURES stand-in that writes these files at once (the tests below are about files, not drawing)."""
-    def figure(frame, out_dir, formats, colours):
-        paths = [Path(out_dir) / name for name in names]
+    """A COMMON stand-in that writes these files at once (the tests below are about files, not drawing)."""
+    def figure(frame, canvas):
+        paths = [canvas.out_dir / name for name in names]
         for path in paths:
             path.write_bytes(PNG_MAGIC)
         return paths
@@ -303,12 +316,12 @@ def _two_instances(root: Path) -> tuple[Path, Path]:
 
 
 def test_without_out_one_run_draws_into_its_folder_and_several_are_refused(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(plots, "FIGURES", _quick_figures("bandwidth_copy.png"))
+    monkeypatch.setattr(figs, "COMMON", _quick_figures("bandwidth_copy.png"))
     monkeypatch.chdir(tmp_path)
     run, _ = _two_instances(tmp_path / "results")
-    assert plots.main([str(run)]) == 0
+    assert plot_cli.main([str(run)]) == 0
     assert (run / "plots" / "bandwidth_copy.png").is_file()
-    assert plots.main([str(tmp_path / "results")]) == 2          # two instances: two runs, no one folder
+    assert plot_cli.main([str(tmp_path / "results")]) == 2          # two instances: two runs, no one folder
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "2 runs chosen (a/run1, b/run1)" in err[0] and "--out DIR" in err[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]       # nothing in the current folder
@@ -320,24 +333,24 @@ def test_a_second_call_removes_the_figures_of_the_first_and_nothing_else(tmp_pat
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     (out / "mine.png").write_bytes(PNG_MAGIC)
-    monkeypatch.setattr(plots, "FIGURES", _quick_figures("bandwidth_copy.png", "latency_copy.png"))
-    assert plots.main([str(run), "--out", str(out)]) == 0
-    monkeypatch.setattr(plots, "FIGURES", _quick_figures("bandwidth_copy.png"))
-    assert plots.main([str(run), "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == [plots.MANIFEST, "bandwidth_copy.png", "mine.png", "notes.txt"]
+    monkeypatch.setattr(figs, "COMMON", _quick_figures("bandwidth_copy.png", "latency_copy.png"))
+    assert plot_cli.main([str(run), "--out", str(out)]) == 0
+    monkeypatch.setattr(figs, "COMMON", _quick_figures("bandwidth_copy.png"))
+    assert plot_cli.main([str(run), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [figs.MANIFEST, "bandwidth_copy.png", "mine.png", "notes.txt"]
     # a manifest names only plain figure files of its own folder: anything else there is never removed
-    (out / plots.MANIFEST).write_text("notes.txt\n../figs/mine.png\nmine.png/\n")
-    assert plots.main([str(run), "--out", str(out)]) == 0
+    (out / figs.MANIFEST).write_text("notes.txt\n../figs/mine.png\nmine.png/\n")
+    assert plot_cli.main([str(run), "--out", str(out)]) == 0
     assert (out / "notes.txt").exists() and (out / "mine.png").exists()
 
 
 @pytest.mark.parametrize("where", ["under_a_file", "a_file"])
 def test_an_out_that_cannot_be_written_is_one_line_and_exit_2(where, tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(plots, "FIGURES", _quick_figures("bandwidth_copy.png"))
+    monkeypatch.setattr(figs, "COMMON", _quick_figures("bandwidth_copy.png"))
     run, _ = _two_instances(tmp_path / "results")
     (tmp_path / "file").write_text("")
     out = tmp_path / "file" / "plots" if where == "under_a_file" else tmp_path / "file"
-    assert plots.main([str(run), "--out", str(out)]) == 2
+    assert plot_cli.main([str(run), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"xferbench-plot: cannot write {out}: ")
 
@@ -365,13 +378,13 @@ def test_committed_runs_below_a_parent_folder_are_left_out_unless_named(tmp_path
 
 def test_a_run_that_did_not_finish_is_marked_in_legends_and_titles(frame, figures):
     status = frame["instance"].map({"h200-x4": "failed", "p5en.48xlarge": "interrupted"})
-    plots.bandwidth_figures(frame.assign(run_status=status), "unused")
+    _draw(curves.bandwidth_figures, frame.assign(run_status=status))
     stem, fig = figures[0]
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert stem == "bandwidth_copy" and legend == ["h200-x4 (failed)", "p5en.48xlarge (interrupted)"]
-    plots.p2p_heatmaps(frame.assign(run_status=status), "unused")
+    _draw(CATALOG["p2p"].figures, frame.assign(run_status=status))
     stem, fig = figures[-1]
     assert stem == "p2p_heatmap_h200-x4"                          # the file keeps its name
     assert any("P2P peak bandwidth, h200-x4 (failed)" in t.get_text() for t in fig.texts)
-    complete = plots.with_series(frame.assign(run_status="complete"))
-    assert set(complete[plots.SERIES]) == {"h200-x4", "p5en.48xlarge"}
+    complete = with_series(frame.assign(run_status="complete"))
+    assert set(complete[SERIES]) == {"h200-x4", "p5en.48xlarge"}

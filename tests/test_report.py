@@ -1,4 +1,4 @@
-"""bench.report from the committed reference runs: the headline figures, every figure kind
+"""bench.analysis.report and xferbench-report from the committed reference runs: the headline figures, every figure kind
 embedded, nothing loaded from elsewhere, and (with Chromium installed) a page that really draws."""
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ import matplotlib.image
 import pandas as pd
 import pytest
 
-from bench import plots, report
+from bench.analysis import report
+from bench.analysis.runs import palette, run_index
+from bench.cli import report as report_cli
+from bench.cli.common import catalog
 from bench.importers import import_nvbandwidth
 from bench.results import load
 
@@ -28,7 +31,7 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 @pytest.fixture(scope="module")
 def chosen():
     frame = load(REFERENCE)
-    runs = plots.run_index(frame, [f"h100-x1/{FIRST_H100}"])   # its 1 GiB figure is below its peak
+    runs = run_index(frame, [f"h100-x1/{FIRST_H100}"])   # its 1 GiB figure is below its peak
     frame = frame[frame["run_dir"].isin(runs.loc[runs["chosen"], "run_dir"])]
     return frame.assign(usd_per_hour=frame["usd_per_hour"].where(frame["instance"] != "h100-x1", PRICE)), runs
 
@@ -36,12 +39,12 @@ def chosen():
 @pytest.fixture(scope="module")
 def page(chosen, tmp_path_factory):
     path = tmp_path_factory.mktemp("report") / "report.html"
-    path.write_text(report.build_report(*chosen), encoding="utf-8")
+    path.write_text(report.build_report(*chosen, catalog()), encoding="utf-8")
     return path
 
 
 def test_headline_gives_each_instances_figures(chosen):
-    table = report.headline(chosen[0])
+    table = report.headline(chosen[0], catalog())
     h2d = table["Host → device, pinned"]
     assert h2d["h100-x1"].value == "46.4 GB/s"           # the first slice's H100 run
     # the H100's 1 GiB figure is below its peak, so the peak is named, and the share is of 1 GiB's
@@ -59,7 +62,7 @@ def test_headline_reads_one_gpu_and_names_uneven_pairs(tmp_path):
     # nvbandwidth on 4 PCIe H100s, two NVLink-bridged pairs: it also times every GPU at once
     run = import_nvbandwidth([TESTS / "data" / "nvbandwidth_v08_h100pcie_x4.json"], tmp_path / "nvbw",
                              buffer_bytes=64 << 20, instance="h100pcie-x4")
-    table = report.headline(load(run))
+    table = report.headline(load(run), catalog())
     h2d = table["Host → device, pinned"]["h100pcie-x4"]
     assert h2d.value == "55.4 GB/s" and "engine ce" in h2d.notes     # not the 108 GB/s of all four at once
     uni = table["P2P one way, peer"]["h100pcie-x4"]
@@ -100,14 +103,14 @@ def test_caveats_name_a_run_that_did_not_finish():
 
 
 def test_cli_writes_the_page_for_a_named_run(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(report, "_figures_html", lambda frame: "<p>figures</p>")   # drawn above already
+    monkeypatch.setattr(report, "_figures_html", lambda frame, catalog: "<p>figures</p>")   # drawn above already
     out = tmp_path / "sub" / "r.html"
     run = REFERENCE / "h200-x2" / "20261122-214411"
-    assert report.main([str(run), "--out", str(out), "--title", "graph runs"]) == 0
+    assert report_cli.main([str(run), "--out", str(out), "--title", "graph runs"]) == 0
     text = out.read_text()
     assert "<title>graph runs</title>" in text and "20261122-214411, complete" in text
     assert "all_reduce, bus bandwidth" in text and "left out" not in text
-    assert report.main([str(REFERENCE), "--runs", "nope", "--out", str(out)]) == 2
+    assert report_cli.main([str(REFERENCE), "--runs", "nope", "--out", str(out)]) == 2
     assert "'nope' is not among the runs" in capsys.readouterr().err
 
 
@@ -132,25 +135,25 @@ def test_page_renders_in_a_real_browser(browser, page, tmp_path):   # browser fi
 
 
 def test_without_out_one_run_gets_its_own_page_and_several_are_refused(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(report, "_figures_html", lambda frame: "<p>figures</p>")
+    monkeypatch.setattr(report, "_figures_html", lambda frame, catalog: "<p>figures</p>")
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "results" / "h200-x2" / "20261122-214411"
     shutil.copytree(REFERENCE / "h200-x2" / run.name, run)
     shutil.copytree(REFERENCE / "h100-x1" / FIRST_H100, tmp_path / "results" / "h100-x1" / FIRST_H100)
-    assert report.main([str(run)]) == 0
+    assert report_cli.main([str(run)]) == 0
     assert (run / "report.html").read_text().startswith("<!DOCTYPE html>")
     capsys.readouterr()
-    assert report.main([str(tmp_path / "results")]) == 2
+    assert report_cli.main([str(tmp_path / "results")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "2 runs chosen" in err[0] and "--out FILE" in err[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]      # nothing in the current folder
     (tmp_path / "file").write_text("")
-    assert report.main([str(run), "--out", str(tmp_path / "file" / "r.html")]) == 2
+    assert report_cli.main([str(run), "--out", str(tmp_path / "file" / "r.html")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"xferbench-report: cannot write {tmp_path / 'file' / 'r.html'}: ")
 
 
 def test_a_run_that_did_not_finish_says_so_in_its_column_header():
     frame = load(REFERENCE / "h200-x2" / "20261122-214411").assign(run_status="interrupted")
-    html = report._headline_html(report.headline(frame), frame, plots.palette(frame))
+    html = report._headline_html(report.headline(frame, catalog()), frame, palette(frame))
     assert "</span>h200-x2 (interrupted)<small>" in html

@@ -11,8 +11,8 @@ import pytest
 from bench.results import (COLUMNS, SCHEMA_VERSION, ResultsError, ResultsWriteError, RunWriter, Sample, load,
                            read_meta, read_samples, run_status, samples_file, write_json, write_meta)
 from conftest import fill
-from bench.suites import Point, trial_rows
-from bench.timing import Trial
+from bench.suites.contract import Point, trial_rows
+from bench.measure.timing import Trial
 
 
 def _meta(run_dir, **extra):
@@ -43,7 +43,7 @@ def test_reopened_writer_keeps_rows_and_knows_finished_points(tmp_path):
     RunWriter(tmp_path, "r").add_point([Sample("copy", "d2d", 8, trial=0)])
     w = RunWriter(tmp_path, "r")
     assert len(w.frame) == 1
-    assert ("copy", "d2d", "", "", "", "", "", "1", "1", "uint8", "eager", "", "", "", "8") in w.done
+    assert ("copy", "d2d", "", "", "", "", "", "1", "1", "uint8", "eager", "", "", "", "", "8") in w.done
     w.add_point([Sample("copy", "d2d", 16, trial=0)])
     assert len(read_samples(tmp_path / "samples.csv")) == 2   # the journal has it at once
     w.close()
@@ -303,12 +303,13 @@ def test_files_get_the_users_umask(tmp_path, umask):
 
 
 def test_schema_1_runs_still_load_with_their_implicit_values(tmp_path):
-    """A committed schema-1 run: no api/engine/numa columns; its collectives went through torch."""
+    """A committed schema-1 run: no api/engine/numa (nor params) columns; its collectives went through torch."""
     run = tmp_path / "old"
     run.mkdir()
     frame = pd.DataFrame([Sample("collectives", "all_reduce", 8, trial=0, time_s=1e-5, verified=True).__dict__,
                           Sample("copy", "h2d", 8, trial=0, time_s=1e-5, verified=True).__dict__])
-    frame.drop(columns=["api", "engine", "numa", "time_fastest_rank_s"]).to_csv(run / "samples.csv", index=False)
+    old = frame.drop(columns=["api", "engine", "numa", "params", "time_fastest_rank_s"])
+    old.to_csv(run / "samples.csv", index=False)
     _meta(run, schema_version=1)
     df = load(run)
     assert list(df.api) == ["torch", ""] and df.time_fastest_rank_s.isna().all()

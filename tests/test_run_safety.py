@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from bench import ConfigError
-from bench.config import make_run_dir
+from bench.driver.folders import make_run_dir
 from bench.results import load, read_meta, read_samples, run_status, samples_file
-from bench.schema import normalize_overrides
+from bench.config.schema import normalize_overrides
 from conftest import env, xferbench_cmd
 from test_faults import LONG_COLLECTIVES, _alive, _ranks, _start, _wait_for_points
 
@@ -116,11 +116,13 @@ def catalogue(tmp_path, monkeypatch):
     """A copy of conf/ that the command uses, to add catalogue entries (conf/instance/*.yaml) to."""
     import shutil
 
-    from bench import config
+    from bench.cli import run
+    from bench.config import files
 
     conf = tmp_path / "conf"
-    shutil.copytree(config.CONF_DIR, conf)
-    monkeypatch.setattr(config, "CONF_DIR", conf)
+    shutil.copytree(files.CONF_DIR, conf)
+    monkeypatch.setattr(files, "CONF_DIR", conf)   # the config groups' options
+    monkeypatch.setattr(run, "CONF_DIR", conf)     # what the command composes
     return conf / "instance"
 
 
@@ -140,7 +142,7 @@ def test_a_bad_catalogue_entry_is_one_line_naming_the_key(xferbench_in_process, 
 
 
 def test_stored_values_are_taken_as_they_are():
-    from bench.schema import to_config
+    from bench.config.schema import to_config
 
     for text in ("${oc.env:HOME}", "a\\${x}", "C:\\dir\\", "}${${}}"):
         assert to_config({"instance": {"gpu": text}}).instance.gpu == text
@@ -320,7 +322,7 @@ def test_parent_killed_while_its_ranks_start_takes_them_all(tmp_path):
 
 
 def test_config_error_inside_settings_is_a_config_error():
-    from bench.settings import TimingSettings
+    from bench.config.settings import TimingSettings
 
     with pytest.raises(ConfigError, match=r"timing.min_iters=9: is above timing.max_iters=3"):
         TimingSettings(min_iters=9, max_iters=3)

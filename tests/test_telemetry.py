@@ -1,4 +1,4 @@
-"""bench.telemetry: the summary on recordings built as data (the readings an H200 gave NVML), and
+"""bench.driver.telemetry: the summary on recordings built as data (the readings an H200 gave NVML), and
 the sampler's thread on a stand-in NVML module; no GPU needed."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from bench.telemetry import GpuInfo, Recording, Sample, Sampler, decode_reasons, summarize
+from bench.driver.telemetry import GpuInfo, Recording, Sample, Sampler, decode_reasons, summarize
 
 GiB = 1 << 30
 
@@ -249,5 +249,5 @@ def test_sampler_with_the_installed_nvml():
 
 
 def test_leaves_import_no_torch():
-    code = "import sys, bench.telemetry, bench.ncclog; sys.exit('torch' in sys.modules)"
+    code = "import sys, bench.driver.telemetry, bench.analysis.ncclog; sys.exit('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0

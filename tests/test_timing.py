@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from bench import ConfigError
-from bench.timing import HostClock, TimingConfig, calibrate, measure
+from bench.measure.timing import HostClock, TimingConfig, calibrate, measure
 
 
 class ScriptedWork:
@@ -184,7 +184,7 @@ def test_host_clock_syncs_on_both_sides():
     ({"min_trial_s": 0}, "timing.min_trial_s"), ({"min_iters": 5, "max_iters": 2}, "timing.min_iters"),
 ])
 def test_bad_timing_config(kwargs, key):
-    from bench.settings import TimingSettings
+    from bench.config.settings import TimingSettings
 
     with pytest.raises(ConfigError, match=key):
         TimingSettings(**kwargs)

@@ -96,7 +96,7 @@ def test_a_venv_made_inside_a_venv_sees_that_venvs_packages(tmp_path):
 
 def test_the_wheel_holds_its_configs_and_runs_from_anywhere(installed):
     bin_dir, cwd = installed
-    where = _run(bin_dir, cwd, "python", "-c", "import bench.config as c; print(c.__file__); print(c.CONF_DIR)")
+    where = _run(bin_dir, cwd, "python", "-c", "import bench.config.files as c; print(c.__file__); print(c.CONF_DIR)")
     module, conf = where.stdout.split()
     assert str(bin_dir.parent) in module and conf.startswith(str(bin_dir.parent)), where.stdout
     assert (Path(conf) / "config.yaml").exists() and (Path(conf) / "instance" / "h200-x2.yaml").exists()
@@ -115,6 +115,6 @@ def test_the_wheel_holds_its_configs_and_runs_from_anywhere(installed):
     plot = _run(bin_dir, cwd, "xferbench-plot", str(out), "--out", str(cwd / "plots"))
     assert plot.returncode == 0, plot.stderr
     assert any(p.suffix == ".png" for p in (cwd / "plots").iterdir())
-    compare = _run(bin_dir, cwd, "python", "-m", "bench.compare", str(runs[0]), str(runs[1]))
+    compare = _run(bin_dir, cwd, "python", "-m", "bench.cli.compare", str(runs[0]), str(runs[1]))
     assert compare.returncode in (0, 1), compare.stderr
     assert "xferbench comparison" in compare.stdout

@@ -59,11 +59,12 @@ def suite_sizes(cfg, suite: Suite, device: str) -> list[int]:
     return sizes if cap is None else ([x for x in sizes if x <= cap] or [min(sizes)])
 
 
-def context(cfg, suite: Suite, machine: Machine, explicit: frozenset[str] = frozenset()) -> Context:
-    """What the driver tells `suite` about this run and `machine`."""
+def context(cfg, suite: Suite, machine: Machine, explicit: frozenset[str] = frozenset(), sized: bool = True) -> Context:
+    """What the driver tells `suite` about this run and `machine`; without its sweep unless `sized`."""
     layout = machine.layout
     return Context(
-        device=machine.device, timing=timing_config(cfg), sizes=suite_sizes(cfg, suite, machine.device),
+        device=machine.device, timing=timing_config(cfg),
+        sizes=suite_sizes(cfg, suite, machine.device) if sized else [],
         gpu_count=machine.gpus,
         launches=tuple(str(x) for x in cfg.timing.launch) if machine.device == "cuda" else ("eager",),
         graph_max_bytes=parse_size(cfg.timing.graph_max_size, "timing.graph_max_size"),
@@ -79,11 +80,13 @@ def plan_suites(cfg, machine: Machine, explicit: frozenset[str] = frozenset()) -
     planned, skipped = [], []
     for name in map(str, cfg.suites):
         suite = suites.get(name)
-        ctx = context(cfg, suite, machine, explicit)
         settings = getattr(cfg, name)
-        if machine.layout is not None and suite.distribution(settings, ctx) is None:
+        # Skipped before its sweep is read: its own range need not fit the sizes given for the others.
+        if machine.layout is not None and suite.distribution(settings, context(cfg, suite, machine, explicit,
+                                                                               sized=False)) is None:
             skipped.append(f"{name}: skipped under torchrun/Slurm (run it without a launcher, once per node)")
             continue
+        ctx = context(cfg, suite, machine, explicit)
         reason = suite.check(settings, ctx)
         if reason:
             skipped.append(f"{name}: skipped, {reason}")

@@ -567,8 +567,10 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     # The product's flops from its params: older runs (no params) show no TFLOP/s.
     rows = rows.assign(flops=[2.0 * d["matmul"] ** 3 if "matmul" in d else math.nan for d in params(rows)])
     keys = _run_keys(rows) + ["op", "memory", "mode", "world_size", "size_bytes"]
+    # dropna=False keeps the flops of rows without params (all NaN); it also makes a row of every
+    # combination of the keys, of which only those measured stay.
     med = rows.pivot_table(index=keys, columns="part", values=["time_s", "algbw_gbps", "iters", "flops"],
-                           aggfunc="median", dropna=False)
+                           aggfunc="median", dropna=False).dropna(how="all")
     med = med.iloc[med.index.get_level_values("op").map(PAIR_OPS.index).argsort(kind="stable")]
     out = med.index.to_frame(index=False)
     flops = med["flops"].max(axis=1).to_numpy()

@@ -7,7 +7,7 @@ import torch.distributed as tdist
 import torch.multiprocessing as tmp
 
 import bench
-from bench import nccl
+from bench.measure import nccl
 
 pytestmark = pytest.mark.gpu
 if torch.cuda.device_count() < 2:
@@ -47,7 +47,7 @@ def _cases(comm: nccl.Communicator, dtype: torch.dtype):
 
 
 def _check_ops(comm: nccl.Communicator) -> None:
-    for dtype in nccl.DATA_TYPES:
+    for dtype in map(lambda name: getattr(torch, name), nccl.DATA_TYPES):   # keyed by dtype name
         fill, cases = _cases(comm, dtype)
         for name, op, result, expected in cases:
             fill()

@@ -3,14 +3,15 @@ says of them holds (a pinned copy overlaps a product on two streams and not on o
 wait costs less than a device synchronize on a busy GPU; no loop beats the link, and the
 pipeline's bottleneck is named)."""
 import time
-from types import SimpleNamespace
 
 import pytest
 import torch
 
+from bench import suites
+from bench.measure.timing import TimingConfig
 from bench.results import load
-from bench.suites import Context, Point, overlap, pipeline
-from bench.timing import TimingConfig
+from bench.suites import overlap, pipeline
+from bench.suites.contract import Context, Point
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
@@ -87,7 +88,7 @@ class _Swapped(pipeline.NumpySamples):
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_prefetching_feed_checks_every_byte_on_the_gpu(monkeypatch, workers):
-    loop = pipeline.Loop(pipeline.Producer.numpy, workers, pin_memory=True, non_blocking=True, prefetch=True)
+    loop = pipeline.Loop(pipeline.Producer.numpy, workers=workers, pin_memory=True, non_blocking=True, prefetch=True)
     feed = pipeline.Feed(4, 4096, loop, torch.device("cuda", 0))
     feed(8)
     assert feed.correct() and feed.consumed == 8
@@ -110,7 +111,7 @@ def test_the_loop_on_the_gpu_reads_its_steady_rate(monkeypatch):
             return super().__getitem__(i)
 
     monkeypatch.setattr(pipeline, "NumpySamples", Paced)
-    loop = pipeline.Loop(pipeline.Producer.numpy, 2, pin_memory=True, non_blocking=True, prefetch=True)
+    loop = pipeline.Loop(pipeline.Producer.numpy, workers=2, pin_memory=True, non_blocking=True, prefetch=True)
     feed = pipeline.Feed(2, 4096, loop, torch.device("cuda", 0))
     ctx = Context("cuda", TimingConfig(warmup=1, trials=3), [1])
     try:
@@ -123,15 +124,23 @@ def test_the_loop_on_the_gpu_reads_its_steady_rate(monkeypatch):
     assert per_batch[1] == pytest.approx(0.01, rel=0.15)   # 2 workers, 20 ms a batch each
 
 
-@pytest.mark.parametrize("op, memory, mode", [("stage_pin", "", "free workers=2"), ("stage_pin", "", "free workers=0"),
-                                             ("stage_h2d", "pageable", "free workers=2"), ("stage_h2d", "pinned", ""),
-                                             ("stage_consume", "", "")])
-def test_each_gpu_stage_alone_is_measured_and_checked(op, memory, mode):
-    cfg = SimpleNamespace(pipeline=pipeline.Settings(min_trial_s=0.01), sizes=SimpleNamespace(cpu_max="16MiB"))
+def _stage(producer: str | None = None, workers: int = -1, memory: str = "", op: str = "") -> pipeline.Stage:
+    return pipeline.Stage(op, pipeline.Producer(producer) if producer else None, workers, memory, 64 << 10)
+
+
+@pytest.mark.parametrize("op, memory, mode, stage", [
+    ("stage_pin", "", "free workers=2", _stage("free", 2, op=pipeline.PIN)),
+    ("stage_pin", "", "free workers=0", _stage("free", 0, op=pipeline.PIN)),
+    ("stage_h2d", "pageable", "free workers=2", _stage("free", 2, "pageable", pipeline.H2D)),
+    ("stage_h2d", "pinned", "", _stage(memory="pinned", op=pipeline.H2D)),
+    ("stage_consume", "", "", _stage(op=pipeline.CONSUME))])
+def test_each_gpu_stage_alone_is_measured_and_checked(op, memory, mode, stage):
+    assert (stage.op, stage.memory, stage.mode()) == (op, memory, mode)   # the row names its stage
+    settings = pipeline.Settings(min_trial_s=0.01)
     ctx = Context("cuda", TimingConfig(warmup=1, trials=3), [1])
     point = Point("pipeline", op, 4 << 20, memory=memory, mode=mode, backend="cuda", src="host",
-                  dst="cuda:0" if op != "stage_pin" else "host", dtype=pipeline.sample_dtype(64 << 10))
-    rows = pipeline.measure(point, cfg, ctx)
+                  dst="cuda:0" if op != "stage_pin" else "host", dtype=pipeline.sample_dtype(64 << 10), params=stage)
+    rows = suites.get("pipeline").measure(point, settings, ctx, None)
     assert len(rows) == 3 and all(r.verified and r.status == "ok" and r.algbw_gbps > 0 for r in rows), rows
 
 

@@ -1,12 +1,12 @@
-"""bench.kernels on GPUs (`pytest tests/gpu -s` prints the speeds): SM copies between every kind of
+"""bench.measure.kernels on GPUs (`pytest tests/gpu -s` prints the speeds): SM copies between every kind of
 memory, in CUDA graphs too, and the pointer chase's data check. Speeds get sanity bounds only."""
 import re
 
 import pytest
 import torch
 
-from bench import kernels, timing
-from bench.suites.copy import Chase
+from bench.measure import kernels, timing
+from bench.measure.chase import Chase
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
