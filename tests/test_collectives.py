@@ -14,7 +14,7 @@ from bench.measure.memory import host_available_bytes
 from bench.measure.timing import TimingConfig
 from bench.results import load
 from bench.suites import collectives
-from bench.suites.contract import Context
+from bench.contract import Context
 
 COLLECTIVES = suites.get("collectives")
 

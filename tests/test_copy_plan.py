@@ -20,7 +20,7 @@ from bench.measure.timing import TimingConfig, Trial
 from bench.results import Sample, point_key
 from bench.sizes import machine_sizes, sweep
 from bench.suites import copy, p2p
-from bench.suites.contract import Context
+from bench.contract import Context
 
 MiB, GiB = 1 << 20, 1 << 30
 SIZES = sweep("4KiB", "1GiB", 2)

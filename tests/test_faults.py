@@ -14,7 +14,7 @@ from bench.results import RunWriter, load, read_meta, read_samples, samples_file
 from bench.driver.runner import run_suite
 from bench.driver.sweep import Planned
 from bench.measure.timing import TimingConfig
-from bench.suites.contract import Context, Point
+from bench.contract import Context, Point
 from conftest import env, xferbench_cmd
 
 

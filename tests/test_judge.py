@@ -15,7 +15,6 @@ import math
 import shutil
 
 import pandas as pd
-import pytest
 
 from bench.analysis import causes
 from bench.analysis.compare import VARIANT_KEYS

@@ -17,7 +17,7 @@ from bench import ConfigError, suites
 from bench.measure.timing import Trial, TimingConfig, measure_stream
 from bench.results import load, params_text
 from bench.suites import overlap, pipeline
-from bench.suites.contract import Context, Point
+from bench.contract import Context, Point
 from synthetic import write_run
 
 MiB = 1 << 20

@@ -6,7 +6,7 @@ from bench import ConfigError, suites
 from bench.measure.timing import TimingConfig
 from bench.results import Sample
 from bench.suites import p2p
-from bench.suites.contract import Context
+from bench.contract import Context
 
 P2P = suites.get("p2p")
 

@@ -23,13 +23,12 @@ from bench.config.files import CONF_DIR
 from bench.driver import plan
 from bench.driver.machine import Machine, catalogue_machine
 from bench.driver.sweep import plan_suites, suite_sizes
-from bench.driver.system import link_matrix
 from bench.links import Speeds
 from bench.measure.timing import HostClock, TimingConfig, measure
 from bench.results import POINT_KEYS, point_key, read_samples, samples_file
 from bench.sizes import format_size, ladder, sweep
 from bench.suites import collectives, p2p
-from bench.suites.contract import Context
+from bench.contract import Context
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 MAIN_SWEEP = REFERENCE / "h200-x2" / "20261122-212206"

@@ -11,7 +11,7 @@ import pytest
 from bench.results import (COLUMNS, SCHEMA_VERSION, ResultsError, ResultsWriteError, RunWriter, Sample, load,
                            read_meta, read_samples, run_status, samples_file, write_json, write_meta)
 from conftest import fill
-from bench.suites.contract import Point, trial_rows
+from bench.contract import Point, trial_rows
 from bench.measure.timing import Trial
 
 

@@ -224,7 +224,8 @@ def run(cfg, resumed: tuple[str, dict] | None = None, job: int | None = None) ->
 
 def _verdicts(run_dir: Path, meta: dict, catalog: dict) -> None:
     """Is this normal? The run judged as xferbench-doctor judges it, printed and kept in
-    verdicts.json; the run's exit status stays the measurement's (the doctor's is the verdict's)."""
+    verdicts.json; the run's exit status stays the measurement's (the doctor's is the verdict's).
+    A run that ended early has said why in one line: verdicts.json not written is not another."""
     try:
         rows = load(run_dir, warn=lambda line: None)
     except ResultsError:
@@ -234,4 +235,5 @@ def _verdicts(run_dir: Path, meta: dict, catalog: dict) -> None:
     try:
         write_json(run_dir / "verdicts.json", judgement.to_json())
     except OSError as exc:
-        print(f"xferbench: verdicts.json not written ({_reason(exc)})", file=sys.stderr)
+        if meta["status"] == "complete":
+            print(f"xferbench: verdicts.json not written ({_reason(exc)})", file=sys.stderr)

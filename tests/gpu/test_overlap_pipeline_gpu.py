@@ -11,7 +11,7 @@ from bench import suites
 from bench.measure.timing import TimingConfig
 from bench.results import load
 from bench.suites import overlap, pipeline
-from bench.suites.contract import Context, Point
+from bench.contract import Context, Point
 
 pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
