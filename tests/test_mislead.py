@@ -87,3 +87,48 @@ def test_peak_table_has_no_cache_figure(reference, cat):
     table = peaks.peak_table(reference, cat)
     d2d = table[table["label"].str.contains("d2d")]
     assert len(d2d) == 3 and (d2d["peak_gbps"] < 2200).all()
+
+
+# ---------------------------------------------------------------- headline cells
+
+
+@pytest.fixture(scope="module")
+def headline(reference, cat):
+    return report.headline(reference, cat)
+
+
+def test_latency_cell_shows_each_api_eager_and_graph_at_its_size(headline):
+    cell = headline["all_reduce latency: eager / graph"]["h200-x2"]
+    # what a PyTorch job pays (torch.distributed) beside NCCL called directly, never the faster alone
+    assert cell.value == "torch 36.9 / 4.6 · nccl 8.8 / 4.6 µs"
+    assert cell.notes[0] == "at 8B, eager / graph"
+    h2d = headline["Host → device latency, pinned: eager / graph"]["h200-x1"]
+    assert h2d.value == "7.6 / 2.6 µs" and h2d.notes[0] == "at 4KiB, eager / graph, ce"
+
+
+def test_bandwidth_cell_names_api_launch_and_size_side_by_side(headline):
+    cell = headline["all_reduce, bus bandwidth"]["h200-x2"]
+    # nccl's sweep stopped at 16 MiB: each figure names its size, and a note compares them at one
+    assert cell.value == "torch 343.0 GB/s (4GiB) · nccl 219.5 GB/s (16MiB)"
+    assert "torch: eager at 4GiB, 76% of NVLink (450 GB/s)" in cell.notes
+    assert any(n.startswith("each at 16MiB: torch 21") and n.endswith("nccl 219.5 GB/s") for n in cell.notes)
+    h2d = headline["Host → device, pinned"]["h200-x2"]
+    assert h2d.value.startswith("ce 55.5 GB/s (1GiB) · sm 49.6 GB/s (256MiB)")     # engines apart, not the best
+
+
+def test_d2d_cell_is_an_hbm_figure(headline):
+    for series, cell in headline["Device → device, one GPU (bytes copied)"].items():
+        assert cell.notes[0] == "ce, eager at 1GiB", series
+        assert not any(n.startswith("peak") for n in cell.notes), cell.notes   # no 16 MiB cache peak
+
+
+def test_cell_of_cache_sizes_only_says_there_is_no_hbm_figure(x2, cat):
+    small = x2[x2["size_bytes"] <= 16 * MIB]
+    metric = next(m for m in cat["copy"].headline if m.op == "d2d")
+    cell = report.bandwidth_cell(small, metric, cat)
+    assert cell.value == "—" and "no HBM figure" in cell.notes[0]
+
+
+def test_caveats_say_each_variant_not_the_fastest(reference):
+    text = " ".join(report.caveats(reference, run_index(reference)))
+    assert "fastest" not in text and "never the best of them" in text and "4 x the GPU's L2" in text
