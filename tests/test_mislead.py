@@ -4,17 +4,20 @@ committed reference runs and small frames made from them."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
 from bench.analysis import cache, report, tables
-from bench.analysis.figures import peaks
-from bench.analysis.runs import run_index, with_series
+from bench.analysis.figures import COMMON, bars, curves, peaks, style
+from bench.analysis.figures.style import Canvas
+from bench.analysis.runs import SERIES, palette, run_index, with_series
 from bench.cli.common import catalog
 from bench.results import load
+from bench.suites import copy as copy_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "results" / "reference"
@@ -132,3 +135,112 @@ def test_cell_of_cache_sizes_only_says_there_is_no_hbm_figure(x2, cat):
 def test_caveats_say_each_variant_not_the_fastest(reference):
     text = " ".join(report.caveats(reference, run_index(reference)))
     assert "fastest" not in text and "never the best of them" in text and "4 x the GPU's L2" in text
+
+
+# ---------------------------------------------------------------- figures
+
+
+@dataclass
+class Kept(Canvas):
+    """A canvas that keeps each figure, open, instead of writing it."""
+
+    kept: dict = field(default_factory=dict)
+
+    def save(self, fig, stem: str, caption: str = "") -> list[Path]:
+        self.kept[stem] = fig
+        return [self.out_dir / f"{stem}.png"]
+
+
+def _draw(frame: pd.DataFrame, cat, *figures) -> dict:
+    frame = frame if SERIES in frame.columns else with_series(frame)
+    canvas = Kept(Path("unused"), ["png"], palette(frame), cat)
+    for figure in figures:
+        figure(frame, canvas)
+    return canvas.kept
+
+
+def _texts(fig) -> list[str]:
+    """Every text a figure shows: its titles, the panels' titles and tick labels, its legends."""
+    out = [t.get_text() for t in fig.texts] + ([fig._suptitle.get_text()] if fig._suptitle else [])
+    for legend in fig.legends + [ax.get_legend() for ax in fig.axes if ax.get_legend()]:
+        out += [t.get_text() for t in legend.get_texts()]
+    for ax in fig.axes:
+        out += [ax.get_title()] + [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()]
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def test_link_limits_count_each_gpu_of_a_total(x2, cat):
+    data = curves._curves(x2, Kept(Path("unused"), ["png"], {}, cat))
+    limits = pd.Series(curves.link_limits(data, x2, cat), index=data.index)
+    h2d = data["op"] == "h2d"
+    one = limits[h2d & (data["dst"] == "cuda:0")].round(1).unique().tolist()
+    every = limits[h2d & (data["dst"] == "all")].round(1).unique().tolist()
+    assert one == [63.0] and every == [126.0]                        # PCIe Gen5 x16 per GPU; 2 GPUs' sum
+    assert set(data.loc[(data["dst"] == "all") & (data["suite"] == "copy"), curves.GPUS]) == {"total of 2 GPUs at once"}
+    assert set(data.loc[data["op"] == "all_to_one", curves.GPUS]) == {"total of 1 peer with one GPU at once"}
+    assert math.isnan(limits[data["op"] == "d2d"].iloc[0])
+
+
+def test_totals_have_panels_of_their_own_and_marks_say_what_they_mean(x2, cat):
+    rows = x2[(x2["suite"] == "copy") & x2["op"].isin(["h2d", "d2d"])].copy()
+    # a value above the link: one size of h2d pinned ce, one GPU, at 2x (126 GB/s > 63)
+    above = (rows["op"] == "h2d") & (rows["dst"] == "cuda:0") & (rows["size_bytes"] == 64 * MIB) \
+        & (rows["engine"] == "ce") & (rows["memory"] == "pinned") & (rows["launch"] == "eager")
+    rows.loc[above, "time_s"] /= 2
+    rows.loc[above, ["algbw_gbps", "busbw_gbps"]] *= 2
+    fig = _draw(rows, cat, curves.bandwidth_figures)["bandwidth_copy"]
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    totals = [t for t in titles if "total of 2 GPUs at once" in t]
+    assert len(totals) == 2 and all(t.startswith("h2d · pinned · eager") for t in totals)   # ce and sm
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "above the link's limit" in legend and "in or near L2: not an HBM figure" in legend
+    rings = [c for ax in fig.axes for c in ax.collections
+             if len(c.get_edgecolors()) and tuple(c.get_edgecolors()[0][:3]) == (1.0, 0.0, 0.0)]
+    assert len(rings) == 1 and len(rings[0].get_offsets()) == 1      # the one value above, nothing else
+    d2d = next(ax for ax in fig.axes if ax.get_title() == "d2d · device · eager · ce")
+    hollow = [line for line in d2d.get_lines() if line.get_markerfacecolor() == "white"]
+    assert len(hollow) == 1 and max(hollow[0].get_xdata()) < 256 * MIB   # below 256 MiB: L2 not recorded here
+
+
+def test_one_size_panels_are_bars(reference, cat):
+    fig = _draw(reference, cat, curves.latency_figures)["latency_copy"]
+    sm = next(ax for ax in fig.axes if ax.get_title() == "h2d · pinned · sm\nat 1MiB only")
+    assert len(sm.patches) == 6                                       # 3 machines x eager, graph
+    assert [t.get_text() for t in sm.get_xticklabels()] == ["launch: eager", "launch: graph"]
+    # every GPU at once is no launch cost: not in the latency figure
+    assert not any("total of" in ax.get_title() for ax in fig.axes)
+
+
+def test_concurrent_totals_compare_the_same_gpus(x2):
+    table = copy_suite.concurrent_table(with_series(x2), [SERIES])
+    sm = table[(table["op"] == "h2d") & (table["engine"] == "sm")]
+    assert not ((sm["when"] == "alone") & (sm["gpu"] == "total")).any()     # cuda:1 never measured alone
+    keys = ("h200-x2", "copy", "h2d", "pinned", "", "sm", "local")
+    title = bars._concurrent_title(keys, sm, one_series=True)
+    assert "cuda:0 (measured alone): 51.2 GB/s at once, 49.6 GB/s alone" in title
+    assert "all 2 GPUs at once: 102.4 GB/s" in title
+    ce = table[(table["op"] == "h2d") & (table["engine"] == "ce")]
+    assert "total 110.5 GB/s at once; 110.4 GB/s alone (sum)" in bars._concurrent_title(keys, ce, True)
+
+
+def test_legends_list_eight_series_and_never_hide_a_failed_run():
+    names = [f"run-{i:02d}" for i in range(20)] + ["zz (failed)"]
+    shown, left = style.capped(names)
+    assert shown == names[:8] + ["zz (failed)"] and left == 12
+    assert [h.get_label() for h in style.more(left)] == ["and 12 more"]
+
+
+def test_a_failed_run_is_marked_in_every_figure_and_the_report(x2, cat):
+    some = x2["op"].isin(["h2d", "bidir", "d2d", "uni", "all_to_one", "all_reduce"])   # each kind of figure, quickly
+    failed = x2[some].assign(run_status="failed")
+    kept = _draw(failed, cat, *COMMON, *(lambda f, c, s=s: cat[s].figures(f, c) for s in ("copy", "p2p", "collectives")))
+    assert len(kept) >= 9
+    for stem, fig in kept.items():
+        assert any("h200-x2 (failed)" in t for t in _texts(fig)), stem
+    assert list(report.headline(failed, cat)["Host → device, pinned"]) == ["h200-x2 (failed)"]

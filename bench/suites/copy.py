@@ -443,7 +443,7 @@ def _gpu_of(rows: pd.DataFrame) -> np.ndarray:
 def concurrent_table(frame: pd.DataFrame, by: list[str] = ()) -> pd.DataFrame:
     """Copies with every GPU at once, long form: per (by..., variant, size, when, gpu) the median GB/s
     at the largest size measured so: each GPU's part and the total 'at once', and the same copy on
-    each GPU 'alone' (eager, same size) with those figures summed as its total."""
+    each GPU measured 'alone' (eager, same size), summed as its total only where every GPU was."""
     from bench.analysis.tables import CONCURRENT_COLUMNS, VARIANT, matching, median_by
 
     ok = frame[(frame.suite == Copy.name) & (frame.status == "ok") & frame.algbw_gbps.notna()]
@@ -458,8 +458,8 @@ def concurrent_table(frame: pd.DataFrame, by: list[str] = ()) -> pd.DataFrame:
         rows += [{**base, "when": AT_ONCE, "gpu": gpu, "gbps": v} for gpu, v in median_by(at, at.part.to_numpy()).items()]
         same = matching(alone[alone.size_bytes == size], dict(zip(by + VARIANT, keys)))
         each = median_by(same, _gpu_of(same))
-        if len(each):
-            rows += [{**base, "when": ALONE, "gpu": gpu, "gbps": v} for gpu, v in each.items()]
+        rows += [{**base, "when": ALONE, "gpu": gpu, "gbps": v} for gpu, v in each.items()]
+        if len(each) and set(at.part) - {"total"} <= set(each.index):   # a sum alone of the same GPUs only
             rows.append({**base, "when": ALONE, "gpu": "total", "gbps": each.sum()})
     return pd.DataFrame(rows, columns=[*by, *CONCURRENT_COLUMNS])
 
