@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 import statistics
 import sys
 from dataclasses import dataclass, field, replace
@@ -557,6 +558,12 @@ def _run_keys(rows: pd.DataFrame) -> list[str]:
     return [k for k in ("instance", "run_id") if k in rows.columns and rows[k].nunique() > 1]
 
 
+def _flops_of(mode: str) -> float:
+    """The flops of the product a pair's mode names ('mm8192'); NaN for any other mode."""
+    match = re.fullmatch(r"mm(\d+)", str(mode))
+    return Product(int(match.group(1))).flops if match else math.nan
+
+
 def table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per pair: GB/s of the transfer alone and during the product (algbw), TFLOP/s of the
     product alone and during the transfer, overlap on two streams and on one (medians of trials)."""
@@ -564,14 +571,14 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = rows[rows["op"].isin(PAIR_OPS)]
     if rows.empty:
         return pd.DataFrame()
-    # The product's flops from its params: older runs (no params) show no TFLOP/s.
-    rows = rows.assign(flops=[2.0 * d["matmul"] ** 3 if "matmul" in d else math.nan for d in params(rows)])
+    # The product's flops from its params; older runs (no params) name it in the mode: mm<n>.
+    rows = rows.assign(flops=[Product(d["matmul"]).flops if "matmul" in d else _flops_of(mode)
+                              for d, mode in zip(params(rows), rows["mode"])])
     keys = _run_keys(rows) + ["op", "memory", "mode", "world_size", "size_bytes"]
-    med = rows.pivot_table(index=keys, columns="part", values=["time_s", "algbw_gbps", "iters", "flops"],
-                           aggfunc="median", dropna=False)
+    med = rows.pivot_table(index=keys, columns="part", values=["time_s", "algbw_gbps", "iters"], aggfunc="median")
     med = med.iloc[med.index.get_level_values("op").map(PAIR_OPS.index).argsort(kind="stable")]
     out = med.index.to_frame(index=False)
-    flops = med["flops"].max(axis=1).to_numpy()
+    flops = rows.groupby(keys)["flops"].first().reindex(med.index).to_numpy()
     t, bw, iters = med["time_s"], med["algbw_gbps"], med["iters"]
     out["size"] = out.pop("size_bytes").map(format_size)
     out["round"] = [f"{c:.0f}+{m:.0f}" for c, m in zip(iters["copy_during_compute"] / iters["total"],
