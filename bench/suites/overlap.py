@@ -658,7 +658,9 @@ def sync_figure(frame: pd.DataFrame, canvas) -> list:
     import numpy as np
 
     from bench.analysis.figures.bars import paired, per_series, with_series_line
-    from bench.analysis.figures.style import DASHES, _legend, _log_y, _size_axis
+    from matplotlib.lines import Line2D
+
+    from bench.analysis.figures.style import DASHES, _legend, _log_y, _order, _size_axis
     from bench.results import usable_rows
 
     syncs = per_series(frame, sync_table)
@@ -679,16 +681,17 @@ def sync_figure(frame: pd.DataFrame, canvas) -> list:
     if not made.empty:
         styles = dict(zip(["pageable", "pinned", "device"], DASHES))
         stats = made.groupby([SERIES, "memory", "size_bytes"])["time_s"].median().mul(1e6).reset_index()
-        several = stats[SERIES].nunique() > 1
         for (series, memory), g in stats.groupby([SERIES, "memory"]):
             axes[1].plot(g["size_bytes"], g["time_s"], color=colours[series], linestyle=styles.get(memory, ":"),
-                         marker="o", markersize=3, label=f"{memory} ({series})" if several else memory)
+                         marker="o", markersize=3)
+        # the memory by its dashes here; the series by colour in the figure's legend (capped there)
+        axes[1].legend(handles=[Line2D([], [], color="0.3", linestyle=styles.get(m, ":"), label=m)
+                                for m in _order(stats["memory"], list(styles))], fontsize=8, frameon=False)
         _size_axis(axes[1], stats["size_bytes"].unique())
         _log_y(axes[1], stats["time_s"].max() / stats["time_s"].min())
         axes[1].set_xlabel("Tensor size", fontsize=9)
         axes[1].set_ylabel("µs per tensor", fontsize=9)
         axes[1].set_title("made on the host and moved (pageable, pinned), or on the device", fontsize=9)
-        axes[1].legend(fontsize=8, frameon=False)
     else:
         axes[1].set_axis_off()
     fig.suptitle("What synchronizing costs, and where to make a tensor", fontsize=10)
