@@ -61,7 +61,7 @@ def variants(data: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     if not keys:
         return [("", data)]
     out = []
-    for values, curve in data.groupby(keys, sort=False):
+    for values, curve in data.groupby(keys, sort=False, dropna=False):
         values = values if isinstance(values, tuple) else (values,)
         named = [(k, v) for k, v in zip(keys, values) if _set(v)]
         out.append(([_rank(str(v), VALUE_ORDER) for _, v in named],
