@@ -257,14 +257,14 @@ def power_lines(names: list[str], runs: dict[str, pd.DataFrame], tolerance: floa
              "the expected 1 − exp(limit − own change), not the formula's figure.", "",
              f"| family | σ declared | σ measured | one run | injected, one run | store of {store} | "
              f"injected, store of {len(kept)} |", "| --- | ---: | ---: | ---: | --- | ---: | --- |"]
-    lines += [f"| {p.label.removesuffix(' (bandwidth-bound)')} | {p.declared:.3f} | {p.measured:.3f} | {p.one_run:.1%} | "
+    lines += [f"| {p.label} | {p.declared:.3f} | {p.measured:.3f} | {p.one_run:.1%} | "
               f"{_caught(p.one_run_injected)} | {p.store:.1%} | {_caught(p.store_injected)} |" for p in powers]
     return lines
 
 
 def _points(kind: str, result: Comparison) -> list[dict]:
-    return [{"family": f"{f.label} ({f.size_class}-bound)", "kind": kind, "change": f.change, "limit": f.limit}
-            for f in result.families]
+    return [{"family": f"{label} ({f.size_class}-bound)", "kind": kind, "change": f.change, "limit": f.limit}
+            for f, label in zip(result.families, power.labels(result.families))]
 
 
 def report(out: Path, pairs: str, tolerance: float, alpha: float, store: int = power.STORE,

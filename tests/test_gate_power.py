@@ -42,12 +42,12 @@ def runs():
 
 
 def test_formula_is_the_gates_limit(runs, cat):
-    powers = {p.label: p for p in power.formula(runs, cat)}
+    powers = {p.key: p for p in power.formula(runs, cat)}
     pair = compare(runs[0], runs[1], cat)
     assert len(powers) == len(power.bandwidth_bound(pair)) == 8
     for family in power.bandwidth_bound(pair):
         # one run a side: the declared sigma alone, so the formula is the comparison's own limit
-        assert powers[f"{family.label} (bandwidth-bound)"].one_run == pytest.approx(-family.limit)
+        assert powers[power.family_key(family)].one_run == pytest.approx(-family.limit)
     # a store of five against one, sigma measured between the same five: the comparison's limit again
     store = compare(pd.concat(runs[:5]), runs[5], cat)
     for family in power.bandwidth_bound(store):
@@ -64,7 +64,7 @@ def _declared(cat, family) -> float:
 
 def test_injected_drops_are_flagged_where_the_limit_says(runs, cat):
     powers = power.gate_power(runs, cat, resolution=0.005)
-    assert {p.label for p in powers} >= {"copy h2h pageable eager (bandwidth-bound)"}
+    assert {p.label for p in powers} >= {"copy h2h pageable eager"}
     for p in powers:
         for caught in (p.one_run_injected, p.store_injected):
             # the bisection lands on the drop the limit and the family's own change predict
@@ -78,7 +78,7 @@ def test_injected_drops_are_flagged_where_the_limit_says(runs, cat):
 
 def test_injection_scales_only_the_familys_rows(runs, cat):
     family = next(f for f in power.bandwidth_bound(compare(runs[0], runs[1], cat)) if f.variant["suite"] == "copy")
-    slower = power.inject(runs[1], {(family.label, "bandwidth"): 0.5}, [family])
+    slower = power.inject(runs[1], {power.family_key(family): 0.5}, [family])
     changed = (slower["time_s"] != runs[1]["time_s"]).to_numpy()
     assert changed.any() and (slower["time_s"][changed] == 2 * runs[1]["time_s"][changed]).all()
     assert set(runs[1].loc[changed, "size_bytes"]) == set(family.sizes)
@@ -145,3 +145,14 @@ def test_h2d_load_needs_no_gpu_for_help_and_says_why_without_one():
     if not gpu:
         run = subprocess.run(cmd, capture_output=True, text=True, env=env(), timeout=120)
         assert run.returncode == 2 and "no CUDA GPU 0" in run.stderr
+
+
+def test_families_whose_labels_repeat_are_told_apart(cat):
+    # the 2x H200 study measured each copy on cuda:0 and cuda:1 alone: one label, two families
+    frame = load(ROOT / "results" / "noise" / "h200-x2" / "identical")
+    runs = [g for _, g in sorted(frame.groupby("run_dir"))]
+    powers = power.formula(runs[:2], cat)
+    labels = [p.label for p in powers]
+    assert len(set(labels)) == len(labels) == len({p.key for p in powers})
+    assert {"copy h2d pinned ce numa=local eager host->cuda:0", "copy h2d pinned ce numa=local eager host->cuda:1",
+            "copy d2d device ce eager"} <= set(labels)

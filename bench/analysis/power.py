@@ -18,6 +18,7 @@ the formula's -expm1(low): both are reported, and they agree to the bisection's 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -44,7 +45,8 @@ class Caught:
 
 @dataclass
 class FamilyPower:
-    label: str                  # 'copy h2d pinned eager (bandwidth-bound)'
+    label: str                  # 'copy h2d pinned ce numa=local eager', with src->dst where labels repeat
+    key: tuple                  # family_key()
     sizes: list[int]
     declared: float             # the suite's sigma of one run (log time)
     measured: float             # sigma between the identical runs at the family's sizes (NaN: one run)
@@ -54,8 +56,19 @@ class FamilyPower:
     store_injected: Caught | None = None
 
 
-def _key(family: Family) -> tuple[str, str]:
-    return family.label, family.size_class
+def family_key(family: Family) -> tuple:
+    """What tells families apart: every variant key and the size class (labels may repeat: a
+    copy's label does not name its GPU)."""
+    return tuple(str(family.variant[k]) for k in VARIANT_KEYS), family.size_class
+
+
+def labels(families: Sequence[Family]) -> list[str]:
+    """Each family's label, with its ends (src->dst) where another family of its size class has
+    the same label (a copy measured on each GPU alone)."""
+    counts = Counter((f.label, f.size_class) for f in families)
+    return [f"{f.label} {f.variant['src']}->{f.variant['dst']}"
+            if counts[f.label, f.size_class] > 1 and "->" not in f.label and f.variant["src"] else f.label
+            for f in families]
 
 
 def bandwidth_bound(result: Comparison) -> list[Family]:
@@ -70,11 +83,11 @@ def _rows_of(frame: pd.DataFrame, family: Family) -> np.ndarray:
     return mask
 
 
-def inject(frame: pd.DataFrame, drops: dict[tuple[str, str], float], families: Sequence[Family]) -> pd.DataFrame:
+def inject(frame: pd.DataFrame, drops: dict[tuple, float], families: Sequence[Family]) -> pd.DataFrame:
     """The frame with each family's rows slower by its drop: time / (1 - d), bandwidth x (1 - d)."""
     factor = np.ones(len(frame))
     for family in families:
-        factor[_rows_of(frame, family)] = 1 - drops.get(_key(family), 0.0)
+        factor[_rows_of(frame, family)] = 1 - drops.get(family_key(family), 0.0)
     out = frame.copy()
     for column in ("time_s", "time_fastest_rank_s"):
         out[column] = out[column] / factor
@@ -84,22 +97,22 @@ def inject(frame: pd.DataFrame, drops: dict[tuple[str, str], float], families: S
 
 
 def smallest_flagged(baseline: pd.DataFrame, current: pd.DataFrame, catalog: Catalog, tolerance: float = 0.05,
-                     alpha: float = 0.01, resolution: float = RESOLUTION) -> dict[tuple[str, str], Caught]:
+                     alpha: float = 0.01, resolution: float = RESOLUTION) -> dict[tuple, Caught]:
     """Per bandwidth-bound family of compare(baseline, current): the smallest drop injected into
     `current` that the gate flags, by bisection over every family at once (each family's verdict
     depends on its own rows only), beside the drop its limit and own change predict."""
     plain = compare(baseline, current, catalog, tolerance, alpha)
     families = bandwidth_bound(plain)
-    low = {_key(f): math.log1p(f.limit) for f in families}
-    own = {_key(f): math.log1p(f.change) for f in families}
+    low = {family_key(f): math.log1p(f.limit) for f in families}
+    own = {family_key(f): math.log1p(f.change) for f in families}
     lo = {k: 0.0 for k in low}
     hi = {k: 0.999 for k in low}
 
     def flagged(drops: dict) -> set:
         result = compare(baseline, inject(current, drops, families), catalog, tolerance, alpha)
-        return {_key(f) for f in result.regressions}
+        return {family_key(f) for f in result.regressions}
 
-    at_zero, at_most = {k for k in low if plain.families and k in {_key(f) for f in plain.regressions}}, flagged(hi)
+    at_zero, at_most = {family_key(f) for f in plain.regressions}, flagged(hi)
     for k in low:
         if k in at_zero:
             hi[k] = 0.0
@@ -130,12 +143,13 @@ def formula(identical: Sequence[pd.DataFrame], catalog: Catalog, tolerance: floa
     pair = compare(identical[0], identical[1], catalog, tolerance, alpha)
     every = pd.concat(identical)
     out = []
-    for family in bandwidth_bound(pair):
+    families = bandwidth_bound(pair)
+    for family, label in zip(families, labels(families)):
         declared = default_noise(catalog, family.variant["backend"], family.variant["suite"], "bandwidth")
         measured = measured_sigma(every, family, catalog)
         sigma = family_sigma(declared, 0.0 if math.isnan(measured) else measured,
                              0 if math.isnan(measured) else len(family.sizes) * (store - 1))
-        out.append(FamilyPower(f"{family.label} (bandwidth-bound)", family.sizes, declared, measured,
+        out.append(FamilyPower(label, family_key(family), family.sizes, declared, measured,
                                -math.expm1(log_limit(declared, 1, 1, tolerance, pair.z)),
                                -math.expm1(log_limit(sigma, store, 1, tolerance, pair.z))))
     return out
@@ -151,8 +165,7 @@ def gate_power(identical: Sequence[pd.DataFrame], catalog: Catalog, tolerance: f
     stored = smallest_flagged(pd.concat(kept), identical[-1], catalog, tolerance, alpha, resolution) \
         if len(identical) >= 3 else {}
     for power in powers:
-        key = (power.label.removesuffix(" (bandwidth-bound)"), "bandwidth")
-        power.one_run_injected, power.store_injected = one.get(key), stored.get(key)
+        power.one_run_injected, power.store_injected = one.get(power.key), stored.get(power.key)
     return powers
 
 
