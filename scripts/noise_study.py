@@ -235,6 +235,18 @@ def noise_table(identical: pd.DataFrame) -> list[str]:
     return lines
 
 
+def declared_line(identical: pd.DataFrame) -> str:
+    """The suites' declared noise these runs are judged with (one run a side: the defaults alone),
+    so the study records which defaults it tested."""
+    plats = set(identical["backend"].map(platform))
+    parts = []
+    for suite in dict.fromkeys(identical["suite"]):
+        noise = catalog()[suite].noise if suite in catalog() else {}
+        shown = [f"{c} {v:g}" for (plat, c), v in sorted(noise.items()) if plat in plats]
+        parts.append(f"{suite} {', '.join(shown)}" if shown else f"{suite}: none declared (the platform's largest)")
+    return "Judged with the suites' declared noise as they stand (σ of one run): " + "; ".join(parts) + "."
+
+
 def _caught(c: power.Caught | None) -> str:
     if c is None:
         return "—"
@@ -280,7 +292,8 @@ def report(out: Path, pairs: str, tolerance: float, alpha: float, store: int = p
 
     families = len(judge(runs[names[0]], runs[names[-1]]).families)
     lines = [f"{len(names)} identical runs, {families} families (op × size class); tolerance {tolerance:.0%}, "
-             f"alpha {alpha:g}.", "", "| comparison | exit 1 | flagged |", "| --- | ---: | --- |"]
+             f"alpha {alpha:g}.", "", declared_line(identical), "",
+             "| comparison | exit 1 | flagged |", "| --- | ---: | --- |"]
     points = []
     for a, b in _pairs(names, pairs):
         result = judge(runs[a], runs[b])
