@@ -142,10 +142,8 @@ class Background:
         self.reader.join(5)
         return alive
 
-    def log(self, alive: bool) -> str:
-        ended = "stopped after the run" if alive else "ended before the run did: the handicap covered part of it"
-        return (f"$ {shlex.join(self.command)}\n{''.join(self.lines)}"
-                f"[{ended}; exit {self.proc.returncode}]\n")
+    def log(self, ended: str) -> str:
+        return f"$ {shlex.join(self.command)}\n{''.join(self.lines)}[{ended}; exit {self.proc.returncode}]\n"
 
 
 def _run(out: Path, group: str, run_id: str, handicap: Handicap, overrides: list[str]) -> tuple[int, float]:
@@ -160,7 +158,7 @@ def _run(out: Path, group: str, run_id: str, handicap: Handicap, overrides: list
     if background and not background.started():
         background.stop()
         print(f"noise_study: {run_id} not run: its background process did not start\n"
-              f"{background.log(False)}", file=sys.stderr)
+              f"{background.log('did not start')}", file=sys.stderr)
         return -1, 0.0
     started = time.perf_counter()
     try:
@@ -177,7 +175,8 @@ def _run(out: Path, group: str, run_id: str, handicap: Handicap, overrides: list
         (out / group).mkdir(parents=True, exist_ok=True)
         shutil.move(str(made[0]), out / group / run_id)
         if background:
-            (out / group / run_id / "background.log").write_text(background.log(alive))
+            ended = "stopped after the run" if alive else "ended before the run did: the handicap covered part of it"
+            (out / group / run_id / "background.log").write_text(background.log(ended))
     shutil.rmtree(scratch, ignore_errors=True)
     return proc.returncode, seconds
 

@@ -110,7 +110,7 @@ def test_background_is_stopped_cleanly_or_killed(monkeypatch):
     assert bg.started(30)
     started = time.perf_counter()
     assert bg.stop() is True and time.perf_counter() - started < 10
-    assert bg.proc.returncode == 0 and "up\nbye\n" in bg.log(True)
+    assert bg.proc.returncode == 0 and "up\nbye\n" in bg.log("stopped")
     quits = study.Background([sys.executable, "-c", "print('no')"], env())
     assert not quits.started(30)                   # it spoke, but is gone: no handicap
     quits.stop()
