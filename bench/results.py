@@ -515,6 +515,7 @@ def meta_columns(meta: dict) -> dict:
         "pcie_gen": instance.get("pcie_gen") or gpus[0].get("pcie_gen_max"),
         "pcie_width": instance.get("pcie_width") or gpus[0].get("pcie_width_max"),
         "nvlink_links": gpus[0].get("nvlink_links"),
+        "l2_bytes": gpus[0].get("l2_bytes"),     # the first GPU's L2 (None: not recorded)
         "nvlink_gbps_per_gpu": instance.get("nvlink_gbps_per_gpu"),
         "usd_per_hour": instance.get("usd_per_hour"),
         "price_date": instance.get("price_date"),

@@ -2,84 +2,181 @@
 """How noisy are identical runs, and does the comparison tell a real handicap from that noise?
 
 Runs N identical xferbench runs of one sweep, plus one run under each handicap (extra
-environment such as NCCL_MAX_NCHANNELS=1, or a command in place of `python -m bench`),
-interleaved with them so that drift over the study hits both. Then it compares, with
-bench.analysis.compare and the suites' noise:
+environment such as NCCL_MAX_NCHANNELS=1, a command in place of `python -m bench`, or a
+background process that runs for the length of the run: bg=COMMAND), interleaved with them so
+that drift over the study hits both. Then it compares, with bench.analysis.compare and the
+suites' declared noise:
 - pairs of identical runs (disjoint pairs 1-2, 3-4, ..., or every pair), one run a side;
 - the first half of the identical runs as a baseline store against each run of the second half;
 - each handicapped run against each identical run, and against all of them as one baseline;
-and prints the exit codes and flagged families as markdown, with the between-run noise of one
-run per platform, suite and size class (the form of a suite's `noise`). The report
-is also written to OUT/study.md.
+and prints the exit codes and flagged families as markdown; the gate's power (bench.analysis.
+power: the smallest drop of each bandwidth-bound family it catches with one baseline run and
+with a store of --store runs, from its limit formula and verified by injecting drops into the
+identical runs); and the between-run noise of one run per platform, suite and size class (the
+form of a suite's `noise`). The report is also written to OUT/study.md, and a figure of every
+family's changes against the gate's limit to OUT/gate.png (--figure).
 
-Runs land in OUT/identical/<run_id> and OUT/<handicap label>/<run_id>, the command in
-OUT/command.txt; --compare-only re-reads them without running anything. The CPU study:
+Runs land in OUT/identical/<run_id> and OUT/<handicap label>/<run_id> (a background process's
+output in the run's background.log), the command in OUT/command.txt; --compare-only re-reads
+them without running anything. The CPU study:
 
   OMP_NUM_THREADS=1 python scripts/noise_study.py --out results/noise/cpu --runs 20 \\
       --pairs disjoint --handicap 'traced:python -m trace --count --no-report --module bench' \\
       -- suite=all sizes=quick sizes.max=4MiB
+
+A second process loading the host link (scripts/h2d_load.py) during one run, on one GPU:
+
+  python scripts/noise_study.py --out /tmp/noise/h200-x1 --runs 4 \\
+      --handicap 'h2d-load:bg=python scripts/h2d_load.py' -- suite=copy sizes=quick ...
 """
 from __future__ import annotations
 
 import argparse
 import itertools
-from collections import Counter
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from bench import SAFE_ENV
+from bench.analysis import power
 from bench.analysis.compare import (JUDGED_CLASSES, Comparison, compare, platform, point_levels, run_noise,
                                     size_classes)
+from bench.analysis.figures.gate import gate_figure
 from bench.cli.common import catalog
 from bench.results import find_runs, load
 
 IDENTICAL = "identical"
+BG = "bg="                # a handicap's COMMAND after bg= runs beside the run, not in its place
+BG_START_S = 120          # a background command has this long to print its first line (CUDA starts slowly)
+BG_SETTLE_S = 1.0         # and must still run this long after it (a line then an exit is a failure)
+BG_STOP_S = 30            # and this long to exit once told to stop, before it is killed
 
 
-def _handicap(text: str) -> tuple[str, dict[str, str], list[str]]:
-    """LABEL:[VAR=VALUE ...] [COMMAND ...] -> (label, environment, command), read as a shell would."""
+class Handicap(NamedTuple):
+    label: str
+    env: dict[str, str]
+    command: list[str]       # in place of `python -m bench`; [] for it
+    background: list[str]    # started before the run and stopped after it; [] for none
+
+
+def _python(words: list[str]) -> list[str]:
+    return [sys.executable if w == "python" else w for w in words]
+
+
+def _handicap(text: str) -> Handicap:
+    """LABEL:[VAR=VALUE ...] [COMMAND ... | bg=COMMAND ...], read as a shell would."""
     label, _, spec = text.partition(":")
     words = shlex.split(spec)
     env = {}
-    while words and re.match(r"[A-Za-z_]\w*=", words[0]):
+    while words and re.match(r"[A-Za-z_]\w*=", words[0]) and not words[0].startswith(BG):
         name, value = words.pop(0).split("=", 1)
         env[name] = value
-    if not label or label == IDENTICAL or not (env or words):
-        raise argparse.ArgumentTypeError(f"{text!r}: expected LABEL:VAR=VALUE... and/or a command")
-    return label, env, [sys.executable if w == "python" else w for w in words]
+    background = []
+    if words and words[0].startswith(BG):
+        background, words = [words[0][len(BG):], *words[1:]], []
+    if not label or label == IDENTICAL or not (env or words or background) or background == [""]:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected LABEL:VAR=VALUE... and/or a command, "
+                                         "or bg= and a command to run beside the run")
+    return Handicap(label, env, _python(words), _python(background))
 
 
-def _schedule(runs: int, handicaps: list[tuple]) -> list[tuple[str, dict, list[str]]]:
+def _schedule(runs: int, handicaps: list[Handicap]) -> list[Handicap]:
     """Identical runs with each handicapped run spread evenly among them."""
-    order: list[tuple] = [(IDENTICAL, {}, [])] * runs
+    order = [Handicap(IDENTICAL, {}, [], [])] * runs
     for i, handicap in enumerate(handicaps):
         order.insert(round((i + 1) * runs / (len(handicaps) + 1)) + i, handicap)
     return order
 
 
-def _run(out: Path, group: str, run_id: str, env: dict, command: list[str], overrides: list[str]) -> tuple[int, float]:
-    """One xferbench run into OUT/group/run_id: (exit code, seconds)."""
+class Background:
+    """A handicap's process beside a run, in a session of its own: started before the run, told
+    to stop (SIGTERM to its group) after it, killed if it will not; its output kept."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.command = command
+        self.proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+        self.lines: list[str] = []
+        self.spoke = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            self.spoke.set()
+        self.spoke.set()
+
+    def started(self, timeout: float = BG_START_S) -> bool:
+        """Whether it printed its first line and still runs a second later (working, not failing)."""
+        if not self.spoke.wait(timeout):
+            return False
+        try:
+            self.proc.wait(BG_SETTLE_S)
+        except subprocess.TimeoutExpired:
+            return True
+        return False
+
+    def stop(self) -> bool:
+        """Stop it; whether it was still running (the handicap lasted the whole run)."""
+        alive = self.proc.poll() is None
+        if alive:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(BG_STOP_S)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        self.reader.join(5)
+        return alive
+
+    def log(self, ended: str) -> str:
+        return f"$ {shlex.join(self.command)}\n{''.join(self.lines)}[{ended}; exit {self.proc.returncode}]\n"
+
+
+def _run(out: Path, group: str, run_id: str, handicap: Handicap, overrides: list[str]) -> tuple[int, float]:
+    """One xferbench run into OUT/group/run_id, beside the handicap's background process if it
+    has one: (exit code, seconds); exit -1 when the background process did not start."""
     scratch = out / ".scratch"
     shutil.rmtree(scratch, ignore_errors=True)
-    cmd = [*(command or [sys.executable, "-m", "bench"]), *overrides,
+    cmd = [*(handicap.command or [sys.executable, "-m", "bench"]), *overrides,
            f"out_dir={scratch}", f"run_id={run_id}", "progress=false"]
+    env = {**SAFE_ENV, **os.environ, **handicap.env}
+    background = Background(handicap.background, env) if handicap.background else None
+    if background and not background.started():
+        background.stop()
+        print(f"noise_study: {run_id} not run: its background process did not start\n"
+              f"{background.log('did not start')}", file=sys.stderr)
+        return -1, 0.0
     started = time.perf_counter()
-    proc = subprocess.run(cmd, env={**os.environ, **env}, capture_output=True, text=True)
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    finally:
+        alive = background.stop() if background else True
     if proc.returncode:
         print(proc.stderr[-2000:], file=sys.stderr)
+    if not alive:
+        print(f"noise_study: {run_id}: the background process ended during the run", file=sys.stderr)
     seconds = time.perf_counter() - started
     made = [m.parent for m in scratch.rglob("meta.json")]
     if made:
         (out / group).mkdir(parents=True, exist_ok=True)
         shutil.move(str(made[0]), out / group / run_id)
+        if background:
+            ended = "stopped after the run" if alive else "ended before the run did: the handicap covered part of it"
+            (out / group / run_id / "background.log").write_text(background.log(ended))
     shutil.rmtree(scratch, ignore_errors=True)
     return proc.returncode, seconds
 
@@ -92,12 +189,12 @@ def _command(argv: list[str] | None) -> str:
     return " ".join(filter(None, [env, shlex.join(words)]))
 
 
-def run_all(out: Path, runs: int, handicaps: list[tuple], overrides: list[str]) -> None:
+def run_all(out: Path, runs: int, handicaps: list[Handicap], overrides: list[str]) -> None:
     counts: dict[str, int] = {}
-    for group, env, command in _schedule(runs, handicaps):
-        counts[group] = counts.get(group, 0) + 1
-        run_id = f"{group}-{counts[group]:02d}"
-        code, seconds = _run(out, group, run_id, env, command, overrides)
+    for handicap in _schedule(runs, handicaps):
+        counts[handicap.label] = counts.get(handicap.label, 0) + 1
+        run_id = f"{handicap.label}-{counts[handicap.label]:02d}"
+        code, seconds = _run(out, handicap.label, run_id, handicap, overrides)
         print(f"noise_study: {run_id} exit {code}, {seconds:.0f} s", file=sys.stderr, flush=True)
 
 
@@ -137,7 +234,52 @@ def noise_table(identical: pd.DataFrame) -> list[str]:
     return lines
 
 
-def report(out: Path, pairs: str, tolerance: float, alpha: float) -> list[str]:
+def declared_line(identical: pd.DataFrame) -> str:
+    """The suites' declared noise these runs are judged with (one run a side: the defaults alone),
+    so the study records which defaults it tested."""
+    plats = set(identical["backend"].map(platform))
+    parts = []
+    for suite in dict.fromkeys(identical["suite"]):
+        noise = catalog()[suite].noise if suite in catalog() else {}
+        shown = [f"{c} {v:g}" for (plat, c), v in sorted(noise.items()) if plat in plats]
+        parts.append(f"{suite} {', '.join(shown)}" if shown else f"{suite}: none declared (the platform's largest)")
+    return "Judged with the suites' declared noise as they stand (σ of one run): " + "; ".join(parts) + "."
+
+
+def _caught(c: power.Caught | None) -> str:
+    if c is None:
+        return "—"
+    return f"{c.injected:.1%} (expected {c.expected:.1%}; own change {c.own_change:+.1%})"
+
+
+def power_lines(names: list[str], runs: dict[str, pd.DataFrame], tolerance: float, alpha: float,
+                store: int) -> list[str]:
+    """The gate's power on these identical runs (bench.analysis.power), as markdown."""
+    ordered = [runs[n] for n in names]
+    powers = power.gate_power(ordered, catalog(), tolerance, alpha, store)
+    kept = names[-1 - min(store, len(names) - 1):-1]
+    lines = ["### The gate's power", "", power.summary(powers, store), "",
+             f"One run: the smallest drop flagged with one baseline run against one (the suites' declared σ). "
+             f"Store of {store}: a store of {store} runs against one, with the σ measured between these "
+             f"{len(names)} identical runs (moderated by the declared σ, as the gate does). Injected: the "
+             f"drop that, scaled into the family's rows of {names[1]} against {names[0]}"
+             + (f", and of {names[-1]} against the store {kept[0]}..{kept[-1]}," if len(names) >= 3 else ",")
+             + " is the smallest flagged; a real pair already differs by the family's own change, so it is "
+             "the expected 1 − exp(limit − own change), not the formula's figure.", "",
+             f"| family | σ declared | σ measured | one run | injected, one run | store of {store} | "
+             f"injected, store of {len(kept)} |", "| --- | ---: | ---: | ---: | --- | ---: | --- |"]
+    lines += [f"| {p.label} | {p.declared:.3f} | {p.measured:.3f} | {p.one_run:.1%} | "
+              f"{_caught(p.one_run_injected)} | {p.store:.1%} | {_caught(p.store_injected)} |" for p in powers]
+    return lines
+
+
+def _points(kind: str, result: Comparison) -> list[dict]:
+    return [{"family": f"{label} ({f.size_class}-bound)", "kind": kind, "change": f.change, "limit": f.limit}
+            for f, label in zip(result.families, power.labels(result.families))]
+
+
+def report(out: Path, pairs: str, tolerance: float, alpha: float, store: int = power.STORE,
+           figure: Path | None = None) -> list[str]:
     groups = {g.name: load(g) for g in sorted(out.iterdir()) if g.is_dir() and not g.name.startswith(".")
               and any(g.rglob("meta.json"))}
     identical = groups.pop(IDENTICAL)
@@ -149,17 +291,33 @@ def report(out: Path, pairs: str, tolerance: float, alpha: float) -> list[str]:
 
     families = len(judge(runs[names[0]], runs[names[-1]]).families)
     lines = [f"{len(names)} identical runs, {families} families (op × size class); tolerance {tolerance:.0%}, "
-             f"alpha {alpha:g}.", "", "| comparison | exit 1 | flagged |", "| --- | ---: | --- |"]
-    lines += [_row(f"{a} vs {b}", [judge(runs[a], runs[b])]) for a, b in _pairs(names, pairs)]
+             f"alpha {alpha:g}.", "", declared_line(identical), "",
+             "| comparison | exit 1 | flagged |", "| --- | ---: | --- |"]
+    points = []
+    for a, b in _pairs(names, pairs):
+        result = judge(runs[a], runs[b])
+        lines.append(_row(f"{a} vs {b}", [result]))
+        points += _points(IDENTICAL, result)
     half = len(names) // 2
     if half >= 2:
-        store = pd.concat([runs[n] for n in names[:half]])
+        kept = pd.concat([runs[n] for n in names[:half]])
         lines.append(_row(f"{names[0]}..{names[half - 1]} (a store) vs each of {names[half]}..{names[-1]}",
-                          [judge(store, runs[n]) for n in names[half:]]))
-    for frame in groups.values():
+                          [judge(kept, runs[n]) for n in names[half:]]))
+    for label, frame in groups.items():
         for run, cur in _split(frame).items():
-            lines.append(_row(f"each identical run vs {run}", [judge(runs[n], cur) for n in names]))
+            each = [judge(runs[n], cur) for n in names]
+            lines.append(_row(f"each identical run vs {run}", each))
             lines.append(_row(f"all {len(names)} identical runs vs {run}", [judge(identical, cur)]))
+            points += [p for result in each for p in _points(label, result)]
+    if len(names) >= 2:
+        lines += [""] + power_lines(names, runs, tolerance, alpha, store)
+    if figure is not None and points:
+        instance = ", ".join(sorted(set(identical["instance"].astype(str))))
+        gate_figure(pd.DataFrame(points), figure,
+                    f"The regression gate on {instance}: every family's change, one run a side\n"
+                    f"{len(names)} identical runs and {sum(len(_split(f)) for f in groups.values())} handicapped; "
+                    f"tolerance {tolerance:.0%}, alpha {alpha:g}")
+        lines += ["", f"![the gate against this study]({figure.name})"]
     lines += ["", "Between-run noise of one run (sigma of log per-point median time):", "", "```"]
     return lines + noise_table(identical) + ["```"]
 
@@ -170,13 +328,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="identical runs (default: 3)")
     parser.add_argument("--handicap", type=_handicap, action="append", default=[],
                         metavar="LABEL:SPEC", help="one run under SPEC: VAR=VALUE... and/or a command that "
-                        "replaces 'python -m bench' ('python' is this interpreter), as a shell reads them, e.g. "
-                        "'nch1:NCCL_MAX_NCHANNELS=1' or 'traced:python -m trace --count --no-report --module bench'")
+                        "replaces 'python -m bench' ('python' is this interpreter), or bg= and a command that runs "
+                        "beside the run (started before it, stopped after it), as a shell reads them, e.g. "
+                        "'nch1:NCCL_MAX_NCHANNELS=1', 'traced:python -m trace --count --no-report --module bench' "
+                        "or 'h2d-load:bg=python scripts/h2d_load.py'")
     parser.add_argument("--pairs", choices=["all", "disjoint"], default="all",
                         help="identical runs compared pairwise: every pair, or 1-2, 3-4, ... (default: all)")
     parser.add_argument("--compare-only", action="store_true", help="analyse the runs already in --out")
     parser.add_argument("--tolerance", type=float, default=0.05)
     parser.add_argument("--alpha", type=float, default=0.01)
+    parser.add_argument("--store", type=int, default=power.STORE,
+                        help=f"the store of runs the gate's power is stated for (default: {power.STORE})")
+    parser.add_argument("--figure", type=Path, help="the gate's figure (default: OUT/gate.png)")
     parser.add_argument("overrides", nargs="*", help="xferbench overrides of the sweep, after --")
     args = parser.parse_args(argv)
     if not args.compare_only:
@@ -186,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     find_runs([args.out / IDENTICAL])
     command = args.out / "command.txt"
     lines = ([f"Runs made by: `{command.read_text().strip()}`", ""] if command.exists() else [])
-    text = "\n".join(lines + report(args.out, args.pairs, args.tolerance, args.alpha))
+    figure = args.figure or args.out / "gate.png"
+    text = "\n".join(lines + report(args.out, args.pairs, args.tolerance, args.alpha, args.store, figure))
     print(text)
     (args.out / "study.md").write_text(text + "\n")
     return 0

@@ -236,6 +236,23 @@ def median_factor(runs: int) -> float:
     return 1.0 if runs <= 2 else math.pi / 2
 
 
+def family_z(alpha: float, families: int) -> float:
+    """The one-sided normal quantile each of `families` families is judged at (see the module's docstring)."""
+    return NormalDist().inv_cdf(1 - alpha / (2 * max(families, 1)))
+
+
+def family_sigma(prior: float, measured: float, df: int) -> float:
+    """A family's between-run sigma of one run: the suite's default worth PRIOR_DF degrees of
+    freedom, moderated by the sigma measured between runs (df of them; 0: the default alone)."""
+    return math.sqrt((PRIOR_DF * prior**2 + df * (measured**2 if df else 0.0)) / (PRIOR_DF + df))
+
+
+def log_limit(sigma: float, m: int, n: int, tolerance: float, z: float) -> float:
+    """The log change in performance below which a family of m baseline and n current runs is a
+    regression: log(1 - tolerance) - z * sigma * sqrt(c_m / m + c_n / n)."""
+    return math.log1p(-tolerance) - z * sigma * math.sqrt(median_factor(m) / m + median_factor(n) / n)
+
+
 def _family(rows: list[dict], tolerance: float, z: float, catalog: Catalog) -> Family:
     """The verdict on one family, from the joined records of its sizes."""
     key = {k: _plain1(rows[0][k]) for k in VARIANT_KEYS}
@@ -243,10 +260,9 @@ def _family(rows: list[dict], tolerance: float, z: float, catalog: Catalog) -> F
     df = sum(r["n_base"] - 1 + r["n_cur"] - 1 for r in rows)
     prior = default_noise(catalog, key["backend"], key["suite"], size_class)
     measured = run_noise(np.concatenate([r[p] for r in rows for p in ("pairs_base", "pairs_cur")])) if df else 0.0
-    sigma = math.sqrt((PRIOR_DF * prior**2 + df * measured**2) / (PRIOR_DF + df))
+    sigma = family_sigma(prior, measured, df)
     m, n = min(r["n_base"] for r in rows), min(r["n_cur"] for r in rows)
-    spread = sigma * math.sqrt(median_factor(m) / m + median_factor(n) / n)
-    low = math.log1p(-tolerance) - z * spread
+    low = log_limit(sigma, m, n, tolerance, z)
     change = float(np.median([r["y_cur"] - r["y_base"] for r in rows]))
     verdict = "regression" if change < low else "improvement" if change > -low else "unchanged"
     sizes = sorted(int(r["size_bytes"]) for r in rows)
@@ -296,7 +312,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, catalog: Catalog, tol
     for r in records:
         if r["size_class"] in JUDGED_CLASSES:
             families_of.setdefault(tuple(r[k] for k in VARIANT_KEYS + ["size_class"]), []).append(r)
-    z = NormalDist().inv_cdf(1 - alpha / (2 * max(len(families_of), 1)))
+    z = family_z(alpha, len(families_of))
     families = [_family(rows, tolerance, z, catalog) for rows in families_of.values()]
     base_keys, cur_keys = _point_keys(base), _point_keys(cur)
     failed = _point_keys(current[current["status"] == "failed"]) & base_keys

@@ -18,9 +18,11 @@ from datetime import datetime, timezone
 import pandas as pd
 
 import bench
+from bench.analysis.cache import RULE as CACHE_RULE
+from bench.analysis.cache import hbm_rows
 from bench.analysis.catalog import Catalog, Metric, view
 from bench.analysis.figures import render
-from bench.analysis.figures.style import SMALL_BYTES, with_bandwidth
+from bench.analysis.figures.style import SMALL_BYTES, VALUE_ORDER, _rank, with_bandwidth
 from bench.analysis.runs import COMPLETE, SERIES, palette, with_series
 from bench.results import ResultsError, read_meta, usable_rows
 from bench.sizes import format_size
@@ -28,13 +30,14 @@ from bench.sizes import format_size
 
 # What tells two curves of one metric apart (a run may hold several dtypes, APIs, engines...).
 CURVE_KEYS = ["memory", "mode", "backend", "dtype", "world_size", "nnodes", "api", "engine", "numa"]
-SHOWN_KEYS = ["mode", "dtype", "api", "engine", "numa"]    # named under a value when a run has several
+ALWAYS_NAMED = ("api", "engine")    # named in a cell even where a run measured one of them
+NAMED = {"numa": "numa {}", "world_size": "{} ranks", "nnodes": "{} nodes"}   # else the value alone
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass
 class Cell:
-    value: str
+    value: str          # one figure per variant measured, each named where there are several
     notes: list[str]
 
 
@@ -46,16 +49,29 @@ def _curves(frame: pd.DataFrame, metric: Metric, catalog: Catalog) -> pd.DataFra
     return data
 
 
+def _set(value) -> bool:
+    return str(value) not in ("", "nan", "None")
+
+
+def variants(data: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The curves of a metric's rows, each with its name: its values of the keys that vary among
+    them, and its api and engine ('torch', 'nccl', 'ce', 'sm numa remote'), in VALUE_ORDER."""
+    varying = [k for k in CURVE_KEYS if data[k].astype(str).nunique() > 1]
+    keys = varying + [k for k in ALWAYS_NAMED if k not in varying and data[k].map(_set).any()]
+    if not keys:
+        return [("", data)]
+    out = []
+    for values, curve in data.groupby(keys, sort=False, dropna=False):
+        values = values if isinstance(values, tuple) else (values,)
+        named = [(k, v) for k, v in zip(keys, values) if _set(v)]
+        out.append(([_rank(str(v), VALUE_ORDER) for _, v in named],
+                    " ".join(NAMED.get(k, "{}").format(v) for k, v in named), curve))
+    return [(name, curve) for _, name, curve in sorted(out, key=lambda t: (t[0], t[1]))]
+
+
 def _ranks_note(curve: pd.DataFrame) -> list[str]:
     first = curve.iloc[0]
     return [f"{first['world_size']} ranks, {first['dtype']}"] if first["suite"] == "collectives" else []
-
-
-def _variant_note(curve: pd.DataFrame, candidates: pd.DataFrame) -> list[str]:
-    """What sets this curve apart from the others measured for the same metric (engine sm, ...)."""
-    first = curve.iloc[0]
-    return [f"{k} {first[k]}" for k in SHOWN_KEYS
-            if candidates[k].astype(str).nunique() > 1 and str(first[k]) not in ("", "nan")]
 
 
 def _spread_note(curve: pd.DataFrame, size: int) -> list[str]:
@@ -72,19 +88,12 @@ def _gbps(value: float) -> str:
     return f"{value:,.0f} GB/s" if value >= 1000 else f"{value:.1f} GB/s"
 
 
-def bandwidth_cell(frame: pd.DataFrame, metric: Metric, catalog: Catalog) -> Cell | None:
-    """The median at the largest size of the best eager curve, with its size, the share of the
-    link it crosses, the peak where a smaller size beat it, and GB/s per dollar where priced."""
-    data = _curves(frame, metric, catalog)
-    data = data[data["launch"] == "eager"].dropna(subset=["bandwidth_gbps"])
-    if data.empty:
-        return None
-    curves = [c for _, c in data.groupby(CURVE_KEYS, sort=False)]
-    medians = [c.groupby("size_bytes")["bandwidth_gbps"].median() for c in curves]
-    best = max(range(len(curves)), key=lambda i: medians[i].iloc[-1])
-    curve, median = curves[best], medians[best]
+def _bandwidth_notes(curve: pd.DataFrame, metric: Metric, catalog: Catalog) -> tuple[float, list[str]]:
+    """One curve's figure at its largest size, and what to say about it: the size, the share of
+    the link it crosses, the peak where a smaller size beat it, GB/s per dollar where priced."""
+    median = curve.groupby("size_bytes")["bandwidth_gbps"].median()
     value, size = float(median.iloc[-1]), int(median.index[-1])
-    notes = [f"at {format_size(size)}", *_spread_note(curve, size)]
+    notes = [f"eager at {format_size(size)}", *_spread_note(curve, size)]
     link_gbps, link = view(catalog, metric.suite).link_limit(curve.iloc[0])
     if link_gbps > 0:
         notes.append(f"{100 * value / link_gbps:.0f}% of {link} ({link_gbps:.0f} GB/s)")
@@ -93,24 +102,62 @@ def bandwidth_cell(frame: pd.DataFrame, metric: Metric, catalog: Catalog) -> Cel
     price = pd.to_numeric(curve["usd_per_hour"].iloc[0], errors="coerce")
     if price > 0:
         notes.append(f"{value / price:.2f} GB/s per $/h")
-    return Cell(_gbps(value), notes + _ranks_note(curve) + _variant_note(curve, data))
+    return value, notes
+
+
+def bandwidth_cell(frame: pd.DataFrame, metric: Metric, catalog: Catalog) -> Cell | None:
+    """Eager launches, the median at the largest size of each variant measured (torch beside
+    nccl, ce beside sm: never the best of them), each named with its size and link share; on-GPU
+    copies only from sizes well past L2 (bench.analysis.cache)."""
+    data = _curves(frame, metric, catalog)
+    data = data[data["launch"] == "eager"].dropna(subset=["bandwidth_gbps"])
+    if data.empty:
+        return None
+    hbm = hbm_rows(data)
+    if hbm.empty:
+        return Cell("—", [f"up to {format_size(int(data['size_bytes'].max()))} only: in or near L2, no HBM figure"])
+    curves = variants(hbm)
+    parts = [(name, *_bandwidth_notes(curve, metric, catalog)) for name, curve in curves]
+    if len(parts) == 1:
+        name, value, notes = parts[0]
+        return Cell(_gbps(value), [f"{name}, {notes[0]}" if name else notes[0], *notes[1:], *_ranks_note(hbm)])
+    largest = [int(curve["size_bytes"].max()) for _, curve in curves]
+    if len(set(largest)) == 1:
+        value = " · ".join(f"{name} {_gbps(v)}" for name, v, _ in parts)
+        return Cell(value, [f"{name}: {', '.join(notes)}" for name, _, notes in parts] + _ranks_note(hbm))
+    # Largest sizes differ: each figure names its size, and a note compares them at one size.
+    value = " · ".join(f"{name} {_gbps(v)} ({format_size(n)})" for (name, v, _), n in zip(parts, largest))
+    notes = [f"{name}: {', '.join(notes)}" for name, _, notes in parts]
+    common = set.intersection(*(set(curve["size_bytes"]) for _, curve in curves))
+    if common:
+        size = max(common)
+        at = " · ".join(f"{name} {_gbps(curve.loc[curve['size_bytes'] == size, 'bandwidth_gbps'].median())}"
+                        for name, curve in curves)
+        notes.append(f"each at {format_size(size)}: {at}")
+    return Cell(value, notes + _ranks_note(hbm))
+
+
+def _us(times: pd.Series) -> str:
+    return f"{times.median() * 1e6:.1f}" if len(times) else "—"
 
 
 def latency_cell(frame: pd.DataFrame, metric: Metric, catalog: Catalog) -> Cell | None:
-    """Median time per op at the smallest size (1 MiB or less), eager / graph: the fastest curve of each."""
+    """Median time per op at the smallest size (1 MiB or less), eager / graph, for each variant
+    measured there (torch beside nccl), each named."""
     data = _curves(frame, metric, catalog)
-    data = data[data["size_bytes"] <= SMALL_BYTES]
+    data = data[(data["size_bytes"] <= SMALL_BYTES) & (data["time_s"] > 0)]
     if data.empty:
         return None
-    at = data[data["size_bytes"] == data["size_bytes"].min()]
-    times = {}
-    for launch in ("eager", "graph"):
-        per_curve = at[at["launch"] == launch].groupby(CURVE_KEYS)["time_s"].median()
-        times[launch] = f"{per_curve.min() * 1e6:.1f}" if len(per_curve) else "—"
-    variants = at.groupby(CURVE_KEYS).ngroups
-    notes = [f"at {format_size(int(at['size_bytes'].iloc[0]))}", *_ranks_note(at)]
-    return Cell(f"{times['eager']} / {times['graph']} µs",
-                notes + ([f"the fastest of {variants} variants"] if variants > 1 else []))
+    size = int(data["size_bytes"].min())
+    at = data[data["size_bytes"] == size]
+    parts = [(name, f"{_us(c.loc[c['launch'] == 'eager', 'time_s'])} / {_us(c.loc[c['launch'] == 'graph', 'time_s'])}")
+             for name, c in variants(at)]
+    value = parts[0][1] + " µs" if len(parts) == 1 else " · ".join(f"{name} {times}" for name, times in parts) + " µs"
+    notes = [f"at {format_size(size)}, eager / graph" + (f", {parts[0][0]}" if len(parts) == 1 and parts[0][0] else "")]
+    elsewhere = [name for name, _ in variants(data) if name not in {n for n, _ in parts}]
+    if elsewhere:
+        notes.append(f"not measured at {format_size(size)}: {', '.join(elsewhere)}")
+    return Cell(value, notes + _ranks_note(at))
 
 
 def headline(frame: pd.DataFrame, catalog: Catalog) -> dict[str, dict[str, Cell | None]]:
@@ -268,9 +315,13 @@ def caveats(frame: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
         "few percent as noise.",
         "The machines may be shared or virtualised: other tenants' traffic, clocks and placement can "
         "lower a figure, and nothing here controls for them.",
-        "Bandwidth cells are the median at the largest size measured; a higher figure at a smaller size "
-        "(often one that fits in cache) is noted as a peak. Where a run measured several variants "
-        "(dtype, API, engine, NUMA placement), the cell shows the fastest and names it.",
+        "Bandwidth cells are the median of eager launches at the largest size measured; a higher figure "
+        "at a smaller size is noted as a peak. Latency cells are the median time per op at the smallest "
+        "size, eager / graph. Where a run measured several variants of a metric, the cell shows each, "
+        "named, never the best of them: torch (torch.distributed, what a PyTorch job calls) beside nccl "
+        "(NCCL called directly), ce (the copy engines) beside sm (a copy kernel on the SMs), NUMA placements.",
+        f"Cache: an on-GPU copy whose source and destination fit in L2 measures the cache, not HBM; "
+        f"{CACHE_RULE}, so graph-mode d2d (16 MiB at most) has no HBM figure.",
         "Link shares use theoretical peaks: PCIe from generation × width per direction, NVLink from "
         "the instance catalogue. GB/s means 1e9 bytes per second.",
         "Graph-mode points stop at timing.graph_max_size (16 MiB by default), so peaks use eager points.",

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from bench.analysis.cache import short_of_hbm
 from bench.analysis.catalog import Catalog, view
 from bench.results import usable_rows
 from bench.sizes import format_size
@@ -17,7 +18,9 @@ CONCURRENT_COLUMNS = [*VARIANT, "size_bytes", "when", "gpu", "gbps"]
 
 
 def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
-    """One row per op/memory/mode/launch: peak of the per-size medians, latency at small sizes."""
+    """One row per op/memory/mode/launch: peak of the per-size medians, latency at small sizes.
+    On-GPU copies in or near L2 give no peak (bench.analysis.cache); a variant with no other
+    size says so in peak_note."""
     ok = usable_rows(frame)
     ok = ok[ok["op"] != "latency"]   # no bandwidth: the suites' latency tables have them
     if ok.empty:
@@ -27,9 +30,13 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
         suite = view(catalog, keys[0])
         medians = group.groupby("size_bytes").agg(bw=(suite.bandwidth, "median"), t=("time_s", "median"))
         row = dict(zip(_GROUP, keys))
-        row["peak_gbps"] = round(float(medians.bw.max()), 2)
-        row["at_size"] = format_size(int(medians.bw.idxmax()))
-        # The largest size's figure too: a peak at a cache-sized message can flatter (d2d in L2).
+        peaks = medians.bw[medians.index.isin(group["size_bytes"][~short_of_hbm(group)])].dropna()
+        if len(peaks):
+            row["peak_gbps"] = round(float(peaks.max()), 2)
+            row["at_size"] = format_size(int(peaks.idxmax()))
+        else:
+            row["peak_gbps"], row["at_size"] = math.nan, ""
+            row["peak_note"] = f"no HBM peak: up to {format_size(int(medians.index[-1]))}, in or near L2"
         row["gbps@max"] = round(float(medians.bw.iloc[-1]), 2)
         row["max_size"] = format_size(int(medians.index[-1]))
         for size in suite.latency_sizes:

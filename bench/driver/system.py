@@ -1,7 +1,9 @@
 """What machine this is: GPUs, driver, CUDA, NCCL, PCIe links, NVLink, P2P access, topology.
 
 NVML (nvidia-ml-py) reads links without creating a CUDA context; anything it cannot read is
-left out rather than guessed. Without a GPU the description says so and names the CPU.
+left out rather than guessed. Each GPU's L2 size (`l2_bytes`) comes from CUDA, as NVML has no
+call for it: the analysis keeps copies whose working set fits in it out of HBM peaks. Without a
+GPU the description says so and names the CPU.
 """
 from __future__ import annotations
 
@@ -116,6 +118,11 @@ def describe() -> dict[str, Any]:
         gpus = [{"index": i, "name": torch.cuda.get_device_name(i),
                  "memory_bytes": torch.cuda.get_device_properties(i).total_memory}
                 for i in range(torch.cuda.device_count())]
+    for i, gpu in enumerate(gpus[:torch.cuda.device_count() if cuda else 0]):
+        try:
+            gpu["l2_bytes"] = torch.cuda.get_device_properties(i).L2_cache_size
+        except (RuntimeError, AttributeError):
+            pass
     nccl = ""
     if cuda:
         try:

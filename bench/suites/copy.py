@@ -1,10 +1,12 @@
 """Host<->device and device<->device copies, one GPU at a time or every GPU at once, and link latency.
 
-Ops: h2d, d2h, bidir (both at once on two streams), d2d (within one GPU: the HBM ceiling), and
-latency (one GPU's dependent 8-byte loads around a 2 MiB ring in pinned host memory, the pointer
-chase of bench.measure.chase; time_s is seconds per access and there is no bandwidth). Host
-memory is pinned or pageable; copies go through the copy engines (engine 'ce', Tensor.copy_) or a
-Triton copy kernel on the GPU's SMs (engine 'sm', pinned memory only).
+Ops: h2d, d2h, bidir (both at once on two streams), d2d (within one GPU: the HBM ceiling where
+source and destination do not fit in L2 together; rows that fit say 'cache-resident' in their
+note: bench.analysis.cache), and latency (one GPU's dependent 8-byte loads around a 2 MiB ring
+in pinned host memory, the pointer chase of bench.measure.chase; time_s is seconds per access
+and there is no bandwidth). Host memory is pinned or pageable; copies go through the copy
+engines (engine 'ce', Tensor.copy_) or a Triton copy kernel on the GPU's SMs (engine 'sm',
+pinned memory only).
 
 Which GPUs (copy.gpus): the first GPU selected gets the full sweep (every op, memory, launch and
 size). Whole-machine traffic -- each other selected GPU alone, and every GPU at once ('all') --
@@ -34,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from bench import ConfigError, lazy
+from bench.analysis.cache import resident_note
 from bench.analysis.catalog import Metric
 from bench.config.settings import Choice, Engine, HostMemory, SizeRange, nonempty
 from bench.links import Speeds, pcie_gbps
@@ -391,7 +394,9 @@ def _measure_alone(point: Point, ctx: Context, state: CopyState) -> list[Sample]
         trials = timer(enqueue, clock, ctx.timing)
         torch.cuda.synchronize()
     verified = all(same_data(dst, src) for dst, src in legs)
-    return trial_rows(point, trials, point.size_bytes * len(legs), 1.0, verified, place_note(place))
+    note = resident_note(point.size_bytes, torch.cuda.get_device_properties(gpu).L2_cache_size) \
+        if point.op == "d2d" else place_note(place)
+    return trial_rows(point, trials, point.size_bytes * len(legs), 1.0, verified, note)
 
 
 def _measure_together(point: Point, ctx: Context, state: CopyState) -> list[Sample]:
@@ -438,7 +443,7 @@ def _gpu_of(rows: pd.DataFrame) -> np.ndarray:
 def concurrent_table(frame: pd.DataFrame, by: list[str] = ()) -> pd.DataFrame:
     """Copies with every GPU at once, long form: per (by..., variant, size, when, gpu) the median GB/s
     at the largest size measured so: each GPU's part and the total 'at once', and the same copy on
-    each GPU 'alone' (eager, same size) with those figures summed as its total."""
+    each GPU measured 'alone' (eager, same size), summed as its total only where every GPU was."""
     from bench.analysis.tables import CONCURRENT_COLUMNS, VARIANT, matching, median_by
 
     ok = frame[(frame.suite == Copy.name) & (frame.status == "ok") & frame.algbw_gbps.notna()]
@@ -453,8 +458,8 @@ def concurrent_table(frame: pd.DataFrame, by: list[str] = ()) -> pd.DataFrame:
         rows += [{**base, "when": AT_ONCE, "gpu": gpu, "gbps": v} for gpu, v in median_by(at, at.part.to_numpy()).items()]
         same = matching(alone[alone.size_bytes == size], dict(zip(by + VARIANT, keys)))
         each = median_by(same, _gpu_of(same))
-        if len(each):
-            rows += [{**base, "when": ALONE, "gpu": gpu, "gbps": v} for gpu, v in each.items()]
+        rows += [{**base, "when": ALONE, "gpu": gpu, "gbps": v} for gpu, v in each.items()]
+        if len(each) and set(at.part) - {"total"} <= set(each.index):   # a sum alone of the same GPUs only
             rows.append({**base, "when": ALONE, "gpu": "total", "gbps": each.sum()})
     return pd.DataFrame(rows, columns=[*by, *CONCURRENT_COLUMNS])
 

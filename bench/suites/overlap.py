@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 import statistics
 import sys
 from dataclasses import dataclass, field, replace
@@ -557,6 +558,12 @@ def _run_keys(rows: pd.DataFrame) -> list[str]:
     return [k for k in ("instance", "run_id") if k in rows.columns and rows[k].nunique() > 1]
 
 
+def _flops_of(mode: str) -> float:
+    """The flops of the product a pair's mode names ('mm8192'); NaN for any other mode."""
+    match = re.fullmatch(r"mm(\d+)", str(mode))
+    return Product(int(match.group(1))).flops if match else math.nan
+
+
 def table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per pair: GB/s of the transfer alone and during the product (algbw), TFLOP/s of the
     product alone and during the transfer, overlap on two streams and on one (medians of trials)."""
@@ -564,16 +571,14 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     rows = rows[rows["op"].isin(PAIR_OPS)]
     if rows.empty:
         return pd.DataFrame()
-    # The product's flops from its params: older runs (no params) show no TFLOP/s.
-    rows = rows.assign(flops=[2.0 * d["matmul"] ** 3 if "matmul" in d else math.nan for d in params(rows)])
+    # The product's flops from its params; older runs (no params) name it in the mode: mm<n>.
+    rows = rows.assign(flops=[Product(d["matmul"]).flops if "matmul" in d else _flops_of(mode)
+                              for d, mode in zip(params(rows), rows["mode"])])
     keys = _run_keys(rows) + ["op", "memory", "mode", "world_size", "size_bytes"]
-    # dropna=False keeps the flops of rows without params (all NaN); it also makes a row of every
-    # combination of the keys, of which only those measured stay.
-    med = rows.pivot_table(index=keys, columns="part", values=["time_s", "algbw_gbps", "iters", "flops"],
-                           aggfunc="median", dropna=False).dropna(how="all")
+    med = rows.pivot_table(index=keys, columns="part", values=["time_s", "algbw_gbps", "iters"], aggfunc="median")
     med = med.iloc[med.index.get_level_values("op").map(PAIR_OPS.index).argsort(kind="stable")]
     out = med.index.to_frame(index=False)
-    flops = med["flops"].max(axis=1).to_numpy()
+    flops = rows.groupby(keys)["flops"].first().reindex(med.index).to_numpy()
     t, bw, iters = med["time_s"], med["algbw_gbps"], med["iters"]
     out["size"] = out.pop("size_bytes").map(format_size)
     out["round"] = [f"{c:.0f}+{m:.0f}" for c, m in zip(iters["copy_during_compute"] / iters["total"],
@@ -653,7 +658,9 @@ def sync_figure(frame: pd.DataFrame, canvas) -> list:
     import numpy as np
 
     from bench.analysis.figures.bars import paired, per_series, with_series_line
-    from bench.analysis.figures.style import DASHES, _legend, _log_y, _size_axis
+    from matplotlib.lines import Line2D
+
+    from bench.analysis.figures.style import DASHES, _legend, _log_y, _order, _size_axis
     from bench.results import usable_rows
 
     syncs = per_series(frame, sync_table)
@@ -674,16 +681,17 @@ def sync_figure(frame: pd.DataFrame, canvas) -> list:
     if not made.empty:
         styles = dict(zip(["pageable", "pinned", "device"], DASHES))
         stats = made.groupby([SERIES, "memory", "size_bytes"])["time_s"].median().mul(1e6).reset_index()
-        several = stats[SERIES].nunique() > 1
         for (series, memory), g in stats.groupby([SERIES, "memory"]):
             axes[1].plot(g["size_bytes"], g["time_s"], color=colours[series], linestyle=styles.get(memory, ":"),
-                         marker="o", markersize=3, label=f"{memory} ({series})" if several else memory)
+                         marker="o", markersize=3)
+        # the memory by its dashes here; the series by colour in the figure's legend (capped there)
+        axes[1].legend(handles=[Line2D([], [], color="0.3", linestyle=styles.get(m, ":"), label=m)
+                                for m in _order(stats["memory"], list(styles))], fontsize=8, frameon=False)
         _size_axis(axes[1], stats["size_bytes"].unique())
         _log_y(axes[1], stats["time_s"].max() / stats["time_s"].min())
         axes[1].set_xlabel("Tensor size", fontsize=9)
         axes[1].set_ylabel("µs per tensor", fontsize=9)
         axes[1].set_title("made on the host and moved (pageable, pinned), or on the device", fontsize=9)
-        axes[1].legend(fontsize=8, frameon=False)
     else:
         axes[1].set_axis_off()
     fig.suptitle("What synchronizing costs, and where to make a tensor", fontsize=10)

@@ -11,7 +11,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from bench.analysis.figures.style import PANEL_IN, SERIES, Canvas, _device_key
+from bench.analysis.figures.style import PANEL_IN, SERIES, Canvas, _device_key, capped, legend_columns, more
 from bench.sizes import format_size
 
 AT_ONCE, ALONE = "at once", "alone"
@@ -19,7 +19,8 @@ AT_ONCE, ALONE = "at once", "alone"
 
 def dot_bars(peaks: pd.DataFrame, x: str, fmt: str, colours: dict, xlabel: str, title: str):
     """Compact horizontal bars: a row per `label` (in the frame's order), one thin bar per series
-    measured there (no empty slots for series that lack the variant), the value at the bar's end."""
+    measured there (no empty slots for series that lack the variant), the value at the bar's end;
+    the legend lists the first few series, then 'and N more'."""
     rows = list(dict.fromkeys(peaks["label"]))
     bar_h, gap = 0.18, 0.2   # inches
     heights = [peaks[peaks["label"] == r][SERIES].nunique() * bar_h + gap for r in rows]
@@ -40,9 +41,10 @@ def dot_bars(peaks: pd.DataFrame, x: str, fmt: str, colours: dict, xlabel: str, 
     fig.suptitle(title, fontsize=10)
     ax.grid(True, axis="x", alpha=0.35)
     ax.grid(False, axis="y")
-    drawn = sorted(peaks[SERIES].unique())
-    fig.legend(handles=[Line2D([], [], color=colours[s], linewidth=6, label=s) for s in drawn],
-               loc="outside lower center", ncols=min(len(drawn), 5), fontsize=9, frameon=False)
+    shown, left_out = capped(sorted(peaks[SERIES].unique()))
+    handles = [Line2D([], [], color=colours[s], linewidth=6, label=s) for s in shown] + more(left_out)
+    fig.legend(handles=handles, loc="outside lower center", ncols=legend_columns(fig, handles, 5), fontsize=9,
+               frameon=False)
     return fig, ax
 
 
@@ -71,19 +73,39 @@ def with_series_line(labels: pd.Series, series: pd.Series) -> list[str]:
     return list(labels + "\n" + series) if series.nunique() > 1 else list(labels)
 
 
+def _gbps(values: pd.Series) -> str:
+    return f"{values.sum():.1f} GB/s"
+
+
 def _concurrent_title(keys: tuple, d: pd.DataFrame, one_series: bool) -> str:
+    """The panel's variant and size, then its totals, like with like: the GPUs measured alone
+    summed alone and at once, and the total of every GPU at once (named as such where not every
+    GPU was measured alone)."""
     series, suite, op, memory, mode, engine, numa = keys
-    words = ["" if one_series else series, suite, op, memory if memory != "device" else mode, engine,
-             f"numa {numa}" if numa else "", format_size(int(d["size_bytes"].iloc[0]))]
-    totals = d[d["gpu"] == "total"].set_index("when")["gbps"]
-    total = "; ".join(f"total {totals[w]:.1f} GB/s {w}" for w in (AT_ONCE, ALONE) if w in totals)
-    return " · ".join(w for w in words if w) + (f"\n{total}" if total else "")
+    words = [suite, op, memory if memory != "device" else mode, engine, f"numa {numa}" if numa else "",
+             format_size(int(d["size_bytes"].iloc[0]))]
+    parts = d[d["gpu"] != "total"].set_index(["when", "gpu"])["gbps"]
+    at_once = parts.get(AT_ONCE, pd.Series(dtype=float))
+    alone = parts.get(ALONE, pd.Series(dtype=float))
+    both = [g for g in at_once.index if g in alone.index]
+    total = d.loc[(d["gpu"] == "total") & (d["when"] == AT_ONCE), "gbps"]
+    every = f"{total.iloc[0]:.1f} GB/s" if len(total) else _gbps(at_once)
+    if both and len(both) == len(at_once):
+        line = f"total {every} at once; {_gbps(alone[both])} alone (sum)"
+    elif both:
+        which = ", ".join(both)
+        line = (f"{which} (measured alone): {_gbps(at_once[both])} at once, {_gbps(alone[both])} alone\n"
+                f"all {len(at_once)} GPUs at once: {every}")
+    else:
+        line = f"all {len(at_once)} GPUs at once: {every} (none measured alone)"
+    return ("" if one_series else f"{series}\n") + " · ".join(w for w in words if w) + "\n" + line
 
 
 def concurrent(table: pd.DataFrame, canvas: Canvas, stem: str, title: str) -> list[Path]:
     """Per-GPU bars of traffic on every GPU at once (a long table: bench.analysis.tables'
-    CONCURRENT_COLUMNS and SERIES), the GPUs' parts 'at once' beside each GPU 'alone' where the
-    table has it, the totals in each panel's title. A panel per run and variant."""
+    CONCURRENT_COLUMNS and SERIES): each GPU's part 'at once' beside the same GPU 'alone' where
+    the table has it (no alone bar where it has not), the totals in each panel's title, like
+    with like (_concurrent_title). A panel per run and variant."""
     if table.empty:
         return []
     colours = canvas.colours
@@ -97,11 +119,17 @@ def concurrent(table: pd.DataFrame, canvas: Canvas, stem: str, title: str) -> li
     for ax, (keys, d) in zip(axes.flat, panels):
         bars = d[d["gpu"] != "total"]
         hues = [w for w in (ALONE, AT_ONCE) if w in set(bars["when"])]
-        sns.barplot(bars, x="gpu", y="gbps", hue="when", hue_order=hues, ax=ax,
-                    order=sorted(bars["gpu"].unique(), key=_device_key),
+        order = sorted(bars["gpu"].unique(), key=_device_key)
+        sns.barplot(bars, x="gpu", y="gbps", hue="when", hue_order=hues, ax=ax, order=order,
                     palette={ALONE: (0.75, 0.75, 0.75), AT_ONCE: colours[keys[0]]})
         for container in ax.containers:
             ax.bar_label(container, fmt="%.0f", fontsize=7)
+        if ALONE in hues:    # the empty slot beside a GPU at once says why it is empty
+            measured = set(bars.loc[bars["when"] == ALONE, "gpu"])
+            for i, gpu in enumerate(order):
+                if gpu not in measured:
+                    ax.text(i - 0.2, 0, " not measured alone", rotation=90, ha="center", va="bottom", fontsize=7,
+                            color="0.45")
         ax.set_title(_concurrent_title(keys, d, table[SERIES].nunique() == 1), fontsize=9)
         ax.set_xlabel("")
         ax.set_ylabel("GB/s", fontsize=9)

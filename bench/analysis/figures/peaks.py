@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench.analysis.cache import hbm_rows
 from bench.analysis.catalog import Catalog, view
 from bench.analysis.figures.bars import dot_bars
 from bench.analysis.figures.style import OP_ORDER, SERIES, VALUE_ORDER, Canvas, _rank, with_bandwidth
@@ -30,7 +31,8 @@ def _peak_label(row) -> str:
 
 
 def peak_table(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
-    """Peak bandwidth per run and variant (max over sizes, and pairs, of the per-size median),
+    """Peak bandwidth per run and variant (max over sizes, and pairs, of the per-size median;
+    sizes past L2 for on-GPU copies),
     with the link's theoretical peak (the suite's link_limit), the achieved share, and the
     instance's price; rows in the catalog's order of suites, then by link, op and values."""
     data = with_bandwidth(usable_rows(frame), catalog).dropna(subset=["bandwidth_gbps"])
@@ -38,7 +40,9 @@ def peak_table(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     # Collectives through NCCL directly peak where torch.distributed's do (the wire, not the host,
     # bounds large messages): one row, torch's, what a job calls.
     # Every GPU at once is many links' traffic: concurrent_figure shows it, not one link's share.
+    # On-GPU copies in or near L2 measure the cache (bench.analysis.cache): no HBM peak.
     data = data[(data["launch"] != "graph") & (data["api"] != "nccl") & (data["src"] != "all") & (data["dst"] != "all")]
+    data = hbm_rows(data)
     if data.empty:
         return pd.DataFrame(columns=["instance", "run_id", SERIES, "label", "peak_gbps", "link", "link_gbps",
                                      "percent", "usd_per_hour"])

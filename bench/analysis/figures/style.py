@@ -1,5 +1,5 @@
 """What every figure shares: where it goes and in which formats (Canvas), colours, the
-orders of ops and values, size and log axes, legends."""
+orders of ops and values, size and log axes, legends (a few series, then 'and N more')."""
 from __future__ import annotations
 
 import math
@@ -19,7 +19,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
 from bench.analysis.catalog import Catalog, bandwidth_column  # noqa: E402
-from bench.analysis.runs import SERIES  # noqa: E402
+from bench.analysis.runs import SERIES, unmarked  # noqa: E402
 from bench.sizes import format_size  # noqa: E402
 
 
@@ -31,6 +31,7 @@ VALUE_ORDER = ["pinned", "pageable", "device", "host", "peer", "staged", "defaul
 DASHES = ["-", "--", ":", "-."]
 LOG_SPAN = 20                   # a panel whose values span more than this factor gets a log y axis
 PANEL_IN = (3.5, 2.55)          # one panel's width and height, inches
+LEGEND_SERIES = 8               # a legend lists this many series, then 'and N more'
 DPI = 100
 
 
@@ -107,13 +108,37 @@ def _log_y(ax, span: float) -> None:
         ax.yaxis.set_minor_locator(NullLocator())   # unlabelled minor ticks cost most of the drawing time
 
 
-def _legend(fig, colours: dict, styles: dict, style_title: str | None) -> None:
-    handles = [Line2D([], [], color=c, linewidth=2.5, label=s) for s, c in colours.items()]
+def capped(names: Iterable[str], limit: int = LEGEND_SERIES) -> tuple[list[str], int]:
+    """The series a legend lists: the first `limit`, and beyond them any run that did not
+    complete (its mark is never hidden); and how many are left out."""
+    names = list(names)
+    shown = names[:limit] + [n for n in names[limit:] if unmarked(n) != n]
+    return shown, len(names) - len(shown)
+
+
+def more(left_out: int) -> list[Line2D]:
+    """The legend's last entry when series are left out: 'and N more'."""
+    return [Line2D([], [], linestyle="none", label=f"and {left_out} more")] if left_out else []
+
+
+def _legend(fig, colours: dict, styles: dict, style_title: str | None, marks: Iterable[Line2D] = ()) -> None:
+    """The figure's one legend, below it: the series (the first LEGEND_SERIES, then 'and N
+    more'), the style key's dash styles, and any marks drawn (handles given)."""
+    shown, left_out = capped(colours)
+    handles = [Line2D([], [], color=colours[s], linewidth=2.5, label=s) for s in shown] + more(left_out)
     if len(styles) > 1:
         handles += [Line2D([], [], color="0.3", linestyle=ls, linewidth=1.6, label=f"{style_title}: {v}")
                     for v, ls in styles.items()]
-    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 6), frameon=False,
+    handles += list(marks)
+    fig.legend(handles=handles, loc="outside lower center", ncols=legend_columns(fig, handles, 5), frameon=False,
                fontsize=9)
+
+
+def legend_columns(fig, handles: list, most: int) -> int:
+    """Columns of a legend below the figure: at most `most`, and no wider than the figure (about
+    0.07 in a character at font size 9, plus the handle), so no entry is cut off at its edges."""
+    widest = max((len(h.get_label()) for h in handles), default=1)
+    return max(1, min(len(handles), most, int(fig.get_figwidth() // (0.07 * widest + 0.7))))
 
 
 def _device_key(name: str) -> tuple:
