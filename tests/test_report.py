@@ -48,13 +48,23 @@ def test_headline_gives_each_instances_figures(chosen):
     h2d = table["Host → device, pinned"]
     assert h2d["h100-x1"].value == "46.4 GB/s"           # the first slice's H100 run
     # the H100's 1 GiB figure is below its peak, so the peak is named, and the share is of 1 GiB's
-    assert h2d["h100-x1"].notes[:3] == ["at 1GiB", "74% of PCIe (63 GB/s)", "peak 55.0 GB/s at 256MiB"]
+    assert h2d["h100-x1"].notes[:3] == ["eager at 1GiB", "74% of PCIe (63 GB/s)", "peak 55.0 GB/s at 256MiB"]
+    # two engines: each named with its launch, size and share, and both at one size, never the best alone
+    assert h2d["h200-x1"].value == "ce 55.4 GB/s (1GiB) · sm 50.5 GB/s (256MiB)"
+    assert h2d["h200-x1"].notes == ["ce: eager at 1GiB, 88% of PCIe (63 GB/s)", "sm: eager at 256MiB, 80% of PCIe (63 GB/s)",
+                                    "each at 256MiB: ce 55.2 GB/s · sm 50.5 GB/s"]
     assert "23.22 GB/s per $/h" in h2d["h100-x1"].notes      # 46.44 GB/s at $2/h
     assert not any("per $/h" in n for n in h2d["h200-x1"].notes)
     all_reduce = table["all_reduce, bus bandwidth"]["h200-x2"]
-    assert all_reduce.value == "343.0 GB/s" and "76% of NVLink (450 GB/s)" in all_reduce.notes  # 2026-11-23, api torch
-    assert table["all_reduce latency: eager / graph"]["h200-x2"].value == "8.8 / 4.6 µs"  # the fastest api each
-    assert table["Device → device, one GPU (bytes copied)"]["h200-x1"].value == "2,102 GB/s"
+    assert all_reduce.value == "torch 343.0 GB/s (4GiB) · nccl 219.5 GB/s (16MiB)"   # 2026-11-23
+    assert all_reduce.notes[:3] == ["torch: eager at 4GiB, 76% of NVLink (450 GB/s)",
+                                    "nccl: eager at 16MiB, 49% of NVLink (450 GB/s)",
+                                    "each at 16MiB: torch 219.6 GB/s · nccl 219.5 GB/s"]
+    latency = table["all_reduce latency: eager / graph"]["h200-x2"]
+    assert latency.value == "torch 36.9 / 4.6 · nccl 8.8 / 4.6 µs" and latency.notes[0] == "at 8B, eager / graph"
+    # past L2 only: not the 16 MiB graph-mode copy the cache holds
+    d2d = table["Device → device, one GPU (bytes copied)"]["h200-x1"]
+    assert (d2d.value, d2d.notes) == ("2,102 GB/s", ["ce, eager at 1GiB"])
     assert table["P2P one way, peer"]["h100-x1"] is None      # one GPU: not measured
 
 
@@ -64,9 +74,9 @@ def test_headline_reads_one_gpu_and_names_uneven_pairs(tmp_path):
                              buffer_bytes=64 << 20, instance="h100pcie-x4")
     table = report.headline(load(run), catalog())
     h2d = table["Host → device, pinned"]["h100pcie-x4"]
-    assert h2d.value == "55.4 GB/s" and "engine ce" in h2d.notes     # not the 108 GB/s of all four at once
+    assert h2d.value == "ce 55.4 GB/s · sm 52.9 GB/s"     # not the 108 GB/s of all four at once
     uni = table["P2P one way, peer"]["h100pcie-x4"]
-    assert any(n.startswith("median of 12 pairs: 40.") and n.endswith("to 284.9") for n in uni.notes), uni.notes
+    assert "write ce: eager at 64MiB, median of 12 pairs: 40.2 to 284.9" in uni.notes, uni.notes
     assert table["Host → device latency, pinned: eager / graph"]["h100pcie-x4"] is None   # 64 MiB is no latency
 
 
@@ -155,5 +165,16 @@ def test_without_out_one_run_gets_its_own_page_and_several_are_refused(tmp_path,
 
 def test_a_run_that_did_not_finish_says_so_in_its_column_header():
     frame = load(REFERENCE / "h200-x2" / "20261122-214411").assign(run_status="interrupted")
-    html = report._headline_html(report.headline(frame, catalog()), frame, palette(frame))
+    html = report._headline_html(report.headline(frame, catalog()), frame, palette(frame), report.verdict_cells(frame, catalog()))
     assert "</span>h200-x2 (interrupted)<small>" in html
+
+
+def test_the_report_says_whether_each_run_is_normal_and_names_the_cause():
+    noise = TESTS.parent / "results" / "noise" / "h200-x2"
+    frame = load([REFERENCE / "h200-x2" / "20261123-044635", noise / "nch1" / "nch1-01"])
+    cells = report.verdict_cells(frame, catalog())
+    healthy, = (c for c in cells.values() if c.value == "normal")
+    slowed, = (c for c in cells.values() if c.value != "normal")
+    assert re.fullmatch(r"\d+ low", slowed.value) and int(slowed.value.split()[0]) >= 1
+    assert any("NCCL_MAX_NCHANNELS=1" in note for note in slowed.notes)
+    assert re.fullmatch(r"\d+ families judged", healthy.notes[-1]) and len(healthy.notes) == 1

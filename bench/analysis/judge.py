@@ -17,8 +17,9 @@ noise for its platform and size class, or where the table's healthy runs of the 
 further, that (compare's moderation); m the healthy runs behind the expectation (the peers, for
 siblings; theory has no runs behind it and a wider tolerance of its own), c_m compare's factor
 for a median of m runs, z = z(1 - alpha / 2F) over the F tests of the run (compare's Bonferroni).
-It is high when its median bandwidth exceeds the link's physical limit (cache-resident data, or
-bytes miscounted). A low family gets its causes (causes.py).
+It is high when its median bandwidth exceeds the link's physical limit (bytes miscounted, or data
+a cache holds; on-GPU copies the L2 holds are exempt, cache.py). A low family gets its causes
+(causes.py).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis import causes
+from bench.analysis.cache import short_of_hbm
 from bench.analysis.catalog import Catalog, view
 from bench.analysis.compare import (PRIOR_DF, VARIANT_KEYS, default_noise, median_factor, point_levels, run_noise,
                                     size_classes, variant_label)
@@ -205,7 +207,8 @@ def _reference(point: _Point, role: dict, table: Expected, machine: str) -> str:
     return ""
 
 
-def _points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expected) -> list[_Point]:
+def _points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expected,
+            in_cache: frozenset) -> list[_Point]:
     machine = machine_class(meta).key
     links = (meta.get("system") or {}).get("links") or {}
     role_rows = roles(levels, links).to_dict("records")
@@ -218,7 +221,8 @@ def _points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expect
                        int(record["size_bytes"]), own_class, float(record["y"]), float(record["value"]), bandwidth)
         pair = pair_class(links, record["src"], record["dst"])
         theory = _theory(catalog, {**hooks, **record, "link_class": "" if pair == "?" else pair})
-        if theory and bandwidth:
+        # A copy the GPU's L2 holds is rightly above HBM's limit: not a figure to call high.
+        if theory and bandwidth and (record["op"], record["src"], record["size_bytes"]) not in in_cache:
             point.physical = theory[0]
         point.reason = _reference(point, role, table, machine)
         if point.reason and theory and bandwidth and own_class == "bandwidth" and theory[1] > 0:
@@ -397,7 +401,9 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
     levels = point_levels(rows, catalog) if len(rows) else pd.DataFrame()
     if levels.empty:
         return Judgement(run, machine, tolerance, alpha, math.nan, [])
-    families = _families(_points(levels, meta, catalog, table))
+    short = rows[short_of_hbm(rows)]
+    in_cache = frozenset(zip(short["op"], short["src"], short["size_bytes"]))
+    families = _families(_points(levels, meta, catalog, table, in_cache))
     _siblings(families)
     tests = sum(bool(f.expected) for f in families) + sum(math.isfinite(f.sibling_change) for f in families)
     z = NormalDist().inv_cdf(1 - alpha / (2 * max(tests, 1)))

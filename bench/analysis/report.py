@@ -23,6 +23,7 @@ from bench.analysis.cache import hbm_rows
 from bench.analysis.catalog import Catalog, Metric, view
 from bench.analysis.figures import render
 from bench.analysis.figures.style import SMALL_BYTES, VALUE_ORDER, _rank, with_bandwidth
+from bench.analysis.judge import judge
 from bench.analysis.runs import COMPLETE, SERIES, palette, with_series
 from bench.results import ResultsError, read_meta, usable_rows
 from bench.sizes import format_size
@@ -258,6 +259,7 @@ thead th small { display: block; font-weight: normal; color: var(--muted); }
 td.value b { font-size: 16px; }
 td.value small { display: block; color: var(--muted); font-size: 12.5px; line-height: 1.35; }
 td.none { color: #a0a7b4; }
+td.flagged b { color: #b3261e; }
 table.headline { table-layout: fixed; min-width: 720px; }
 th[scope=row] { font-weight: 600; width: 24%; }
 .swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 6px;
@@ -291,7 +293,27 @@ def _series_runs(frame: pd.DataFrame) -> dict[str, str]:
     return data.groupby(SERIES)["run_dir"].first().to_dict()
 
 
-def _headline_html(table: dict, frame: pd.DataFrame, colours: dict) -> str:
+def verdict_cells(frame: pd.DataFrame, catalog: Catalog, shown: int = 4) -> dict[str, Cell]:
+    """series -> "is this normal?": the judge's verdict on each of its runs (xferbench-doctor's),
+    the low and high families named (the first `shown`), and how many were judged."""
+    data = with_series(frame)
+    cells = {}
+    for series, rows in data.groupby(SERIES):
+        judged = [judge(run_rows, _meta(run_dir), catalog, run_dir=run_dir)
+                  for run_dir, run_rows in rows.groupby("run_dir")]
+        low, high = sum(len(j.low) for j in judged), sum(len(j.high) for j in judged)
+        families = sum(len(j.judged) for j in judged)
+        value = (f"{low} low" + (f", {high} high" if high else "") if low else f"{high} high" if high
+                 else "normal" if families else "not judged")
+        flagged = [line for j in judged for line in j.lines()[:-1]]
+        notes = flagged[:shown] + ([f"and {len(flagged) - shown} more (xferbench-doctor)"] if len(flagged) > shown else [])
+        notes.append(f"{families} famil{'y' if families == 1 else 'ies'} judged" if families else
+                     "no expectation for this machine class here")
+        cells[series] = Cell(value, notes)
+    return cells
+
+
+def _headline_html(table: dict, frame: pd.DataFrame, colours: dict, verdicts: dict[str, Cell]) -> str:
     runs = _series_runs(frame)
     gpus = {s: _gpus(_meta(d).get("system", {})) for s, d in runs.items()}
     head = "".join(f'<th><span class="swatch" style="background:{_hex(colours[s])}"></span>{_esc(s)}'
@@ -302,6 +324,11 @@ def _headline_html(table: dict, frame: pd.DataFrame, colours: dict) -> str:
             f'<td class="value"><b>{_esc(c.value)}</b>{"".join(f"<small>{_esc(n)}</small>" for n in c.notes)}</td>'
             if c else '<td class="none">not measured</td>' for c in (cells[s] for s in runs))
         body.append(f'<tr><th scope="row">{_esc(label)}</th>{tds}</tr>')
+    judged = "".join(
+        f'<td class="value{" flagged" if verdicts[s].value not in ("normal", "not judged") else ""}">'
+        f'<b>{_esc(verdicts[s].value)}</b>{"".join(f"<small>{_esc(n)}</small>" for n in verdicts[s].notes)}</td>'
+        for s in runs)
+    body.insert(0, f'<tr><th scope="row">is this normal?</th>{judged}</tr>')
     return (f'<div class="scroll"><table class="headline"><thead><tr><th></th>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div>')
 
@@ -389,7 +416,7 @@ def build_report(frame: pd.DataFrame, runs: pd.DataFrame, catalog: Catalog, titl
 {_esc(bench.__version__)}</p>
 <nav><a href="#headline">Headline</a><a href="#caveats">Caveats</a><a href="#figures">Figures</a>
 <a href="#machines">Machines</a><a href="#runs">Runs</a></nav></header>
-<section id="headline"><h2>Headline</h2>{_headline_html(headline(frame, catalog), frame, colours)}
+<section id="headline"><h2>Headline</h2>{_headline_html(headline(frame, catalog), frame, colours, verdict_cells(frame, catalog))}
 <p class="note">{_esc(rule)}</p></section>
 <section id="caveats"><h2>Caveats</h2><ul class="caveats">
 {"".join(f"<li>{_esc(c)}</li>" for c in caveats(frame, runs))}</ul></section>
