@@ -172,10 +172,14 @@ def test_committed_gpu_study_identical_runs_pass_and_nccl_handicaps_flag_collect
 def test_noise_study_reads_handicaps_as_a_shell_would_and_spreads_them_among_the_runs():
     study = _load_script(NOISE_STUDY)
     assert study._handicap("nch1:NCCL_MAX_NCHANNELS=1 NCCL_ALGO=Ring") == (
-        "nch1", {"NCCL_MAX_NCHANNELS": "1", "NCCL_ALGO": "Ring"}, [])
-    label, env, command = study._handicap("traced:OMP_NUM_THREADS=1 python -m trace --count --module bench")
+        "nch1", {"NCCL_MAX_NCHANNELS": "1", "NCCL_ALGO": "Ring"}, [], [])
+    label, env, command, background = study._handicap("traced:OMP_NUM_THREADS=1 python -m trace --count --module bench")
     assert env == {"OMP_NUM_THREADS": "1"} and command == [sys.executable, "-m", "trace", "--count", "--module", "bench"]
-    order = [group for group, _, _ in study._schedule(4, [("a", {"X": "1"}, []), ("b", {"X": "2"}, [])])]
+    assert background == []
+    loaded = study._handicap("load:bg=python scripts/h2d_load.py --size 256MiB")
+    assert (loaded.command, loaded.background) == ([], [sys.executable, "scripts/h2d_load.py", "--size", "256MiB"])
+    a, b = study.Handicap("a", {"X": "1"}, [], []), study.Handicap("b", {"X": "2"}, [], [])
+    order = [h.label for h in study._schedule(4, [a, b])]
     assert order == ["identical", "a", "identical", "identical", "b", "identical"]
     with pytest.raises(Exception, match="expected LABEL"):
         study._handicap("identical:X=1")
