@@ -429,9 +429,10 @@ def read_meta(run_dir: str | Path) -> dict:
     return meta
 
 
-# The project's committed data beside the runs in a checkout's results/: reference runs and noise
-# studies. A path above them (results/, the checkout) passes them over; a path at or in them uses them.
-SET_ASIDE = ("results/reference", "results/noise")
+# The project's committed data beside the runs in a checkout's results/: reference runs, noise
+# studies and runs under a known fault (the doctor's evidence). A path above them (results/, the
+# checkout) passes them over; a path at or in them uses them.
+SET_ASIDE = ("results/reference", "results/noise", "results/faults")
 
 
 def _set_aside(run: Path, root: Path) -> bool:

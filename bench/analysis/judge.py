@@ -11,7 +11,8 @@ expectation comes, in order, from
 and besides, 3. siblings: each GPU or pair against the median of the same role on its peers in
 this run, where it has two or more.
 
-A family's change D is the median over its sizes of y - y_expected. It is low when
+A family's change D is the median over its sizes (bandwidth-bound: the upper half, the plateau) of
+y - y_expected. It is low when
 D < log(1 - tolerance) - z * sigma * sqrt(1 + c_m / m): sigma the suite's declared between-run
 noise for its platform and size class, or where the table's healthy runs of the role moved
 further, that (compare's moderation); m the healthy runs behind the expectation (the peers, for
@@ -297,6 +298,13 @@ def _siblings(families: list[_Family]) -> None:
                 f.sibling_change, f.peers = float(np.median(diffs)), min(peers)
 
 
+def _plateau(points: list[_Point]) -> list[_Point]:
+    """A bandwidth-bound family's upper half of sizes: a link shared with another process, or
+    throttled, shows at the plateau, while the smaller of its sizes may slip through in a time
+    slice and would outvote it."""
+    return points[len(points) // 2:] if len(points) > 2 else points
+
+
 def _spread(sigma: float, runs: int) -> float:
     """sigma of one run's level against an expectation from `runs` runs (0: theory, exact)."""
     return sigma * math.sqrt(1 + (median_factor(runs) / runs if runs else 0))
@@ -345,7 +353,7 @@ def _verdict(f: _Family, rows: pd.DataFrame, facts: causes.Facts, links: Mapping
     key = {k: _plain(v) for k, v in zip(VARIANT_KEYS, f.variant)}
     v = Verdict(_label(key, f.size_class), key, f.size_class, NOT_JUDGED, [p.size for p in f.points])
     sigma = _noise(f, key, catalog, table)
-    judged = f.expected
+    judged = _plateau(f.expected) if f.size_class == "bandwidth" else f.expected
     if judged:
         runs = min(p.runs for p in judged)
         allowed = tolerance if runs else THEORY_TOLERANCE
