@@ -703,11 +703,18 @@ def _received_stage(point: Point, st: Stage, p: Settings, ctx: Context) -> list[
                 check(out, first[0])
             first[0] += size
 
+    # Behind workers the DataLoader pins on its pin thread, which runs one intra-op thread
+    # (torch.utils.data._utils.pin_memory): so does this pin. A pin of all the host's threads
+    # from a fresh shared-memory batch, beside busy workers, runs at a fraction of that.
+    threads = torch.get_num_threads()
+    if st.op == PIN and st.workers > 0:
+        torch.set_num_threads(1)
     try:
         trials = timing.measure_stream(step, marks, stream_timing(ctx, p), warmup=2 * st.workers + 1,
                                        min_ops=max(MIN_BATCHES, 4 * st.workers))
     finally:
         batches = None
+        torch.set_num_threads(threads)
     return _rows(point, trials, check.passed(), "data check failed: a batch differs from the samples it should hold")
 
 
