@@ -150,7 +150,9 @@ class Suite:
     latency_sizes: ClassVar[tuple[int, ...]] = (4096,)   # the summary's time-per-op columns
     curves: ClassVar[bool] = True                # its rows drawn as the common curves against size
     overhead: ClassVar[Mapping[str, Overhead]] = {}      # device -> its cost besides operations
-    noise: ClassVar[Mapping[tuple[str, str], float]] = {}   # (platform, size class) -> between-run sigma
+    # (platform, size class) -> between-run sigma; (platform, size class, tag): for families one of
+    # whose variant values is tag (e.g. "pageable"), where those run noisier than the suite.
+    noise: ClassVar[Mapping[tuple[str, ...], float]] = {}
     # The share of a link's theoretical figure a healthy machine reaches at bandwidth-bound sizes,
     # keyed by op for the default `expectation` (a suite that overrides it keys it as it reads it);
     # each figure's measured basis is in docs/judging.md.

@@ -228,7 +228,8 @@ def noise_table(identical: pd.DataFrame) -> list[str]:
     judged = levels[levels["size_class"].isin(JUDGED_CLASSES)]
     lines = []
     for (plat, suite, size_class), group in judged.groupby(["platform", "suite", "size_class"]):
-        per_op = {op: run_noise(np.concatenate(list(g["pairs"]))) for op, g in group.groupby("op")}
+        per_op = {f"{op} {memory}": run_noise(np.concatenate(list(g["pairs"])))
+                  for (op, memory), g in group.groupby(["op", "memory"])}
         ops = ", ".join(f"{op} {sigma:.3f}" for op, sigma in sorted(per_op.items(), key=lambda kv: -kv[1]))
         lines.append(f'    {suite}: ("{plat}", "{size_class}"): {max(per_op.values()):.3f},   # {ops}')
     return lines
@@ -241,7 +242,7 @@ def declared_line(identical: pd.DataFrame) -> str:
     parts = []
     for suite in dict.fromkeys(identical["suite"]):
         noise = catalog()[suite].noise if suite in catalog() else {}
-        shown = [f"{c} {v:g}" for (plat, c), v in sorted(noise.items()) if plat in plats]
+        shown = [f"{' '.join(key[1:])} {v:g}" for key, v in sorted(noise.items()) if key[0] in plats]
         parts.append(f"{suite} {', '.join(shown)}" if shown else f"{suite}: none declared (the platform's largest)")
     return "Judged with the suites' declared noise as they stand (σ of one run): " + "; ".join(parts) + "."
 

@@ -17,7 +17,8 @@ import pytest
 from bench.analysis import compare as cmp
 from bench.analysis.compare import compare, compare_paths, default_noise, size_classes
 from bench.cli.common import catalog
-from bench.results import ResultsError, load
+from bench.analysis.cache import resident_note
+from bench.results import ResultsError, Sample, load
 from synthetic import BANDWIDTH_SIZES, LATENCY_SIZES, MiB, collective_samples, copy_samples, noisy_runs, write_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,7 +32,7 @@ CATALOG = catalog()   # the suites: each declares its between-run noise
 
 
 def _defaults(variant: dict, size_class: str) -> float:
-    return default_noise(CATALOG, variant["backend"], variant["suite"], size_class)
+    return default_noise(CATALOG, variant, size_class)
 
 
 def _load_script(path: Path = SCRIPT):
@@ -167,6 +168,51 @@ def test_committed_gpu_study_identical_runs_pass_and_nccl_handicaps_flag_collect
     (run,) = _study_runs(handicap, GPU_STUDY).values()
     flagged = compare(pd.concat(identical.values()), run, CATALOG).regressions
     assert flagged and {f.variant["suite"] for f in flagged} == {"collectives"}
+
+
+H200_X1_STUDY = REPO / "results" / "noise" / "h200-x1"
+
+
+def test_committed_one_gpu_study_out_of_sample_passes_identical_runs_and_names_the_loaded_link():
+    # Four identical copy + overlap sweeps on nvidia-h200, judged with noise fitted on other runs
+    # (results/noise/h200-x1-fit), and one while another process copied host->device all along.
+    identical = _study_runs("identical", H200_X1_STUDY)
+    assert len(identical) == 4
+    assert not any(compare(identical[a], identical[b], CATALOG).regressed
+                   for a, b in itertools.combinations(sorted(identical), 2))
+    (loaded,) = _study_runs("h2d-load", H200_X1_STUDY).values()
+    result = compare(pd.concat(identical.values()), loaded, CATALOG)
+    flagged = {(f.variant["suite"], f.variant["op"], f.variant["memory"], f.size_class) for f in result.regressions}
+    assert ("copy", "h2d", "pinned", "bandwidth") in flagged
+    # The GPU's own work, which crosses no host link, is not named.
+    assert not any(op == "make_tensor" and memory == "device" for _, op, memory, _ in flagged)
+
+
+def test_a_tagged_noise_covers_the_families_holding_the_tag_and_no_other():
+    copy = CATALOG["copy"]
+    tagged = copy.noise[("gpu", "bandwidth", "pageable")]
+    base = {"suite": "copy", "backend": "cuda", "op": "h2d", "engine": "ce", "launch": "eager"}
+    assert default_noise(CATALOG, {**base, "memory": "pageable"}, "bandwidth") == tagged
+    assert default_noise(CATALOG, {**base, "memory": "pinned"}, "bandwidth") == copy.noise[("gpu", "bandwidth")]
+    assert default_noise(CATALOG, {**base, "memory": "pageable"}, "latency") == copy.noise[("gpu", "latency")]
+    assert tagged > copy.noise[("gpu", "bandwidth")]
+
+
+def test_a_copy_the_l2_holds_is_shown_but_not_gated(tmp_path):
+    # d2d within one GPU of 50 MiB L2: at 16 MiB the copy suite notes it cache-resident, at 64 MiB
+    # not. A drop at 16 MiB alone (the cache's state) passes; the same drop past the L2 regresses.
+    def run(name: str, slower: dict[int, float]) -> pd.DataFrame:
+        samples = [Sample(suite="copy", op="d2d", memory="device", backend="cuda", src="cuda:0", dst="cuda:0",
+                          size_bytes=size, trial=trial, iters=10, time_s=size / 2e12 * slower.get(size, 1.0),
+                          algbw_gbps=2e3 / slower.get(size, 1.0), verified=True,
+                          note=resident_note(size, 50 * MiB))
+                   for size in (4 * MiB, 16 * MiB, 64 * MiB, 256 * MiB) for trial in range(5)]
+        return load(write_run(tmp_path / name, samples))
+    base = run("base", {})
+    cached = compare(base, run("cached", {16 * MiB: 1.5}), CATALOG)
+    assert not cached.regressed
+    assert {p.size_class for p in cached.points if p.key["size_bytes"] == 16 * MiB} == {"cache"}
+    assert compare(base, run("past", {64 * MiB: 1.5, 256 * MiB: 1.5}), CATALOG).regressed
 
 
 def test_noise_study_reads_handicaps_as_a_shell_would_and_spreads_them_among_the_runs():

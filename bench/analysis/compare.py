@@ -34,11 +34,12 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import NormalDist
-from typing import Iterable
+from typing import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
+from bench.analysis.cache import cache_resident
 from bench.analysis.catalog import Catalog, bandwidth_column, view
 from bench.results import POINT_KEYS, ResultsError, find_runs, load, read_meta, usable_rows
 from bench.sizes import format_size
@@ -63,11 +64,18 @@ def platform(backend: str) -> str:
     return "gpu" if backend in GPU_BACKENDS else "cpu"
 
 
-def default_noise(catalog: Catalog, backend: str, suite: str, size_class: str) -> float:
-    """The suite's noise for a point; a suite without its own figure gets the platform's largest."""
-    plat = platform(backend)
-    known = [v for s in catalog.values() for (p, c), v in s.noise.items() if p == plat and c == size_class]
-    return view(catalog, suite).noise.get((plat, size_class), max(known, default=FALLBACK_NOISE))
+def default_noise(catalog: Catalog, variant: Mapping, size_class: str) -> float:
+    """The suite's noise for a family (its variant keys): the largest entry tagged with one of
+    its values (e.g. ("gpu", "bandwidth", "pageable")), else its (platform, size class) entry; a
+    suite without its own figure gets the platform's largest."""
+    plat = platform(variant["backend"])
+    declared = view(catalog, variant["suite"]).noise
+    values = {str(v) for v in variant.values()}
+    tagged = [v for key, v in declared.items() if key[:2] == (plat, size_class) and key[2:] and key[2] in values]
+    if tagged:
+        return max(tagged)
+    known = [v for s in catalog.values() for key, v in s.noise.items() if key == (plat, size_class)]
+    return declared.get((plat, size_class), max(known, default=FALLBACK_NOISE))
 
 
 @dataclass
@@ -210,6 +218,7 @@ def point_levels(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     out["pairs"] = [_pair_differences(y) for y in np.split(per_run["y"].to_numpy(), ends[:-1])]
     first = np.unique(point, return_index=True)[1]
     keys = rows.iloc[first][POINT_KEYS].set_axis(out.index)
+    out["cache_resident"] = pd.Series(cache_resident(rows)).groupby(point).any().to_numpy()
     has_bw = out["bw"] > 0
     out["metric"] = np.where(has_bw, metric[first], "time_s")
     out["value"] = out["bw"].where(has_bw, out["time"])
@@ -258,7 +267,7 @@ def _family(rows: list[dict], tolerance: float, z: float, catalog: Catalog) -> F
     key = {k: _plain1(rows[0][k]) for k in VARIANT_KEYS}
     size_class = rows[0]["size_class"]
     df = sum(r["n_base"] - 1 + r["n_cur"] - 1 for r in rows)
-    prior = default_noise(catalog, key["backend"], key["suite"], size_class)
+    prior = default_noise(catalog, key, size_class)
     measured = run_noise(np.concatenate([r[p] for r in rows for p in ("pairs_base", "pairs_cur")])) if df else 0.0
     sigma = family_sigma(prior, measured, df)
     m, n = min(r["n_base"] for r in rows), min(r["n_cur"] for r in rows)
@@ -306,7 +315,10 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, catalog: Catalog, tol
     if joined.empty:
         raise ResultsError("no common points: the two result sets measured nothing in common "
                            f"(baseline has {len(base)} points, current {len(cur)})")
-    joined["size_class"] = size_classes(joined, "y_base")
+    # A copy the L2 holds measures the cache's state from one run to the next, not the link: it
+    # is shown but not gated, as it is kept out of peaks.
+    joined["size_class"] = np.where(joined["cache_resident_base"] | joined["cache_resident_cur"], "cache",
+                                    size_classes(joined, "y_base"))
     records = joined.to_dict("records")
     families_of: dict[tuple, list[dict]] = {}
     for r in records:

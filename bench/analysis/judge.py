@@ -336,7 +336,7 @@ def _noise(f: _Family, key: dict, catalog: Catalog, table: Expected) -> float:
     """The run-to-run sigma of the family's level: its suite's declared noise, or, where the
     table's healthy runs of its role moved further (pooled over classes), that (compare's
     moderation: the declaration worth PRIOR_DF degrees of freedom)."""
-    declared = default_noise(catalog, key["backend"], key["suite"], f.size_class)
+    declared = default_noise(catalog, key, f.size_class)
     reference = [p for p in f.expected if p.curve_role is not None]
     if not reference:
         return declared

@@ -145,7 +145,7 @@ def formula(identical: Sequence[pd.DataFrame], catalog: Catalog, tolerance: floa
     out = []
     families = bandwidth_bound(pair)
     for family, label in zip(families, labels(families)):
-        declared = default_noise(catalog, family.variant["backend"], family.variant["suite"], "bandwidth")
+        declared = default_noise(catalog, family.variant, "bandwidth")
         measured = measured_sigma(every, family, catalog)
         sigma = family_sigma(declared, 0.0 if math.isnan(measured) else measured,
                              0 if math.isnan(measured) else len(family.sizes) * (store - 1))

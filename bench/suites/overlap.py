@@ -707,6 +707,11 @@ class Overlap(Suite):
     groups = ("training",)
     curves = False          # its own figures say what its rows mean
     order = 40
+    # Between-run sigma of log time: 3 identical runs on nvidia-h200 (results/noise/h200-x1-fit,
+    # not the study in results/noise/h200-x1 that tests it). Host-side work (pageable copies,
+    # tensors made on the host) moves between runs far more than pinned copies and the GPU.
+    noise = {("gpu", "latency"): 0.432, ("gpu", "bandwidth"): 0.023,
+             ("gpu", "bandwidth", "pageable"): 0.114, ("gpu", "bandwidth", "make_tensor"): 0.094}
 
     def check(self, o: Settings, ctx: Context) -> str | None:
         if ctx.device != "cuda":
