@@ -331,7 +331,8 @@ def test_the_shipped_table_is_what_the_script_makes(tmp_path):
     shipped = ROOT / "bench" / "analysis" / "expected.csv"
     assert out.read_text() == shipped.read_text(), "bench/analysis/expected.csv is stale: run scripts/make_expected.py"
     used = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("used ")]
-    assert used == ["results/reference/h100-x1/20261123-040857", "results/reference/h200-x1/20261123-044246",
+    assert used == ["results/reference/h100-x1/20261123-040857",
+                    "results/reference/h200-x1/20261124-190905-beside-nvbandwidth",
                     "results/reference/h200-x2/20261123-043511-beside-nccl-tests",
                     "results/reference/h200-x2/20261123-044635"]
     table = Expected.read(shipped)

@@ -43,8 +43,10 @@ def _raise_interrupted(signum: int, _frame) -> None:
 
 
 def _git_commit() -> str:
+    # "-dirty" when the tree differs from the commit: a run from uncommitted code must not pass
+    # for that commit's (make_expected.py groups reference runs by it).
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True, text=True,
                              cwd=Path(__file__).parent, timeout=5)
         return out.stdout.strip()
     except (OSError, subprocess.TimeoutExpired):
