@@ -237,7 +237,10 @@ def size_classes(levels: pd.DataFrame, y: str = "y") -> np.ndarray:
     reached = np.where(rate >= BANDWIDTH_SHARE * by_variant["rate"].transform("max").to_numpy(), size, np.inf)
     bandwidth = size >= pd.Series(reached).groupby(variant).transform("min").to_numpy()
     latency = time <= LATENCY_RATIO * by_variant["time"].transform("min").to_numpy()
-    return np.where(bandwidth, "bandwidth", np.where(latency, "latency", "middle"))
+    # A figure of time alone (a dependent load's latency) is latency-bound at any size.
+    metric = levels.get("metric" + y[1:])       # metric_base in a joined frame
+    timed = (metric == "time_s").to_numpy() if metric is not None else np.zeros(len(levels), bool)
+    return np.where(timed | ~bandwidth & latency, "latency", np.where(bandwidth, "bandwidth", "middle"))
 
 
 def median_factor(runs: int) -> float:

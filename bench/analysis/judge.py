@@ -203,7 +203,7 @@ def _reference(point: _Point, role: dict, table: Expected, machine: str) -> str:
     point.curve_role, curve = match
     log_time, point.runs = curve.at(point.size)
     point.y_expected = -log_time
-    point.size_class = curve.size_class(point.size)
+    point.size_class = curve.size_class(point.size) if point.bandwidth else "latency"
     point.source = f"{table.origins[machine]} {curve.instances}, {point.runs} healthy run{'s' * (point.runs != 1)}"
     return ""
 
@@ -219,7 +219,8 @@ def _points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expect
     for record, role, own_class in zip(levels.to_dict("records"), role_rows, own):
         bandwidth = record["metric"] != "time_s"
         point = _Point(tuple(record[k] for k in VARIANT_KEYS), tuple(role[k] for k in ROLE_KEYS),
-                       int(record["size_bytes"]), own_class, float(record["y"]), float(record["value"]), bandwidth)
+                       int(record["size_bytes"]), own_class if bandwidth else "latency", float(record["y"]),
+                       float(record["value"]), bandwidth)
         pair = pair_class(links, record["src"], record["dst"])
         theory = _theory(catalog, {**hooks, **record, "link_class": "" if pair == "?" else pair})
         # A copy the GPU's L2 holds is rightly above HBM's limit: not a figure to call high.
