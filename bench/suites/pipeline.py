@@ -861,7 +861,7 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     loops_["of_link"] = loops_["gbps"] / loops_["link_gbps"]
     loops_ = loops_.sort_values(runs + ["producer", "dtype", "memory", "mode", "size_bytes"], kind="stable")
     loops_["size"] = loops_["size_bytes"].map(format_size)
-    cols = runs + ["op", "memory", "mode", "sample", "size", "size_bytes", "batch", "samples_per_s", "gbps",
+    cols = runs + ["op", "memory", "mode", "producer", "sample", "size", "size_bytes", "batch", "samples_per_s", "gbps",
                    "bottleneck", "on", "stage_gbps", "of_stage", "bound_gbps", "of_bound", "link_gbps", "of_link"]
     return loops_[cols].dropna(axis="columns", how="all").reset_index(drop=True)   # no link without a GPU
 
@@ -876,7 +876,7 @@ def advice(frame: pd.DataFrame) -> pd.DataFrame:
     runs = _runs(frame[frame["suite"] == Pipeline.name])
     out = []
     for key, g in loops_.groupby(runs + ["sample", "size_bytes"], sort=False):
-        for producer, h in g.groupby(g["mode"].str.split().str[0], sort=False):
+        for producer, h in g.groupby("producer", sort=False):
             best = h.loc[h["gbps"].idxmax()]
             default_mode = dataloader_defaults(Producer(producer), 0).mode(
                 "cuda" if best["op"] == LOOP_OP else "cpu")
