@@ -28,6 +28,7 @@ from bench import ConfigError
 from bench.config.settings import SizeRange
 from bench.measure.timing import TimingConfig, Trial
 from bench.results import Sample, params_text
+from bench.sizes import format_size
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -105,7 +106,6 @@ class Point:
         return self.sample(status=status, note=reason)
 
     def label(self) -> str:
-        from bench.sizes import format_size
 
         parts = [self.op, self.memory, self.mode, self.dtype if self.dtype != "uint8" else "", self.launch,
                  f"{self.src}->{self.dst}" if self.src.startswith("cuda:") and self.dst.startswith("cuda:") else "",

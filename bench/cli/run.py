@@ -14,7 +14,9 @@ import shlex
 import sys
 
 import hydra
+from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
@@ -55,8 +57,6 @@ def _task(cfg: DictConfig) -> None:
 
 
 def _compose(overrides: list[str]) -> None:
-    from hydra import compose, initialize_config_dir
-
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
             schema.to_config(compose(config_name="config", overrides=overrides))
@@ -69,8 +69,6 @@ def _compose(overrides: list[str]) -> None:
 def check_syntax(args: list[str], overrides: list[str], multirun: bool) -> None:
     """Each override (`overrides`: `args` normalized) read as Hydra will: a value its grammar cannot
     read, or several values without -m, is one line saying what to write instead."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     parser = OverridesParser.create()
     for arg, line in zip(args, overrides):
         key, _, value = arg.partition("=")
@@ -96,8 +94,6 @@ def precheck(overrides: list[str], multirun: bool) -> None:
     if not multirun:
         _compose(overrides)
         return
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception as exc:

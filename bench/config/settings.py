@@ -13,6 +13,7 @@ from enum import Enum
 from typing import List, Optional
 
 from bench import ConfigError
+from bench.sizes import parse_size, parse_steps
 
 
 class Choice(str, Enum):
@@ -86,7 +87,6 @@ class TimingSettings:
     launch: List[Launch] = field(default_factory=lambda: [Launch.eager, Launch.graph])
 
     def __post_init__(self) -> None:
-        from bench.sizes import parse_size
 
         require(self.warmup >= 0, "timing.warmup", self.warmup, "must be >= 0")
         require(self.trials >= 1, "timing.trials", self.trials, "must be >= 1")
@@ -107,7 +107,6 @@ class SizeRange:
     ladder: List[str] = field(default_factory=list)
 
     def check(self, key: str) -> None:
-        from bench.sizes import parse_size, parse_steps
 
         parse_size(self.min, f"{key}.min")
         parse_size(self.max, f"{key}.max")
@@ -126,7 +125,6 @@ class SizesSettings:
     cpu_max: Optional[str] = "16MiB"  # without a GPU, sweeps stop here unless sizes.max is set
 
     def __post_init__(self) -> None:
-        from bench.sizes import parse_size
 
         require(self.factor >= 2, "sizes.factor", self.factor, "must be an integer >= 2")
         # Each value parses here; whether a suite's range is in order is checked for the suites run.

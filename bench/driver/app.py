@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 import bench
 from bench import suites
 from bench.analysis.judge import judge
@@ -58,8 +60,6 @@ def _now() -> str:
 
 
 def _meta(cfg, machine: Machine, run_dir: Path, system: dict, mismatch: str) -> dict:
-    from omegaconf import OmegaConf
-
     instance = config_dict(cfg)["instance"]
     label = machine.label
     catalogued = INSTANCES / f"{label}.yaml"

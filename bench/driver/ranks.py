@@ -61,7 +61,7 @@ def _free_port() -> int:
 def rank_main(suite_name: str, settings, ctx: Context, run_dir: str | None, run_id: str, progress: bool) -> None:
     """A spawned rank's work (bench.driver.rank calls it): the suite's sweep in the world the
     parent started, its place in it from RANK and WORLD_SIZE."""
-    from bench import suites
+    from bench import suites   # the registry imports every suite: a rank loads them when it starts, not its parent
 
     ctx = replace(ctx, rank=int(os.environ["RANK"]), local_rank=int(os.environ["RANK"]),
                   world_size=int(os.environ["WORLD_SIZE"]))

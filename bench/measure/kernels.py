@@ -75,7 +75,7 @@ def _chase_kernel(ring, start, steps, out, sm):
 @functools.cache
 def _kernels() -> SimpleNamespace:
     global tl
-    import triton
+    import triton   # optional, and slow to import: only an SM copy or the chase kernel needs it
     import triton.language
 
     tl = triton.language

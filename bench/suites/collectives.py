@@ -29,7 +29,7 @@ from bench.measure import nccl, timing
 from bench.measure.agree import Ranks
 from bench.measure.memory import check_fits, local_rank_limit
 from bench.measure.timing import EventClock, HostClock
-from bench.results import Sample
+from bench.results import Sample, usable_rows
 from bench.sizes import format_size, parse_size
 from bench.contract import Context, Distribution, Overhead, Point, Suite, trial_rows
 
@@ -354,8 +354,6 @@ def api_overhead(frame: pd.DataFrame) -> pd.DataFrame:
 
     What a PyTorch job pays over the library's floor; 1.0 means nothing. Empty without both apis.
     """
-    from bench.results import usable_rows
-
     ok = usable_rows(frame)
     ok = ok[(ok.suite == Collectives.name) & ok.api.isin(["torch", "nccl"])]
     if ok.api.nunique() < 2:
@@ -381,6 +379,7 @@ def api_overhead(frame: pd.DataFrame) -> pd.DataFrame:
 def api_overhead_figure(frame: pd.DataFrame, canvas) -> list:
     """torch.distributed's time per op over NCCL's own, per op at 8 B and 1 MiB, eager and graph:
     what a PyTorch job pays over the library's floor (1.0: nothing)."""
+    # figures load matplotlib: imported when one is drawn, not by a measuring run
     from bench.analysis.figures.bars import dot_bars, per_series
 
     table = per_series(frame, api_overhead)
@@ -413,11 +412,11 @@ def scaling_figure(frame: pd.DataFrame, canvas) -> list:
     """Collectives against GPU count (collectives.nproc=[2,4,8]): per op, bus bandwidth at the
     largest size and the time of the smallest message (8 B), eager launches. Drawn for runs
     that measured two or more world sizes."""
+    # figures load matplotlib: imported when one is drawn, not by a measuring run
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     from bench.analysis.figures.style import DASHES, OP_ORDER, PANEL_IN, VALUE_ORDER, _legend, _order
-    from bench.results import usable_rows
 
     series = canvas.SERIES
     data = usable_rows(frame)

@@ -38,6 +38,7 @@ import pandas as pd
 from bench import ConfigError, lazy
 from bench.analysis.cache import resident_note
 from bench.analysis.catalog import Metric
+from bench.analysis.tables import CONCURRENT_COLUMNS, VARIANT, format_concurrent, latency_table, matching, median_by
 from bench.config.settings import Choice, Engine, HostMemory, SizeRange, nonempty
 from bench.links import Speeds, pcie_gbps
 from bench.measure import kernels, numa, timing
@@ -444,8 +445,6 @@ def concurrent_table(frame: pd.DataFrame, by: list[str] = ()) -> pd.DataFrame:
     """Copies with every GPU at once, long form: per (by..., variant, size, when, gpu) the median GB/s
     at the largest size measured so: each GPU's part and the total 'at once', and the same copy on
     each GPU measured 'alone' (eager, same size), summed as its total only where every GPU was."""
-    from bench.analysis.tables import CONCURRENT_COLUMNS, VARIANT, matching, median_by
-
     ok = frame[(frame.suite == Copy.name) & (frame.status == "ok") & frame.algbw_gbps.notna()]
     by = list(by)
     rows = []
@@ -562,8 +561,6 @@ class Copy(Suite):
         return (3e-6 if graph else 7e-6) + moved / (bandwidth * (1.7 if point.op == "bidir" else 1) * 1e9)
 
     def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-        from bench.analysis.tables import format_concurrent, latency_table
-
         out = []
         concurrent = concurrent_table(frame)
         if not concurrent.empty:
@@ -575,6 +572,7 @@ class Copy(Suite):
         return out
 
     def figures(self, frame: pd.DataFrame, canvas) -> list:
+        # figures load matplotlib: imported when one is drawn, not by a measuring run
         from bench.analysis.figures import bars
 
         return bars.concurrent(concurrent_table(frame, [canvas.SERIES]), canvas, "concurrent_copy",

@@ -43,7 +43,7 @@ from bench.measure.agree import Ranks
 from bench.measure.checks import same_data
 from bench.measure.memory import RANK_HOST_BYTES, format_bytes, host_available_bytes, local_rank_limit
 from bench.measure.timing import EventClock, HostClock, Trial
-from bench.results import Sample, params
+from bench.results import Sample, params, usable_rows
 from bench.sizes import format_size, parse_size
 from bench.contract import Context, Distribution, Point, Suite, trial_rows
 
@@ -624,6 +624,7 @@ def make_table(frame: pd.DataFrame) -> pd.DataFrame:
 def overlap_figure(frame: pd.DataFrame, canvas) -> list:
     """The overlap suite's pairs: transfer GB/s and product TFLOP/s, alone (light) and at once
     (solid), and the overlap with both on one stream (light) and on two (solid)."""
+    # figures load matplotlib: imported when one is drawn, not by a measuring run
     import matplotlib.pyplot as plt
 
     from bench.analysis.figures.bars import paired, per_series, with_series_line
@@ -654,6 +655,7 @@ def overlap_figure(frame: pd.DataFrame, canvas) -> list:
 def sync_figure(frame: pd.DataFrame, canvas) -> list:
     """The overlap suite's synchronizations, the µs each adds to a step on an idle (light) and a
     busy (solid) GPU; and the time to make a tensor on the host and move it, or on the device."""
+    # figures load matplotlib: imported when one is drawn, not by a measuring run
     import matplotlib.pyplot as plt
     import numpy as np
 
@@ -661,7 +663,6 @@ def sync_figure(frame: pd.DataFrame, canvas) -> list:
     from matplotlib.lines import Line2D
 
     from bench.analysis.figures.style import DASHES, _legend, _log_y, _order, _size_axis
-    from bench.results import usable_rows
 
     syncs = per_series(frame, sync_table)
     made = usable_rows(frame)

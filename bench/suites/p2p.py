@@ -34,6 +34,7 @@ import pandas as pd
 
 from bench import ConfigError, lazy
 from bench.analysis.catalog import Metric
+from bench.analysis.tables import CONCURRENT_COLUMNS, VARIANT, format_concurrent, latency_table, median_by
 from bench.config.settings import Choice, Engine, SizeRange, nonempty
 from bench.links import NVLINK_LINK_GBPS, Speeds, nvlink_links, pcie_gbps
 from bench.measure import kernels, timing
@@ -44,7 +45,7 @@ from bench.measure.lanes import Lane, SpanClock, Streams, Together, sync_all
 from bench.measure.memory import check_fits
 from bench.measure.timing import EventClock
 from bench.pairs import class_pairs, pairs_at_size
-from bench.results import Sample
+from bench.results import Sample, usable_rows
 from bench.sizes import machine_sizes
 from bench.contract import ALL, Context, Overhead, Point, Suite, trial_rows
 
@@ -322,8 +323,6 @@ def _measure_latency(point: Point, ctx: Context, state: P2PState) -> list[Sample
 def peak_table(frame: pd.DataFrame, by: list[str] = ()) -> pd.DataFrame:
     """Per (by..., op, mode, src, dst): the peak over sizes of the per-size median GB/s of pair ops
     (uni, bidir); SM copies get matrices of their own, their mode named 'peer sm'."""
-    from bench.results import usable_rows
-
     ok = usable_rows(frame)
     ok = ok[(ok.suite == P2P.name) & ok.algbw_gbps.notna() & ok.op.isin(PAIR_OPS)]
     ok = ok.assign(mode=ok["mode"].where(ok["engine"] != "sm", ok["mode"] + " sm"))
@@ -343,7 +342,6 @@ def concurrent_table(frame: pd.DataFrame, by: list[str] = ()) -> pd.DataFrame:
     """all_to_one / one_to_all, long form: the traffic into or out of each GPU at the largest size.
     xferbench names the one GPU in dst (all_to_one) or src (one_to_all), part total; nvbandwidth's
     import names it in part, src and dst being 'all'."""
-    from bench.analysis.tables import CONCURRENT_COLUMNS, VARIANT, median_by
 
     by = list(by)
     ok = frame[(frame.status == "ok") & frame.algbw_gbps.notna()]
@@ -425,8 +423,6 @@ class P2P(Suite):
         return (80e-6 if point.mode == "staged" else 25e-6) + moved / (link * both * 1e9)
 
     def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-        from bench.analysis.tables import format_concurrent, latency_table
-
         out = [(f"p2p {name}: peak GB/s, rows src, columns dst", matrix.fillna("-"))
                for name, matrix in matrices(frame).items()]
         concurrent = concurrent_table(frame)
@@ -438,6 +434,7 @@ class P2P(Suite):
         return out
 
     def figures(self, frame: pd.DataFrame, canvas) -> list:
+        # figures load matplotlib: imported when one is drawn, not by a measuring run
         from bench.analysis.figures import bars, matrix
 
         paths = matrix.heatmaps(peak_table(frame, [canvas.SERIES]), canvas, "p2p_heatmap",

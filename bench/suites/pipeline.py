@@ -921,6 +921,7 @@ def pipeline_figure(frame: pd.DataFrame, canvas) -> list:
     against the batch size (dashed black: the link; dotted grey: the bound of the best loop);
     below, each stage alone (solid: the most workers measured, dashed: none, dotted: between),
     the link and the best loop in black."""
+    # figures load matplotlib: imported when one is drawn, not by a measuring run
     import matplotlib.pyplot as plt
     import seaborn as sns
     from matplotlib.lines import Line2D
@@ -1054,9 +1055,9 @@ class Pipeline(Suite):
     groups = ("training",)
     curves = False          # its own figures say what its rows mean
     order = 50
-    # Between-run sigma of log time: 4 default runs on nvidia-h200 (results/noise/pipeline-h200-x1),
-    # the noisiest op's (hand-off from workers; a loop's own 0.15). Trials within a run agree to
-    # 3-4%: what moves is the host's state from one run to the next.
+    # Between-run sigma of log time, the noisiest op's: 4 default runs on nvidia-h200
+    # (results/noise/pipeline-h200-x1, docs/training.md). A point's trials agree far better: what
+    # moves is the host's state from one run to the next.
     noise = {("gpu", "bandwidth"): 0.185, ("gpu", "latency"): 0.224}
 
     def check(self, p: Settings, ctx: Context) -> str | None:
