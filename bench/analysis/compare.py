@@ -240,7 +240,7 @@ def size_classes(levels: pd.DataFrame, y: str = "y") -> np.ndarray:
     # A figure of time alone (a dependent load's latency) is latency-bound at any size.
     metric = levels.get("metric" + y[1:])       # metric_base in a joined frame
     timed = (metric == "time_s").to_numpy() if metric is not None else np.zeros(len(levels), bool)
-    return np.where(timed | ~bandwidth & latency, "latency", np.where(bandwidth, "bandwidth", "middle"))
+    return np.select([timed, bandwidth, latency], ["latency", "bandwidth", "latency"], "middle")
 
 
 def median_factor(runs: int) -> float:

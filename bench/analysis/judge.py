@@ -37,8 +37,8 @@ import pandas as pd
 from bench.analysis import causes
 from bench.analysis.cache import short_of_hbm
 from bench.analysis.catalog import Catalog, view
-from bench.analysis.compare import (PRIOR_DF, VARIANT_KEYS, default_noise, median_factor, point_levels, run_noise,
-                                    size_classes, variant_label)
+from bench.analysis.compare import (JUDGED_CLASSES, PRIOR_DF, VARIANT_KEYS, default_noise, median_factor,
+                                    point_levels, run_noise, size_classes, variant_label)
 from bench.analysis.expected import ROLE_KEYS, Expected, alternatives, machine_class, pair_class, roles, shipped
 from bench.links import NVLINK_LINK_GBPS, hbm_gbps
 from bench.results import meta_columns
@@ -49,7 +49,6 @@ TOLERANCE = 0.05          # as xferbench-compare: a smaller drop never counts
 # PCIe on the H100 host, 0.79 on the H200s): a machine is low by theory only 15% below them.
 THEORY_TOLERANCE = 0.15
 ALPHA = 0.01
-JUDGED_CLASSES = ("latency", "bandwidth")
 OK, LOW, HIGH, NOT_JUDGED = "ok", "low", "high", "not judged"
 
 
@@ -219,8 +218,7 @@ def _points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expect
     for record, role, own_class in zip(levels.to_dict("records"), role_rows, own):
         bandwidth = record["metric"] != "time_s"
         point = _Point(tuple(record[k] for k in VARIANT_KEYS), tuple(role[k] for k in ROLE_KEYS),
-                       int(record["size_bytes"]), own_class if bandwidth else "latency", float(record["y"]),
-                       float(record["value"]), bandwidth)
+                       int(record["size_bytes"]), own_class, float(record["y"]), float(record["value"]), bandwidth)
         pair = pair_class(links, record["src"], record["dst"])
         theory = _theory(catalog, {**hooks, **record, "link_class": "" if pair == "?" else pair})
         # A copy the GPU's L2 holds is rightly above HBM's limit: not a figure to call high.
