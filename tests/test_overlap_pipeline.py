@@ -358,8 +358,69 @@ def test_a_prefilled_queue_reads_at_the_producers_steady_rate_not_its_burst(monk
     steady = 2 * _Paced.SAMPLE_S / 2
     assert burst < steady / 2                # queued batches come at once ...
     per_batch = sorted(t.per_op_s for t in trials)
-    assert per_batch[len(per_batch) // 2] == pytest.approx(steady, rel=0.15)   # ... the stream does not
+    assert per_batch[len(per_batch) // 2] == pytest.approx(steady, rel=0.25)   # ... the stream does not
     assert all(t.iters >= 2 * 4 for t in trials)   # each trial spans twice what the workers hold ahead
+
+
+def test_a_loop_on_one_thread_accounts_for_its_time_stage_by_stage():
+    """Without workers the main thread runs every stage: the stages the loop timed add up to
+    nearly all of its time per batch, never more."""
+    loop = pipeline.Loop(pipeline.Producer.numpy, 64 * 1024)
+    feed = pipeline.Feed(16, 64 * 1024, loop, torch.device("cpu"))
+    ctx = Context("cpu", TimingConfig(warmup=1, trials=3, min_trial_s=0.02), [1])
+    try:
+        trials = pipeline.loop_stream(feed, ctx, pipeline.Settings(min_trial_s=0.02))
+        assert feed.correct()
+    finally:
+        feed.close()
+    for t in trials:
+        assert set(t.parts) == {"make", "collate", "handoff", "consume"}
+        assert all(seconds > 0 for seconds in t.parts.values())
+    accounted = [sum(t.parts.values()) / t.time_s for t in trials]
+    assert max(accounted) <= 1.0 and max(accounted) > 0.8   # a trial the test machine did not preempt: nearly all
+
+
+class _SlowToRebuild:
+    """Unpickles after REBUILD_S: a batch whose shared memory is slow to map."""
+
+    REBUILD_S = 0.05
+
+    def __reduce__(self):
+        return _rebuilt_slowly, ()
+
+
+def _rebuilt_slowly():
+    time.sleep(_SlowToRebuild.REBUILD_S)
+    return "batch"
+
+
+def test_the_hand_off_times_the_receiver_rebuilding_the_batch():
+    """The receiver's clock is read before the batch's tensor is rebuilt, so the hand-off holds
+    that rebuild; what was spent before travels with the batch."""
+    import pickle
+
+    got = pickle.loads(pickle.dumps(pipeline.LoaderBatch(_SlowToRebuild(), {"make": 0.25})))
+    assert got.data == "batch" and got.spent["make"] == 0.25
+    assert _SlowToRebuild.REBUILD_S <= got.spent["handoff"] < 10 * _SlowToRebuild.REBUILD_S
+
+
+def test_workers_send_their_stage_times_with_each_batch(monkeypatch):
+    """Through real workers: make, collate and the hand-off arrive with each batch, and make
+    reads the producer's pace (2 samples of SAMPLE_S a batch), however long the loop waited."""
+    monkeypatch.setattr(pipeline, "NumpySamples", _Paced)
+    loop = pipeline.Loop(pipeline.Producer.numpy, 1024, workers=2)
+    feed = pipeline.Feed(2, 1024, loop, torch.device("cpu"))
+    try:
+        feed(2)
+        time.sleep(0.2)   # the workers fill their queue meanwhile: no stage's time, only waiting
+        before = dict(feed.spent)
+        feed(4)
+        assert feed.correct()
+    finally:
+        feed.close()
+    made = {k: feed.spent[k] - before.get(k, 0.0) for k in feed.spent}
+    assert set(made) == {"make", "collate", "handoff", "consume"}
+    assert made["make"] == pytest.approx(4 * 2 * _Paced.SAMPLE_S, rel=0.25)
 
 
 class _ScriptedMarks:
@@ -457,11 +518,12 @@ def test_training_suite_on_a_cpu_runs_the_loader_and_its_stages(xferbench):
     assert proc.returncode == 0, proc.stderr
     assert "overlap: skipped, needs a CUDA GPU" in proc.stderr
     df = load(runs)
-    assert set(df.suite) == {"pipeline"} and set(df.part) == {"total"}
+    assert set(df.suite) == {"pipeline"} and set(df[df.op != "loader"].part) == {"total"}
+    assert set(df[df.op == "loader"].part) == {"total", "make", "collate", "handoff", "consume"}   # as the loop ran them
     assert set(df.op) == {"loader", "stage_make", "stage_collate", "stage_handoff", "stage_consume"}
     assert (df.status == "ok").all() and df.verified.all() and (df.algbw_gbps > 0).all()
     assert set(df.size_bytes) == {64 * 1024} and set(df.dtype) == {"uint8[65536]"}
-    loops = df[df.op == "loader"]
+    loops = df[(df.op == "loader") & (df.part == "total")]
     assert set(loops["mode"]) == {"free workers=0", "free workers=2 prefetch_factor=2"}
     assert (loops[loops["mode"] != "free workers=0"].iters >= 2 * 2 * 2).all()   # twice what 2 workers hold ahead
     assert set(df[df.op == "stage_make"]["mode"]) == {"free workers=0", "free workers=2"}
@@ -618,6 +680,23 @@ def test_tables_of_overlap_and_pipeline_runs(runs_frame):
     lines = pipeline.advice_lines(pipeline.advice(runs_frame))
     assert len(lines) == 2 * len(PIPE_SIZES)
     assert any(line.startswith("1MiB batches of 64KiB numpy samples: best pageable numpy workers=4") for line in lines)
+
+
+def test_a_loop_is_judged_by_its_own_stage_times_where_it_has_them():
+    """A loop that timed its pin at 2 GB/s is judged by that, not by the pin alone (6 GB/s,
+    measured at another moment): its bound and the fraction of it follow the loop's reading."""
+    rows = _pipeline_run()
+    loop = next(r for r in rows if r.op == "loader_to_gpu" and r.size_bytes == MiB and r.memory == "pinned"
+                and r.mode == "free workers=4 prefetch_factor=2 non_blocking prefetch")
+    spent = [replace(loop, part=stage, time_s=MiB / (gbps * 1e9), algbw_gbps=gbps)
+             for stage, gbps in (("pin", 2.0), ("handoff", 20.0), ("make", 50.0), ("collate", 30.0))]
+    pipe = pipeline.table(pd.DataFrame([vars(r) for r in rows + spent]))
+    row = pipe[(pipe["mode"] == loop.mode) & (pipe.memory == "pinned") & (pipe["size"] == "1MiB")].iloc[0]
+    assert (row.bottleneck, row.on, row.stage_gbps, row.alone_gbps) == ("pin", "pin thread", 2.0, 6.0)
+    assert row.bound_gbps == pytest.approx(1 / (1 / 2 + 1 / 20))
+    assert row.of_bound == pytest.approx(row.gbps / row.bound_gbps)
+    other = pipe[(pipe["mode"] == loop.mode) & (pipe.memory == "pinned") & (pipe["size"] == "16MiB")].iloc[0]
+    assert other.stage_gbps == other.alone_gbps == 6.0   # no times of its own: the stages alone
 
 
 def test_advice_says_when_the_link_limits_the_best_loop():

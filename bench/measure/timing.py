@@ -313,7 +313,9 @@ def measure_stream(step: Callable[[int], None], marks, cfg: TimingConfig, warmup
     cfg.min_iters, and a multiple of `multiple` (whole epochs), as are the warm-up and every
     segment. A trial under half of min_trial_s is flagged short (not run again: the stream goes on).
     Marks with a `count(start, end)` method say how many operations a segment held, where one
-    step's count varies (a worker's item of as many operations as fit in a time); else n.
+    step's count varies (a worker's item of as many operations as fit in a time); else n. Marks
+    with a `parts(start, end)` method give each trial's parts: seconds the stream's own stages
+    spent inside the segment, read at the same cuts.
     """
     def whole(n: int) -> int:
         return -(-n // multiple) * multiple
@@ -336,5 +338,6 @@ def measure_stream(step: Callable[[int], None], marks, cfg: TimingConfig, warmup
         step(n)
         cuts.append(marks.mark())
     count = getattr(marks, "count", lambda a, b: n)
-    trials = [(count(a, b), marks.seconds(a, b)) for a, b in zip(cuts, cuts[1:])]
-    return [Trial(k, t, short=t < cfg.min_trial_s / 2) for k, t in trials]
+    parts = getattr(marks, "parts", lambda a, b: {})
+    trials = [(count(a, b), marks.seconds(a, b), parts(a, b)) for a, b in zip(cuts, cuts[1:])]
+    return [Trial(k, t, within, short=t < cfg.min_trial_s / 2) for k, t, within in trials]

@@ -35,19 +35,33 @@ Stages alone, at each batch size; each isolated as the loop runs it, on what it 
   each batch as received, as pin is (the host stages a pageable copy through its own buffer);
 - consume: the data check, on the GPU of a batch already there; without a GPU of each batch as
   received, as pin is (the check is the first to touch its pages).
+Stages in the loop. The loop times its own stages as it runs them, in the same trials: the
+batch carries the seconds each stage spent on it (LoaderBatch): make and collate in the worker
+that made it, the hand-off as the receiving thread rebuilds it from the worker's shared memory
+(workers=0: what next() took beyond the stages, the loader's own work), pin on the pin thread
+(or the main thread without workers) with the received batch released, as the loader releases
+it; h2d where the main thread waits through the copy (pageable, or pinned and blocking); consume
+the rest of the main thread's step (launching the copy and the check, the check itself on the
+host, releasing the batch). Host speed on a shared machine drifts by tens of percent from one
+second to the next (docs/training.md): timed in the same trials, a loop and its stages move
+together, so the bound and the fraction of it reached hold where absolute figures do not.
+
 The stages a worker or the main thread runs one after another (stages_of) add their times
 per batch: a loop delivers at most the slowest such group's rate, its `bound`, which is at
-most its slowest stage's. Each stage is measured on the inputs it gets in the loop (fresh
-mappings, samples not in cache, concurrent workers), never on warm buffers, so its time there
-is at least its time alone and the loop stays at or under its bound; the table names the
-bottleneck and the fraction of the bound the loop reaches. (Busy times of workers at once
-are summed as rates: if the host has fewer free cores than workers, the bound is optimistic.)
+most its slowest stage's. The table takes each stage's rate from the loop's own timing where it
+has one, else from the stage alone (the copy engine's link; runs from before loops timed their
+stages), names the bottleneck, and gives the fraction of the bound the loop reaches and the
+stage's rate alone beside its rate in the loop. (Busy times of workers at once are summed as
+rates: if the host has fewer free cores than workers, the bound is optimistic.)
 
-Rows (the tidy schema; part=total; time_s is seconds per batch, algbw_gbps its GB/s; dtype is
-one sample, `uint8[65536]`; size_bytes the batch):
-- loader_to_gpu (`loader` without a GPU): the loop; memory `pinned` or `pageable` (pin_memory);
-  mode `numpy workers=4 prefetch_factor=2 [persistent] non_blocking|blocking [prefetch]`.
-- stage_make, stage_collate: mode `numpy workers=4`, the producer and the workers at once.
+Rows (the tidy schema; time_s is seconds per batch, algbw_gbps its GB/s; dtype is one sample,
+`uint8[65536]`; size_bytes the batch):
+- loader_to_gpu (`loader` without a GPU): the loop, part=total; memory `pinned` or `pageable`
+  (pin_memory); mode `numpy workers=4 prefetch_factor=2 [persistent] non_blocking|blocking
+  [prefetch]`. Its stages as it ran them: the same point, part = the stage's name, time_s a
+  batch's seconds in that stage (make and collate divided by the workers running them at once).
+- stage_make, stage_collate (alone, part=total, as every stage alone): mode `numpy workers=4`,
+  the producer and the workers at once.
 - stage_handoff, stage_pin: mode `free workers=4`, the workers that fed them.
 - stage_h2d: memory `pinned` (the link; no mode) or `pageable` (mode `free workers=4`).
 - stage_consume: no mode on a GPU; without one `free workers=4`, the batches it checked.
@@ -375,6 +389,81 @@ def loader(dataset, batch: int | None, workers: int, prefetch_factor: int = 2, *
                       prefetch_factor=prefetch_factor if workers else None, **kw)
 
 
+# ---------------------------------------------------------------- the loop's stages, timed as it runs them
+
+
+class LoaderBatch:
+    """A batch as the loop's DataLoader hands it on: the collated tensor and the seconds its
+    stages have spent on it so far, each in the process or thread that ran it. The DataLoader
+    pins it through its pin_memory method (timed there, on the pin thread or the main thread);
+    the process that receives it from a worker times rebuilding it (the hand-off)."""
+
+    def __init__(self, data: torch.Tensor, spent: dict[str, float]) -> None:
+        self.data, self.spent = data, spent
+
+    def pin_memory(self, device=None) -> "LoaderBatch":
+        start = time.perf_counter()
+        data = self.data.pin_memory()
+        self.data = None   # the received batch released here, as the loader's pin step releases it (its segment unmapped)
+        return LoaderBatch(data, {**self.spent, "pin": time.perf_counter() - start})
+
+    def __reduce__(self):
+        return _received, (_Now(), self.data, self.spent)
+
+
+class _Now:
+    """Unpickles as the receiver's clock at the moment unpickling reaches it: before the batch's
+    tensor, whose shared memory the receiver then maps."""
+
+    def __reduce__(self):
+        return time.perf_counter, ()
+
+
+def _received(start: float, data: torch.Tensor, spent: dict[str, float]) -> LoaderBatch:
+    return LoaderBatch(data, {**spent, "handoff": time.perf_counter() - start})
+
+
+class TimedSamples:
+    """The loop's dataset and collate_fn around a producer: a worker (forked, with its own copy)
+    adds up the seconds its dataset calls take, and its collate hands them on with the batch."""
+
+    def __init__(self, dataset) -> None:
+        self.dataset, self.making = dataset, 0.0
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        start = time.perf_counter()
+        sample = self.dataset[i]
+        self.making += time.perf_counter() - start
+        return sample
+
+    def collate(self, samples: list) -> LoaderBatch:
+        start = time.perf_counter()
+        batch = torch.utils.data.default_collate(samples)
+        spent = {"make": self.making, "collate": time.perf_counter() - start}
+        self.making = 0.0
+        return LoaderBatch(batch, spent)
+
+
+class SpentMarks:
+    """A loop's marks that also read what its stages spent between two of them: a trial's parts
+    (timing.measure_stream), seconds by stage name."""
+
+    def __init__(self, marks, spent: dict[str, float]) -> None:
+        self.marks, self.spent = marks, spent
+
+    def mark(self) -> tuple:
+        return self.marks.mark(), dict(self.spent)
+
+    def seconds(self, start: tuple, end: tuple) -> float:
+        return self.marks.seconds(start[0], end[0])
+
+    def parts(self, start: tuple, end: tuple) -> dict[str, float]:
+        return {k: v - start[1].get(k, 0.0) for k, v in end[1].items()}
+
+
 # ---------------------------------------------------------------- the loop
 
 
@@ -417,9 +506,16 @@ class Feed:
         self.loop, self.device = loop, device
         self.gpu = device.type == "cuda"
         w = loop.workers
-        self.loader = loader(samples(loop.producer, sample, epoch_batches * batch or ENDLESS), batch, w,
+        timed = TimedSamples(samples(loop.producer, sample, epoch_batches * batch or ENDLESS))
+        self.loader = loader(timed, batch, w, collate_fn=timed.collate,
                              pin_memory=loop.pin_memory and self.gpu, prefetch_factor=loop.prefetch_factor,
                              persistent_workers=loop.persistent_workers and w > 0)
+        # Seconds each stage spent on the batches pulled so far, as the loop ran it: make and
+        # collate summed over the workers; h2d only where the main thread waits through the copy;
+        # consume the rest of the main thread's step (launching the copy and the check, the check
+        # itself on the host, releasing the batch).
+        self.spent: dict[str, float] = defaultdict(float)
+        self.elsewhere = 0.0   # seconds of the main thread's steps spent in the loader or in a copy it waits for
         self.batches = iter(self.loader)
         self.next_sample = 0         # the first sample of the next batch the loader gives, in its epoch
         self.check = Check(batch, device)
@@ -437,25 +533,47 @@ class Feed:
 
     def __call__(self, n: int) -> None:
         for _ in range(n):
-            self.check(*self._next())
+            start, before = time.perf_counter(), self.elsewhere
+            batch, first = self._next()
+            self.check(batch, first)
+            batch = None   # released inside the step that last used it, as every stage here releases its input
+            self.spent["consume"] += time.perf_counter() - start - (self.elsewhere - before)
 
-    def _pull(self) -> tuple[torch.Tensor, int]:
+    def _pull(self) -> tuple[LoaderBatch, int]:
+        start = time.perf_counter()
         try:
-            batch = next(self.batches)
+            got = next(self.batches)
         except StopIteration:   # an epoch's end
             self.batches = iter(self.loader)
             self.next_sample = 0
-            batch = next(self.batches)
-        first, self.next_sample = self.next_sample, self.next_sample + len(batch)
-        return batch, first
+            got = next(self.batches)
+        spent, took = got.spent, time.perf_counter() - start
+        self.elsewhere += took
+        if not self.loop.workers:   # all in this thread: what next() took beyond the stages is the loader's own
+            spent = {**spent, "handoff": took - sum(spent.values())}
+        for stage, seconds in spent.items():
+            self.spent[stage] += seconds
+        first, self.next_sample = self.next_sample, self.next_sample + len(got.data)
+        return got, first
 
-    def _move(self, batch: torch.Tensor) -> torch.Tensor:
-        return batch.to(self.device, non_blocking=self.loop.non_blocking) if self.gpu else batch
+    def _move(self, got: LoaderBatch) -> torch.Tensor:
+        """The batch where the loop consumes it; on a GPU the host's batch released after its copy
+        (a pinned block goes back to the cache once the copy is done; a worker's segment is unmapped)."""
+        if not self.gpu:
+            return got.data
+        start = time.perf_counter()
+        moved = got.data.to(self.device, non_blocking=self.loop.non_blocking)
+        got.data = None
+        if not (self.loop.pin_memory and self.loop.non_blocking):   # else the copy engine's, not this thread's
+            took = time.perf_counter() - start
+            self.spent["h2d"] += took
+            self.elsewhere += took
+        return moved
 
     def _next(self) -> tuple[torch.Tensor, int]:
         if self.stream is None:
-            batch, first = self._pull()
-            return self._move(batch), first
+            got, first = self._pull()
+            return self._move(got), first
         if self.ahead is None:
             self.ahead = self._load_ahead()
         current = torch.cuda.current_stream(self.device)
@@ -466,9 +584,9 @@ class Feed:
         return batch, first
 
     def _load_ahead(self) -> tuple[torch.Tensor, int]:
-        batch, first = self._pull()
+        got, first = self._pull()
         with torch.cuda.stream(self.stream):
-            return self._move(batch), first
+            return self._move(got), first
 
     def correct(self) -> bool:
         return self.check.passed()
@@ -485,7 +603,7 @@ def stream_timing(ctx: Context, p: Settings) -> timing.TimingConfig:
 def loop_stream(feed: Feed, ctx: Context, p: Settings) -> list[Trial]:
     """The loop's trials: a warm-up that drains what the workers queued, trials of at least
     twice that, whole epochs each when there are epochs."""
-    marks = EventMarks() if feed.gpu else HostMarks()
+    marks = SpentMarks(EventMarks() if feed.gpu else HostMarks(), feed.spent)
     return timing.measure_stream(feed, marks, stream_timing(ctx, p), warmup=feed.queued + 1,
                                  min_ops=max(MIN_BATCHES, 2 * feed.queued), multiple=p.epoch_batches or 1)
 
@@ -503,6 +621,21 @@ def _rows(point: Point, trials: list[Trial], verified: bool, failure: str) -> li
     return trial_rows(point, trials, point.size_bytes, 1.0, verified, disagreement(trials) if verified else failure)
 
 
+def _spent_rows(point: Point, trials: list[Trial], verified: bool) -> list[Sample]:
+    """A loop's stages as it ran them, a row per trial and stage (part = the stage's name): time_s
+    the seconds a batch cost that stage, divided among the workers that run it at once (make,
+    collate), so that its GB/s is what the stage sustains in this loop."""
+    workers = point.params.workers
+    rows = []
+    for i, t in enumerate(trials):
+        for stage, seconds in t.parts.items():
+            per = max(seconds, 0.0) / t.iters / (workers if workers and stage in ("make", "collate") else 1)
+            gbps = point.size_bytes / per / 1e9 if verified and per > 0 else float("nan")
+            rows.append(point.sample(trial=i, iters=t.iters, part=stage, time_s=per, algbw_gbps=gbps,
+                                     busbw_gbps=gbps, verified=verified, status="ok" if verified else "failed"))
+    return rows
+
+
 def _device(ctx: Context) -> torch.device:
     return torch.device("cuda", ctx.local_rank) if ctx.device == "cuda" else torch.device("cpu")
 
@@ -515,7 +648,9 @@ def _loop_point(point: Point, p: Settings, ctx: Context) -> list[Sample]:
         verified = feed.correct()
     finally:
         feed.close()
-    return _rows(point, trials, verified, "data check failed: a batch differs from the samples it should hold")
+    whole = [replace(t, parts={}) for t in trials]
+    return (_rows(point, whole, verified, "data check failed: a batch differs from the samples it should hold")
+            + _spent_rows(point, trials, verified))
 
 
 # ---------------------------------------------------------------- stages alone
@@ -819,15 +954,32 @@ def attribute(loop: Loop, gpu: bool, rate: Callable[[Stage], float | None]) -> d
         bound = 1 / sum(1 / r for r in rates)
         slowest = min(range(len(group)), key=lambda i: rates[i])
         if best is None or bound < best["bound_gbps"]:
-            best = {"bottleneck": group[slowest].label, "on": who, "stage_gbps": rates[slowest], "bound_gbps": bound}
+            best = {"bottleneck": group[slowest].label, "on": who, "stage_gbps": rates[slowest], "bound_gbps": bound,
+                    "stage": group[slowest]}
     return best
+
+
+def _spent(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, float]:
+    """GB/s of each stage as the loops ran it (their rows of part = a stage's name), medians of
+    trials: {(run keys, size_bytes, params text, stage name): GB/s}."""
+    names = {st.removeprefix("stage_") for st in STAGES}
+    rows = frame[(frame["suite"] == Pipeline.name) & (frame["status"] == "ok") & frame["part"].isin(names)]
+    if rows.empty:
+        return {}
+    med = rows.groupby(runs + ["size_bytes", "params", "part"], sort=False)["algbw_gbps"].median()
+    return {key: gbps for key, gbps in med.items() if gbps > 0}
 
 
 def table(frame: pd.DataFrame) -> pd.DataFrame:
     """One row per loop and batch size: samples/s and GB/s delivered; the bottleneck (the group
-    of stages that limits it, `on`, and that group's slowest stage), that stage's GB/s alone and
-    the fraction of it the loop reaches, the group's bound (its stages one after another) and the
-    fraction of that; the link (pinned h2d of that size) and the fraction of it."""
+    of stages that limits it, `on`, and that group's slowest stage), that stage's GB/s in the loop
+    and alone and the fraction of it the loop reaches, the group's bound (its stages one after
+    another) and the fraction of that; the link (pinned h2d of that size) and the fraction of it.
+
+    A stage's GB/s is the loop's own reading of it where the loop timed it (the host's stages,
+    read in the same trials, so host speed that drifts between points moves loop and bound
+    together), else the stage alone (the copy engine's and the GPU's, and runs from before loops
+    timed their stages)."""
     med, runs = _medians(frame)
     if med.empty:
         return pd.DataFrame()
@@ -839,22 +991,29 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     for row in med[is_stage].itertuples(index=False):
         key = tuple(getattr(row, k) for k in runs) + (row.size_bytes,)
         rates[key + (row.what,)] = row.gbps
+    spent = _spent(frame, runs)
     found = []
     for row in loops_.itertuples(index=False):
         key = tuple(getattr(row, k) for k in runs) + (row.size_bytes,)
         loop = row.what
-        att = attribute(loop, row.backend == "cuda", lambda st: rates.get(key + (st,))) or {}
+
+        def rate(st: Stage) -> float | None:
+            return spent.get(key + (row.params, st.name)) or rates.get(key + (st,))
+
+        att = attribute(loop, row.backend == "cuda", rate) or {}
+        alone = rates.get(key + (att["stage"],)) if att else None
         link = rates.get(key + (Stage(H2D, memory="pinned", sample_size=loop.sample_size),))
-        found.append({**att, "producer": loop.producer.value, "link_gbps": link})
+        found.append({**{k: v for k, v in att.items() if k != "stage"}, "alone_gbps": alone,
+                      "producer": loop.producer.value, "link_gbps": link})
     loops_ = pd.concat([loops_.reset_index(drop=True), pd.DataFrame(found)], axis=1)
-    for col in ("bottleneck", "on", "stage_gbps", "bound_gbps", "link_gbps"):
+    for col in ("bottleneck", "on", "stage_gbps", "alone_gbps", "bound_gbps", "link_gbps"):
         if col not in loops_:
             loops_[col] = np.nan
     sample = loops_["what"].map(lambda loop: loop.sample_size)
     loops_["sample"] = sample.map(format_size)
     loops_["batch"] = loops_["size_bytes"] // sample
     loops_["samples_per_s"] = (loops_["batch"] / loops_["time_s"]).round(0).astype("int64")
-    for col in ("stage_gbps", "bound_gbps", "link_gbps"):
+    for col in ("stage_gbps", "alone_gbps", "bound_gbps", "link_gbps"):
         loops_[col] = loops_[col].astype(float)
     loops_["of_stage"] = loops_["gbps"] / loops_["stage_gbps"]
     loops_["of_bound"] = loops_["gbps"] / loops_["bound_gbps"]
@@ -862,7 +1021,8 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     loops_ = loops_.sort_values(runs + ["producer", "dtype", "memory", "mode", "size_bytes"], kind="stable")
     loops_["size"] = loops_["size_bytes"].map(format_size)
     cols = runs + ["op", "memory", "mode", "producer", "sample", "size", "size_bytes", "batch", "samples_per_s", "gbps",
-                   "bottleneck", "on", "stage_gbps", "of_stage", "bound_gbps", "of_bound", "link_gbps", "of_link"]
+                   "bottleneck", "on", "stage_gbps", "of_stage", "alone_gbps", "bound_gbps", "of_bound", "link_gbps",
+                   "of_link"]
     return loops_[cols].dropna(axis="columns", how="all").reset_index(drop=True)   # no link without a GPU
 
 
@@ -887,6 +1047,7 @@ def advice(frame: pd.DataFrame) -> pd.DataFrame:
                         "gbps": best["gbps"], "defaults_gbps": default.iloc[0] if len(default) else np.nan,
                         "limit": "link" if link else "host", "bottleneck": best.get("bottleneck", np.nan),
                         "on": best.get("on", np.nan), "stage_gbps": best.get("stage_gbps", np.nan),
+                        "alone_gbps": best.get("alone_gbps", np.nan),
                         "bound_gbps": best.get("bound_gbps", np.nan), "of_bound": best.get("of_bound", np.nan),
                         "of_link": best.get("of_link", np.nan)})
     adv = pd.DataFrame(out)
@@ -903,17 +1064,18 @@ def advice_lines(adv: pd.DataFrame) -> list[str]:
         if pd.notna(row["defaults_gbps"]):
             text += f", {row['gain']:.2f}x the DataLoader's defaults ({row['defaults_gbps']:.2f})"
         if pd.notna(row["bottleneck"]):
+            alone = f", {row['alone_gbps']:.2f} alone" if pd.notna(row.get("alone_gbps")) else ""
             text += (f"; the {row['limit']} limits it: {row['bottleneck']} on the {row['on']}, "
-                     f"{row['stage_gbps']:.2f} GB/s alone, {row['bound_gbps']:.2f} with what the {row['on']} "
-                     f"run{'s' if row['on'] in ('main thread', 'pin thread', 'copy engine') else ''} beside it "
-                     f"(the loop reaches {row['of_bound']:.0%} of that)")
+                     f"{row['stage_gbps']:.2f} GB/s in the loop{alone}; {row['bound_gbps']:.2f} with what the "
+                     f"{row['on']} run{'s' if row['on'] in ('main thread', 'pin thread', 'copy engine') else ''} "
+                     f"beside it (the loop reaches {row['of_bound']:.0%} of that)")
         if pd.notna(row.get("of_link")):
             text += f"; {row['of_link']:.0%} of the link"
         lines.append(text)
     return lines
 
 
-DIGITS = {"gbps": 2, "stage_gbps": 2, "of_stage": 3, "bound_gbps": 2, "of_bound": 3, "link_gbps": 1, "of_link": 3}
+DIGITS = {"gbps": 2, "stage_gbps": 2, "of_stage": 3, "alone_gbps": 2, "bound_gbps": 2, "of_bound": 3, "link_gbps": 1, "of_link": 3}
 
 
 def pipeline_figure(frame: pd.DataFrame, canvas) -> list:
