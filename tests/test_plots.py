@@ -138,6 +138,17 @@ def test_an_incomplete_run_is_passed_over_unless_nothing_is_complete(tmp_path):
     assert runs.loc["20260102-000000", "chosen"] and runs.loc["20260102-000000", "why"] == "no complete run"
 
 
+def test_the_main_sweep_is_the_run_that_asked_for_the_most_suites(reference):
+    """On one GPU the default sweep runs copy alone (p2p and collectives skipped), with fewer ops
+    than a pipeline run of loops and stages: it is still the main sweep, by what its config asked."""
+    runs = run_index(reference)
+    h200 = runs[runs["instance"] == "h200-x1"].set_index("run_id")
+    pipeline = h200.loc["pipeline-1"]
+    chosen = h200[h200["chosen"]].iloc[0]
+    assert pipeline.ops > chosen.ops and pipeline.suites == chosen.suites == 1
+    assert chosen.name == "20261124-190905-beside-nvbandwidth" and chosen.why == "main sweep", h200
+
+
 def test_series_is_the_instance_unless_it_has_several_runs(reference):
     one = with_series(select_runs(reference))
     assert sorted(one[SERIES].unique()) == ["h100-x1", "h200-x1", "h200-x2"]

@@ -38,13 +38,22 @@ def _matches(name: str, run_id: str, run_dir: str, instance: str) -> bool:
     return Path(name).resolve() == Path(run_dir).resolve()
 
 
+def _suites_asked(run_dir: str) -> int:
+    """How many suites the run's config asked for (0 where no meta.json records it: an import)."""
+    try:
+        return len((read_meta(run_dir).get("config") or {}).get("suites") or [])
+    except ResultsError:
+        return 0
+
+
 def run_index(frame: pd.DataFrame, names: Sequence[str] = (), every: bool = False) -> pd.DataFrame:
     """One row per run in the frame, with 'chosen' and 'why'. The rule, per instance:
 
     - runs named (a run id, instance/run_id, or a run folder) are chosen, and only those;
     - else, among its complete runs (any run when none is complete), the main sweep: the run
-      covering the most suites, then the most ops, then the newest. Special-purpose runs (one
-      suite, a few ops) are left out in favour of the default sweep beside them;
+      asked for the most suites (its config's, those skipped here included), then covering the
+      most, then the most ops, then the newest. Special-purpose runs (one suite, however many
+      ops) are left out in favour of the default sweep beside them;
     - every=True chooses every run.
     """
     ok = usable_rows(frame)
@@ -53,6 +62,7 @@ def run_index(frame: pd.DataFrame, names: Sequence[str] = (), every: bool = Fals
     runs["status"] = _run_statuses(frame)
     runs["suites"] = ok.groupby("run_dir")["suite"].nunique().reindex(runs.index, fill_value=0)
     runs["ops"] = (ok["suite"] + ":" + ok["op"]).groupby(ok["run_dir"]).nunique().reindex(runs.index, fill_value=0)
+    runs["asked"] = [max(_suites_asked(run_dir), n) for run_dir, n in runs["suites"].items()]
     runs = runs.reset_index()
     named = {n: [i for i, r in runs.iterrows() if _matches(n, r.run_id, r.run_dir, r.instance)] for n in names}
     unknown = [n for n, hits in named.items() if not hits]
@@ -69,7 +79,7 @@ def run_index(frame: pd.DataFrame, names: Sequence[str] = (), every: bool = Fals
                 continue
             complete = group[group["status"].isin(COMPLETE)]
             pool = complete if len(complete) else group
-            best = pool.sort_values(["suites", "ops", "start_time", "run_id"]).index[-1]
+            best = pool.sort_values(["asked", "suites", "ops", "start_time", "run_id"]).index[-1]
             runs.loc[best, ["chosen", "why"]] = True, "main sweep" if len(complete) else "no complete run"
     return runs
 
