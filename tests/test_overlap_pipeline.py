@@ -358,7 +358,8 @@ def test_a_prefilled_queue_reads_at_the_producers_steady_rate_not_its_burst(monk
     steady = 2 * _Paced.SAMPLE_S / 2
     assert burst < steady / 2                # queued batches come at once ...
     per_batch = sorted(t.per_op_s for t in trials)
-    assert per_batch[len(per_batch) // 2] == pytest.approx(steady, rel=0.25)   # ... the stream does not
+    # ... the stream does not: never faster than the producer (a busy test machine may slow it)
+    assert 0.85 * steady <= per_batch[len(per_batch) // 2] <= 2 * steady
     assert all(t.iters >= 2 * 4 for t in trials)   # each trial spans twice what the workers hold ahead
 
 

@@ -22,7 +22,7 @@ from bench.analysis.cache import RULE as CACHE_RULE
 from bench.analysis.cache import hbm_rows
 from bench.analysis.catalog import Catalog, Metric, view
 from bench.analysis.figures import render
-from bench.analysis.figures.style import SMALL_BYTES, VALUE_ORDER, _rank, with_bandwidth
+from bench.analysis.figures.style import SMALL_BYTES, VALUE_ORDER, rank_in, with_bandwidth
 from bench.analysis.judge import judge
 from bench.analysis.runs import COMPLETE, SERIES, palette, with_series
 from bench.results import ResultsError, read_meta, usable_rows
@@ -65,7 +65,7 @@ def variants(data: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     for values, curve in data.groupby(keys, sort=False, dropna=False):
         values = values if isinstance(values, tuple) else (values,)
         named = [(k, v) for k, v in zip(keys, values) if _set(v)]
-        out.append(([_rank(str(v), VALUE_ORDER) for _, v in named],
+        out.append(([rank_in(str(v), VALUE_ORDER) for _, v in named],
                     " ".join(NAMED.get(k, "{}").format(v) for k, v in named), curve))
     return [(name, curve) for _, name, curve in sorted(out, key=lambda t: (t[0], t[1]))]
 

@@ -416,7 +416,7 @@ def scaling_figure(frame: pd.DataFrame, canvas) -> list:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    from bench.analysis.figures.style import DASHES, OP_ORDER, PANEL_IN, VALUE_ORDER, _legend, _order
+    from bench.analysis.figures.style import DASHES, OP_ORDER, PANEL_IN, VALUE_ORDER, add_legend, in_order
 
     series = canvas.SERIES
     data = usable_rows(frame)
@@ -424,8 +424,8 @@ def scaling_figure(frame: pd.DataFrame, canvas) -> list:
     data = data[data.groupby(series)["world_size"].transform("nunique") > 1]
     if data.empty:
         return []
-    ops = _order(data["op"], OP_ORDER)
-    styles = dict(zip(_order(data["api"].astype(str), VALUE_ORDER), DASHES))
+    ops = in_order(data["op"], OP_ORDER)
+    styles = dict(zip(in_order(data["api"].astype(str), VALUE_ORDER), DASHES))
     fig, axes = plt.subplots(2, len(ops), figsize=(PANEL_IN[0] * len(ops) + 0.4, PANEL_IN[1] * 2 + 1.0),
                              squeeze=False, layout="constrained")
     rows = (("max", "busbw_gbps", f"Bus bandwidth (GB/s) at {format_size(int(data['size_bytes'].max()))}"),
@@ -451,7 +451,7 @@ def scaling_figure(frame: pd.DataFrame, canvas) -> list:
             ax.set_ylabel(label if col == 0 else "", fontsize=9)
     fig.suptitle("Collectives against GPU count: bus bandwidth at the largest size, time of the smallest "
                  "message\nmedian of each point's trials, eager launches", fontsize=12)
-    _legend(fig, {s: canvas.colours[s] for s in sorted(data[series].unique())}, styles, "api")
+    add_legend(fig, {s: canvas.colours[s] for s in sorted(data[series].unique())}, styles, "api")
     return canvas.save(fig, "scaling_collectives", "Collectives against GPU count.")
 
 

@@ -628,7 +628,7 @@ def overlap_figure(frame: pd.DataFrame, canvas) -> list:
     import matplotlib.pyplot as plt
 
     from bench.analysis.figures.bars import paired, per_series, with_series_line
-    from bench.analysis.figures.style import _legend
+    from bench.analysis.figures.style import add_legend
 
     pairs = per_series(frame, table)
     if pairs.empty:
@@ -648,7 +648,7 @@ def overlap_figure(frame: pd.DataFrame, canvas) -> list:
     axes[2].set_xlim(0, 2.3)
     fig.suptitle("A transfer on its own stream beside a bf16 matrix product\n"
                  "light: each alone (overlap: both on one stream); solid: both at once on two streams", fontsize=10)
-    _legend(fig, {s: colours[s] for s in sorted(pairs[SERIES].unique())}, {}, None)
+    add_legend(fig, {s: colours[s] for s in sorted(pairs[SERIES].unique())}, {}, None)
     return canvas.save(fig, "overlap", "A transfer on a stream of its own beside a bf16 matrix product: what each keeps.")
 
 
@@ -662,7 +662,7 @@ def sync_figure(frame: pd.DataFrame, canvas) -> list:
     from bench.analysis.figures.bars import paired, per_series, with_series_line
     from matplotlib.lines import Line2D
 
-    from bench.analysis.figures.style import DASHES, _legend, _log_y, _order, _size_axis
+    from bench.analysis.figures.style import DASHES, add_legend, log_y_axis, in_order, size_axis
 
     syncs = per_series(frame, sync_table)
     made = usable_rows(frame)
@@ -687,9 +687,9 @@ def sync_figure(frame: pd.DataFrame, canvas) -> list:
                          marker="o", markersize=3)
         # the memory by its dashes here; the series by colour in the figure's legend (capped there)
         axes[1].legend(handles=[Line2D([], [], color="0.3", linestyle=styles.get(m, ":"), label=m)
-                                for m in _order(stats["memory"], list(styles))], fontsize=8, frameon=False)
-        _size_axis(axes[1], stats["size_bytes"].unique())
-        _log_y(axes[1], stats["time_s"].max() / stats["time_s"].min())
+                                for m in in_order(stats["memory"], list(styles))], fontsize=8, frameon=False)
+        size_axis(axes[1], stats["size_bytes"].unique())
+        log_y_axis(axes[1], stats["time_s"].max() / stats["time_s"].min())
         axes[1].set_xlabel("Tensor size", fontsize=9)
         axes[1].set_ylabel("µs per tensor", fontsize=9)
         axes[1].set_title("made on the host and moved (pageable, pinned), or on the device", fontsize=9)
@@ -697,7 +697,7 @@ def sync_figure(frame: pd.DataFrame, canvas) -> list:
         axes[1].set_axis_off()
     fig.suptitle("What synchronizing costs, and where to make a tensor", fontsize=10)
     drawn = sorted(set(syncs.get(SERIES, [])) | set(made[SERIES]))
-    _legend(fig, {s: colours[s] for s in drawn}, {}, None)
+    add_legend(fig, {s: colours[s] for s in drawn}, {}, None)
     return canvas.save(fig, "sync", "What a synchronization adds to a step, and where to make a tensor.")
 
 

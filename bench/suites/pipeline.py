@@ -1089,7 +1089,7 @@ def pipeline_figure(frame: pd.DataFrame, canvas) -> list:
     from matplotlib.lines import Line2D
 
     from bench.analysis.figures.bars import per_series
-    from bench.analysis.figures.style import _log_y, _size_axis
+    from bench.analysis.figures.style import log_y_axis, size_axis
 
     SERIES = canvas.SERIES
     loops = per_series(frame, table)
@@ -1139,8 +1139,8 @@ def pipeline_figure(frame: pd.DataFrame, canvas) -> list:
             for ax in (top, bottom):
                 values = np.concatenate([np.asarray(line.get_ydata(), dtype=float) for line in ax.get_lines()])
                 values = values[values > 0]
-                _size_axis(ax, sizes)
-                _log_y(ax, values.max() / values.min() if len(values) else 10)
+                size_axis(ax, sizes)
+                log_y_axis(ax, values.max() / values.min() if len(values) else 10)
                 ax.grid(True, which="major", alpha=0.35)
                 ax.set_xlabel("Batch size", fontsize=9)
     handles = [Line2D([], [], color=col, linewidth=2, label=name) for name, col in line_colours.items()]

@@ -11,7 +11,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.lines import Line2D
 
-from bench.analysis.figures.style import PANEL_IN, SERIES, Canvas, _device_key, capped, legend_columns, more
+from bench.analysis.figures.style import PANEL_IN, SERIES, Canvas, device_key, capped, legend_columns, more
 from bench.sizes import format_size
 
 AT_ONCE, ALONE = "at once", "alone"
@@ -119,7 +119,7 @@ def concurrent(table: pd.DataFrame, canvas: Canvas, stem: str, title: str) -> li
     for ax, (keys, d) in zip(axes.flat, panels):
         bars = d[d["gpu"] != "total"]
         hues = [w for w in (ALONE, AT_ONCE) if w in set(bars["when"])]
-        order = sorted(bars["gpu"].unique(), key=_device_key)
+        order = sorted(bars["gpu"].unique(), key=device_key)
         sns.barplot(bars, x="gpu", y="gbps", hue="when", hue_order=hues, ax=ax, order=order,
                     palette={ALONE: (0.75, 0.75, 0.75), AT_ONCE: colours[keys[0]]})
         for container in ax.containers:

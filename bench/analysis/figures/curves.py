@@ -21,7 +21,7 @@ from matplotlib.lines import Line2D
 from bench.analysis.cache import short_of_hbm
 from bench.analysis.catalog import Catalog, bandwidth_column, view
 from bench.analysis.figures.style import (DASHES, LOG_SPAN, OP_ORDER, PANEL_IN, SERIES, SMALL_BYTES, VALUE_ORDER, Canvas,
-                                          _legend, _log_y, _order, _rank, _size_axis, _slug, with_bandwidth)
+                                          add_legend, log_y_axis, in_order, rank_in, size_axis, file_slug, with_bandwidth)
 from bench.results import usable_rows
 from bench.sizes import format_size
 
@@ -85,7 +85,7 @@ def _panels(data: pd.DataFrame, facets: list[str]) -> list[tuple]:
     """(op, facet values...) of every panel, ops in OP_ORDER, an op's totals of every GPU at once
     after its own panels, facet values in VALUE_ORDER."""
     present = data[["op"] + facets].astype(str).drop_duplicates().itertuples(index=False, name=None)
-    return sorted(present, key=lambda p: ([_rank(p[0], OP_ORDER), _is_total(p)] + [_rank(v, VALUE_ORDER) for v in p[1:]],
+    return sorted(present, key=lambda p: ([rank_in(p[0], OP_ORDER), _is_total(p)] + [rank_in(v, VALUE_ORDER) for v in p[1:]],
                                           p))
 
 
@@ -198,7 +198,7 @@ def _share_y(axes: list, values: pd.Series, log_y: bool | None) -> None:
     high = max(ax.get_ylim()[1] for ax in axes)
     for ax in axes:
         if log:
-            _log_y(ax, span)
+            log_y_axis(ax, span)
         ax.set_ylim(low, high)
         ax.tick_params(which="both", labelsize=8)
 
@@ -229,7 +229,7 @@ def _size_figure(data: pd.DataFrame, y: str, ylabel: str, title: str, colours: d
     axes = [axes.flat[i] for i in cells]
     styles = {}
     if style_key:
-        styles = dict(zip(_order(data[style_key].astype(str), VALUE_ORDER), DASHES * 4))
+        styles = dict(zip(in_order(data[style_key].astype(str), VALUE_ORDER), DASHES * 4))
         data = data.assign(**{style_key: data[style_key].astype(str)})
     keyed = data.assign(_panel=list(data[["op"] + facets].astype(str).itertuples(index=False, name=None)))
     sizes = data["size_bytes"].unique()
@@ -239,7 +239,7 @@ def _size_figure(data: pd.DataFrame, y: str, ylabel: str, title: str, colours: d
         one = int(d["size_bytes"].iloc[0]) if d["size_bytes"].nunique() == 1 and len(sizes) > 1 else None
         if one is None:
             above |= _draw_panel(ax, d, y, styles, colours, style_key)
-            _size_axis(ax, sizes)
+            size_axis(ax, sizes)
             ax.set_xlim(sizes.min() / 1.5, sizes.max() * 1.5)   # one x range: graph panels line up with eager
             ax.grid(True, which="major", alpha=0.35)
             ax.set_xlabel("Message size" if cell + ncols not in cells else "", fontsize=9)
@@ -259,7 +259,7 @@ def _size_figure(data: pd.DataFrame, y: str, ylabel: str, title: str, colours: d
     if SHORT in data and data[SHORT].any():
         marks.append(Line2D([], [], color="0.3", linestyle=":", marker="o", markersize=4, markerfacecolor="white",
                             label="in or near L2: not an HBM figure"))
-    _legend(fig, {s: colours[s] for s in sorted(data[SERIES].unique())}, styles, style_key, marks)
+    add_legend(fig, {s: colours[s] for s in sorted(data[SERIES].unique())}, styles, style_key, marks)
     return fig
 
 
@@ -299,7 +299,7 @@ def bandwidth_figures(frame: pd.DataFrame, canvas: Canvas) -> list[Path]:
         title = f"{_title(canvas, suite)}: bandwidth vs message size\n{_band_note(d)}"
         fig = _size_figure(d, "bandwidth_gbps", BANDWIDTH_LABEL[bandwidth_column(canvas.catalog, suite)], title,
                            canvas.colours, facets, _line_style_key(d, facets))
-        paths += canvas.save(fig, f"bandwidth_{_slug(suite)}",
+        paths += canvas.save(fig, f"bandwidth_{file_slug(suite)}",
                              f"{_title(canvas, suite)}: {BANDWIDTH_LABEL[bandwidth_column(canvas.catalog, suite)].lower()} "
                              "against message size.")
     return paths
@@ -319,6 +319,6 @@ def latency_figures(frame: pd.DataFrame, canvas: Canvas) -> list[Path]:
         title = f"{_title(canvas, suite)}: time per operation at small sizes\n{_band_note(d)}"
         fig = _size_figure(d, "time_us", "Time per operation (µs)", title, canvas.colours, facets,
                            style_key="launch", log_y=True)
-        paths += canvas.save(fig, f"latency_{_slug(suite)}", f"{_title(canvas, suite)} at small sizes: solid lines "
+        paths += canvas.save(fig, f"latency_{file_slug(suite)}", f"{_title(canvas, suite)} at small sizes: solid lines "
                              "are eager launches, dashed lines CUDA-graph replays.")
     return paths

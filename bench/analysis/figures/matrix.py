@@ -9,7 +9,7 @@ import seaborn as sns
 
 import pandas as pd
 
-from bench.analysis.figures.style import OP_ORDER, SERIES, Canvas, _device_key, _slug
+from bench.analysis.figures.style import OP_ORDER, SERIES, Canvas, device_key, file_slug
 from bench.analysis.runs import unmarked
 
 
@@ -20,7 +20,7 @@ def heatmaps(peaks: pd.DataFrame, canvas: Canvas, stem: str, title: str) -> list
     for series, d in peaks.groupby(SERIES):
         panels = sorted({(op, mode) for op, mode in zip(d["op"], d["mode"])},
                         key=lambda p: (OP_ORDER.index(p[0]) if p[0] in OP_ORDER else 99, p))
-        devices = sorted(set(d["src"]) | set(d["dst"]), key=_device_key)
+        devices = sorted(set(d["src"]) | set(d["dst"]), key=device_key)
         ncols = min(4, len(panels))
         nrows = math.ceil(len(panels) / ncols)
         side = 0.5 * len(devices) + 1.9
@@ -45,5 +45,5 @@ def heatmaps(peaks: pd.DataFrame, canvas: Canvas, stem: str, title: str) -> list
             colorbar.set_label("GB/s", fontsize=9)
         fig.suptitle(title.format(series=series), fontsize=11)
         fig.tight_layout()
-        paths += canvas.save(fig, f"{stem}_{_slug(unmarked(series))}", "Every ordered GPU pair's best figure.")
+        paths += canvas.save(fig, f"{stem}_{file_slug(unmarked(series))}", "Every ordered GPU pair's best figure.")
     return paths

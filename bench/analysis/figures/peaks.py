@@ -10,7 +10,7 @@ import pandas as pd
 from bench.analysis.cache import hbm_rows
 from bench.analysis.catalog import Catalog, view
 from bench.analysis.figures.bars import dot_bars
-from bench.analysis.figures.style import OP_ORDER, SERIES, VALUE_ORDER, Canvas, _rank, with_bandwidth
+from bench.analysis.figures.style import OP_ORDER, SERIES, VALUE_ORDER, Canvas, rank_in, with_bandwidth
 from bench.results import usable_rows
 
 
@@ -57,8 +57,8 @@ def peak_table(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     peaks["usd_per_hour"] = pd.to_numeric(peaks["usd_per_hour"], errors="coerce")
     peaks["label"] = peaks.apply(_peak_label, axis=1)
     suites = list(catalog)
-    order = peaks.apply(lambda r: (_rank(r["suite"], suites), r["link"], _rank(r["op"], OP_ORDER),
-                                   _rank(r["memory"], VALUE_ORDER), _rank(r["mode"], VALUE_ORDER), r["label"]), axis=1)
+    order = peaks.apply(lambda r: (rank_in(r["suite"], suites), r["link"], rank_in(r["op"], OP_ORDER),
+                                   rank_in(r["memory"], VALUE_ORDER), rank_in(r["mode"], VALUE_ORDER), r["label"]), axis=1)
     return peaks.loc[order.sort_values().index].reset_index(drop=True)
 
 

@@ -71,19 +71,19 @@ def with_bandwidth(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     return out
 
 
-def _slug(value) -> str:
+def file_slug(value) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", str(value)).strip("_") or "unnamed"
 
 
-def _rank(value: str, order: list[str]) -> int:
+def rank_in(value: str, order: list[str]) -> int:
     return order.index(value) if value in order else len(order)
 
 
-def _order(values: Iterable, order: list[str]) -> list:
-    return sorted(set(values), key=lambda v: (_rank(v, order), str(v)))
+def in_order(values: Iterable, order: list[str]) -> list:
+    return sorted(set(values), key=lambda v: (rank_in(v, order), str(v)))
 
 
-def _size_axis(ax, sizes: Iterable[int]) -> None:
+def size_axis(ax, sizes: Iterable[int]) -> None:
     """log2 x axis labelled 4KiB, 1MiB, ...: at most 6 ticks, on the sweep's own sizes where they
     are powers of two, counted down from the largest (the size that matters most for bandwidth)."""
     sizes = [int(s) for s in sizes if s > 0]
@@ -96,7 +96,7 @@ def _size_axis(ax, sizes: Iterable[int]) -> None:
     ax.xaxis.set_minor_locator(NullLocator())
 
 
-def _log_y(ax, span: float) -> None:
+def log_y_axis(ax, span: float) -> None:
     """Log y axis labelled 0.1, 1, 10 (not 10^0); over less than three decades also 2 and 5."""
     ax.set_yscale("log")
     ax.yaxis.set_major_locator(LogLocator(base=10))
@@ -121,7 +121,7 @@ def more(left_out: int) -> list[Line2D]:
     return [Line2D([], [], linestyle="none", label=f"and {left_out} more")] if left_out else []
 
 
-def _legend(fig, colours: dict, styles: dict, style_title: str | None, marks: Iterable[Line2D] = ()) -> None:
+def add_legend(fig, colours: dict, styles: dict, style_title: str | None, marks: Iterable[Line2D] = ()) -> None:
     """The figure's one legend, below it: the series (the first LEGEND_SERIES, then 'and N
     more'), the style key's dash styles, and any marks drawn (handles given)."""
     shown, left_out = capped(colours)
@@ -141,6 +141,6 @@ def legend_columns(fig, handles: list, most: int) -> int:
     return max(1, min(len(handles), most, int(fig.get_figwidth() // (0.07 * widest + 0.7))))
 
 
-def _device_key(name: str) -> tuple:
+def device_key(name: str) -> tuple:
     m = re.match(r"^(.*?)(\d+)$", name)
     return (m.group(1), int(m.group(2))) if m else (name, -1)
