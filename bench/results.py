@@ -499,6 +499,11 @@ def run_status(meta: dict) -> str:
     return status
 
 
+def suites_asked(meta: dict) -> int:
+    """How many suites the run's config asked for (those skipped on this machine included)."""
+    return len((meta.get("config") or {}).get("suites") or [])
+
+
 def meta_columns(meta: dict) -> dict:
     """The flat machine description joined onto every row of a run."""
     system = meta.get("system", {})
@@ -525,6 +530,7 @@ def meta_columns(meta: dict) -> dict:
         "tool_version": meta.get("tool", {}).get("version", ""),
         "git_commit": meta.get("tool", {}).get("git_commit", ""),
         "run_status": run_status(meta),
+        "run_suites": suites_asked(meta),
     }
 
 

@@ -8,42 +8,36 @@ import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from bench.results import ResultsError, find_runs, load, read_meta, set_aside_note, usable_rows
+from bench.results import ResultsError, find_runs, load, read_meta, set_aside_note, suites_asked, usable_rows
 
 
 SERIES = "series"               # the column that colours lines: one value per run drawn
 COMPLETE = ("complete", "")     # "": no status recorded (imports, hand-made folders): taken as whole
 
 
-def _run_statuses(frame: pd.DataFrame) -> pd.Series:
-    """run_dir -> the run's status; the run_status column where load() provides it, else meta.json."""
+def _per_run(frame: pd.DataFrame, column: str, of_meta: Callable[[dict], object], missing: object) -> pd.Series:
+    """run_dir -> one fact of the run: the column load() provides, else read from its meta.json
+    (`missing` where there is none: imports, hand-made folders)."""
     dirs = frame["run_dir"].unique()
-    if "run_status" in frame.columns:
-        return frame.groupby("run_dir")["run_status"].first().fillna("").astype(str).reindex(dirs)
-    statuses = {}
+    if column in frame.columns:
+        return frame.groupby("run_dir")[column].first().reindex(dirs).fillna(missing)
+    facts = {}
     for run_dir in dirs:
         try:
-            statuses[run_dir] = str(read_meta(run_dir).get("status") or "")
+            facts[run_dir] = of_meta(read_meta(run_dir))
         except ResultsError:
-            statuses[run_dir] = ""
-    return pd.Series(statuses)
+            facts[run_dir] = missing
+    return pd.Series(facts, dtype=object)
 
 
 def _matches(name: str, run_id: str, run_dir: str, instance: str) -> bool:
     if name in (run_id, f"{instance}/{run_id}"):
         return True
     return Path(name).resolve() == Path(run_dir).resolve()
-
-
-def _suites_asked(run_dir: str) -> int:
-    """How many suites the run's config asked for (0 where no meta.json records it: an import)."""
-    try:
-        return len((read_meta(run_dir).get("config") or {}).get("suites") or [])
-    except ResultsError:
-        return 0
 
 
 def run_index(frame: pd.DataFrame, names: Sequence[str] = (), every: bool = False) -> pd.DataFrame:
@@ -59,10 +53,11 @@ def run_index(frame: pd.DataFrame, names: Sequence[str] = (), every: bool = Fals
     ok = usable_rows(frame)
     runs = frame.groupby("run_dir", sort=False).agg(
         instance=("instance", "first"), run_id=("run_id", "first"), start_time=("start_time", "first"))
-    runs["status"] = _run_statuses(frame)
+    runs["status"] = _per_run(frame, "run_status", lambda meta: meta.get("status") or "", "").astype(str)
     runs["suites"] = ok.groupby("run_dir")["suite"].nunique().reindex(runs.index, fill_value=0)
     runs["ops"] = (ok["suite"] + ":" + ok["op"]).groupby(ok["run_dir"]).nunique().reindex(runs.index, fill_value=0)
-    runs["asked"] = [max(_suites_asked(run_dir), n) for run_dir, n in runs["suites"].items()]
+    asked = _per_run(frame, "run_suites", suites_asked, 0).reindex(runs.index).astype(int)
+    runs["asked"] = np.maximum(asked, runs["suites"])
     runs = runs.reset_index()
     named = {n: [i for i, r in runs.iterrows() if _matches(n, r.run_id, r.run_dir, r.instance)] for n in names}
     unknown = [n for n, hits in named.items() if not hits]

@@ -166,6 +166,8 @@ LOOP_OP = "loader_to_gpu"
 MAKE, COLLATE, HANDOFF, PIN, H2D, CONSUME = ("stage_make", "stage_collate", "stage_handoff", "stage_pin",
                                              "stage_h2d", "stage_consume")
 STAGES = (MAKE, COLLATE, HANDOFF, PIN, H2D, CONSUME)
+STAGE_NAMES = tuple(op.removeprefix("stage_") for op in STAGES)   # a stage's name in rows and tables: 'make'
+WORKER_STAGES = STAGE_NAMES[:2]   # make and collate: the stages a loader's workers run
 
 
 @dataclass(frozen=True)
@@ -629,7 +631,7 @@ def _spent_rows(point: Point, trials: list[Trial], verified: bool) -> list[Sampl
     rows = []
     for i, t in enumerate(trials):
         for stage, seconds in t.parts.items():
-            per = max(seconds, 0.0) / t.iters / (workers if workers and stage in ("make", "collate") else 1)
+            per = max(seconds, 0.0) / t.iters / (workers if workers and stage in WORKER_STAGES else 1)
             gbps = point.size_bytes / per / 1e9 if verified and per > 0 else float("nan")
             rows.append(point.sample(trial=i, iters=t.iters, part=stage, time_s=per, algbw_gbps=gbps,
                                      busbw_gbps=gbps, verified=verified, status="ok" if verified else "failed"))
@@ -962,8 +964,7 @@ def attribute(loop: Loop, gpu: bool, rate: Callable[[Stage], float | None]) -> d
 def _spent(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, float]:
     """GB/s of each stage as the loops ran it (their rows of part = a stage's name), medians of
     trials: {(run keys, size_bytes, params text, stage name): GB/s}."""
-    names = {st.removeprefix("stage_") for st in STAGES}
-    rows = frame[(frame["suite"] == Pipeline.name) & (frame["status"] == "ok") & frame["part"].isin(names)]
+    rows = frame[(frame["suite"] == Pipeline.name) & (frame["status"] == "ok") & frame["part"].isin(STAGE_NAMES)]
     if rows.empty:
         return {}
     med = rows.groupby(runs + ["size_bytes", "params", "part"], sort=False)["algbw_gbps"].median()
@@ -1102,8 +1103,7 @@ def pipeline_figure(frame: pd.DataFrame, canvas) -> list:
     series = sorted(loops[SERIES].unique())
     settings = sorted(loops["setting"].unique())
     line_colours = dict(zip(settings, sns.color_palette("tab10", len(settings))))
-    stage_names = [st.removeprefix("stage_") for st in STAGES]
-    stage_colours = dict(zip(stage_names, sns.color_palette("Dark2", len(stage_names))))
+    stage_colours = dict(zip(STAGE_NAMES, sns.color_palette("Dark2", len(STAGE_NAMES))))
     fig, axes = plt.subplots(2 * len(series), len(columns), squeeze=False, layout="constrained",
                              figsize=(5.2 * len(columns) + 0.4, 3.4 * 2 * len(series) + 1.6))
     sizes = loops["size_bytes"].unique()
@@ -1124,7 +1124,7 @@ def pipeline_figure(frame: pd.DataFrame, canvas) -> list:
             top.set_ylabel("GB/s the loop delivers", fontsize=9)
             s = stages[(stages[SERIES] == run) & (stages["sample"] == sample)] if not stages.empty else stages
             if not s.empty:
-                s = s[~s["stage"].isin(["make", "collate"]) | (s["producer"] == producer)]
+                s = s[~s["stage"].isin(WORKER_STAGES) | (s["producer"] == producer)]
                 most = s["workers"].max()
                 for (stage, memory, w), g in s.groupby(["stage", "memory", "workers"]):
                     g = g.sort_values("size_bytes")

@@ -9,9 +9,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib.lines import Line2D
 
-from bench.analysis.figures.style import PANEL_IN, SERIES, Canvas, device_key, capped, legend_columns, more
+from bench.analysis.figures.style import PANEL_IN, SERIES, Canvas, device_key, legend_columns, series_handles
 from bench.sizes import format_size
 
 AT_ONCE, ALONE = "at once", "alone"
@@ -41,8 +40,7 @@ def dot_bars(peaks: pd.DataFrame, x: str, fmt: str, colours: dict, xlabel: str, 
     fig.suptitle(title, fontsize=10)
     ax.grid(True, axis="x", alpha=0.35)
     ax.grid(False, axis="y")
-    shown, left_out = capped(sorted(peaks[SERIES].unique()))
-    handles = [Line2D([], [], color=colours[s], linewidth=6, label=s) for s in shown] + more(left_out)
+    handles = series_handles({s: colours[s] for s in sorted(peaks[SERIES].unique())}, 6)
     fig.legend(handles=handles, loc="outside lower center", ncols=legend_columns(fig, handles, 5), fontsize=9,
                frameon=False)
     return fig, ax

@@ -121,11 +121,16 @@ def more(left_out: int) -> list[Line2D]:
     return [Line2D([], [], linestyle="none", label=f"and {left_out} more")] if left_out else []
 
 
+def series_handles(colours: dict, linewidth: float) -> list[Line2D]:
+    """A legend's entries for the series (name -> colour): the first LEGEND_SERIES, then 'and N more'."""
+    shown, left_out = capped(colours)
+    return [Line2D([], [], color=colours[s], linewidth=linewidth, label=s) for s in shown] + more(left_out)
+
+
 def add_legend(fig, colours: dict, styles: dict, style_title: str | None, marks: Iterable[Line2D] = ()) -> None:
     """The figure's one legend, below it: the series (the first LEGEND_SERIES, then 'and N
     more'), the style key's dash styles, and any marks drawn (handles given)."""
-    shown, left_out = capped(colours)
-    handles = [Line2D([], [], color=colours[s], linewidth=2.5, label=s) for s in shown] + more(left_out)
+    handles = series_handles(colours, 2.5)
     if len(styles) > 1:
         handles += [Line2D([], [], color="0.3", linestyle=ls, linewidth=1.6, label=f"{style_title}: {v}")
                     for v, ls in styles.items()]
