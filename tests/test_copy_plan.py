@@ -65,10 +65,13 @@ def test_bad_gpus_are_one_line(value, message):
 
 
 def test_gpu_selection():
-    assert copy.select_gpus(["each", "all"], 4) == copy.Selection((0, 1, 2, 3), True)
-    assert copy.select_gpus(["each", "all"], 1) == copy.Selection((0,), False)  # nothing to run at once
-    assert copy.select_gpus(["2", "0", "each"], 3) == copy.Selection((2, 0, 1), False)  # listed order, once each
-    assert copy.select_gpus(["all"], 2) == copy.Selection((), True)
+    assert copy.select_gpus(["each", "all"], 4) == copy.Selection((0, 1, 2, 3), (4,))
+    assert copy.select_gpus(["each", "all"], 1) == copy.Selection((0,), ())  # nothing to run at once
+    assert copy.select_gpus(["2", "0", "each"], 3) == copy.Selection((2, 0, 1), ())  # listed order, once each
+    assert copy.select_gpus(["all"], 2) == copy.Selection((), (2,))
+    # copy.together: the first N GPUs at once, capped at the machine's count, each count once
+    assert copy.select_gpus(["0", "all"], 4, [2, 4, 8]) == copy.Selection((0,), (2, 4))
+    assert copy.select_gpus(["0"], 4, [2, 4]) == copy.Selection((0,), ())   # no 'all': nothing at once
     with pytest.raises(ConfigError, match=r"copy.gpus: GPU 2 does not exist; this machine has 2 \(0..1\)"):
         copy.select_gpus(["2"], 2)
 
@@ -169,7 +172,11 @@ def test_selected_gpus_and_numa_modes():
     assert {p.dst for p in only if p.op == "h2d"} == {"cuda:1"} and {p.src for p in only if p.op == "d2d"} == {"cuda:1"}
     assert len({p.size_bytes for p in only if p.op == "h2d"}) == len(SIZES)   # the one listed gets the full sweep
     at_once = copy_points(config(**{"copy.gpus": "[all]"}), context(2))
-    assert at_once and all("all" in (p.src, p.dst) for p in at_once)
+    assert at_once and all("all" in (p.src, p.dst) for p in at_once if p.op != "h2h")
+    # the host's own memory beside them, in the first GPU's buffers: a copy on 1 thread and on all, a read, a write
+    assert [(p.mode, p.params.gpu) for p in at_once if p.op == "h2h"] == [
+        ("copy 1 thread", 0), ("copy all threads", 0), ("read all threads", 0), ("write all threads", 0)]
+    assert {p.params.gpu for p in only if p.op == "h2h"} == {1}
     ctx = context(2, TWO_SOCKETS, [0, 1])
     both = copy_points(config(**{"copy.numa": "[local,remote]"}), ctx)
     assert Counter(p.numa for p in both if p.op == "latency") == {"local": 2, "remote": 2}
@@ -365,3 +372,20 @@ def test_settings_defaults_are_documented_in_the_config_file():
     assert list(conf["copy"].engine) == [str(e) for e in cfg.copy.engine]
     assert list(conf["copy"].ops) == [str(o) for o in cfg.copy.ops] and list(conf["copy"].numa) == ["local"]
     assert list(conf.p2p.ops) == [str(o) for o in cfg.p2p.ops] and list(conf.p2p.engine) == ["ce", "sm"]
+
+
+def test_together_counts_give_every_gpu_count_at_once():
+    """copy.together and p2p.together (suite=scaling): the first N GPUs at once, N capped at the
+    machine's count; copies' lanes and P2P's peers follow N."""
+    pts = copy_points(config(**{"copy.gpus": "[0,all]", "copy.together": "[2,4,8]"}), context(4))
+    together = [p for p in pts if "all" in (p.src, p.dst)]
+    assert {p.world_size for p in together} == {2, 4}
+    assert Counter(p.world_size for p in together)[2] == Counter(p.world_size for p in together)[4]
+    assert not [p for p in copy_points(config(**{"copy.together": "[3]"}), context(2))
+                if "all" in (p.src, p.dst) and p.world_size != 2]
+    p2p = p2p_points(config(**{"p2p.together": "[2,4]", "p2p.ops": "[all_to_one]"}), context(4))
+    # every GPU as the one among the first N: 2 + 4 points per engine
+    assert Counter(p.world_size for p in p2p) == {2: 2 * 2, 4: 4 * 2}
+    assert {p.dst for p in p2p if p.world_size == 2} == {"cuda:0", "cuda:1"}
+    with pytest.raises(ConfigError, match="copy.together=1: a count of GPUs at once must be >= 2"):
+        config(**{"copy.together": "[1]"})

@@ -14,6 +14,7 @@ NET/Socket in one job); github.com/aws/aws-ofi-nccl/issues/715 (P2P/CUMEM/read, 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -230,24 +231,40 @@ def test_network_said_after_init_start_and_collnet():
     assert (pair.src_gpu, pair.dst_rank, pair.transports) == (0, None, {"COLLNET": ["SHARP/0/GDRDMA"]})
 
 
-# Real two-rank logs: captured on a GPU machine by scripts/capture_nccl_logs.py, one folder per
-# transport setting, each laid out as a run folder (ranks/rank-<N>.log).
+# Real multi-rank logs: captured on a GPU machine by scripts/capture_nccl_logs.py, one folder per
+# rank count (<gpu>-x<N>) and transport setting, each laid out as a run folder (ranks/rank-<R>.log).
 CAPTURED = {"default": "P2P", "p2p-off": "SHM", "p2p-shm-off": "NET/Socket"}
 
 
+def _captured(setting: str) -> list:
+    return sorted(p for p in DATA.glob(f"*-x*/{setting}") if p.parent.name.rsplit("-x", 1)[-1].isdigit())
+
+
 @pytest.mark.parametrize("setting, kind", sorted(CAPTURED.items()))
-def test_captured_two_rank_logs(setting, kind):
-    found = sorted(DATA.glob(f"*-x2/{setting}"))
+def test_captured_multi_rank_logs(setting, kind):
+    found = _captured(setting)
     if not found:
-        pytest.skip(f"no captured {setting} log yet (scripts/capture_nccl_logs.py on 2 GPUs)")
+        pytest.skip(f"no captured {setting} log yet (scripts/capture_nccl_logs.py on 2 or more GPUs)")
     for run in found:
+        ranks = int(run.parent.name.rsplit("-x", 1)[-1])
         log = parse_run_dir(run)
-        assert len(log.sources) == 2 and log.version
+        assert len(log.sources) == ranks and log.version
         pairs = [p for _, p in log.pairs()]
-        assert {(p.src_gpu, p.dst_gpu) for p in pairs} == {(0, 1), (1, 0)}, run
+        seen = {(p.src_gpu, p.dst_gpu) for p in pairs}
+        # the send/recv around the ring connects every rank to the next
+        assert {(r, (r + 1) % ranks) for r in range(ranks)} <= seen, run
+        assert all(a != b and {a, b} <= set(range(ranks)) for a, b in seen), run
         assert {k for p in pairs for k in p.transports} == {kind}, run
-        assert all(line.startswith(("GPU 0 -> GPU 1: ", "GPU 1 -> GPU 0: ")) and kind in line
-                   for line in log.describe_pairs())
+        assert all(re.match(r"GPU \d -> GPU \d: ", line) and kind in line for line in log.describe_pairs())
+
+
+def test_logs_of_two_and_four_ranks_were_captured():
+    """The data the test above reads: both rank counts, every setting (a GPU machine of 4 made them)."""
+    counts = {p.parent.name.rsplit("-x", 1)[-1] for setting in CAPTURED for p in _captured(setting)}
+    if not counts:
+        pytest.skip("no captured logs yet (scripts/capture_nccl_logs.py)")
+    assert {"2", "4"} <= counts
+    assert all(len(_captured(setting)) == len(_captured("default")) for setting in CAPTURED)
 
 
 def test_unreadable_and_binary_files_add_nothing(tmp_path):

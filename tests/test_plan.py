@@ -35,6 +35,8 @@ MAIN_SWEEP = REFERENCE / "h200-x2" / "20261122-212206"
 # What the committed runs were measured with; today's defaults thin the sweep and add the nccl api.
 THEN = ["sizes.collectives.ladder=[]", "sizes.p2p.ladder=[]", "sizes.copy.ladder=[]", "collectives.api=[torch]",
         "p2p.pairs=all", "timing.min_trial_s=0.01"]
+# The committed h200-x2 runs measured the nccl api in graphs too (collectives.nccl_launch since).
+NCCL_GRAPHS = "collectives.nccl_launch=[eager,graph]"
 
 
 def _cfg(*overrides: str):
@@ -132,7 +134,7 @@ def test_collectives_estimate_is_within_20_percent_of_each_committed_run(run):
     meta = json.loads((REFERENCE / "h200-x2" / run / "meta.json").read_text())
     args = [a for a in meta["argv"] if not a.startswith(("out_dir=", "progress=", "suite=", "run_id="))]
     trial = f"timing.min_trial_s={meta['config']['timing']['min_trial_s']}"   # the default then
-    got = _plan(_cfg(*args, trial, "suite=collectives"), _h200(2)).suites[0]
+    got = _plan(_cfg(*args, trial, NCCL_GRAPHS, "suite=collectives"), _h200(2)).suites[0]
     assert got.seconds == pytest.approx(meta["suite_wall_s"]["collectives"], rel=0.2), got
 
 
@@ -173,7 +175,7 @@ def test_another_world_size_scales_by_the_bus_factor():
 
 
 def test_a_gpu_model_without_its_own_reference_borrows_the_one_with_most_gpus():
-    assert plan.Reference.find(_h200(8)).label == "h200-x2"
+    assert plan.Reference.find(_h200(8)).label == "h200-x4"
     assert plan.Reference.find(Machine("a100-x8", "cuda", 8, gpu_model="a100", here=False)) is None
 
 
@@ -202,9 +204,9 @@ def test_scaling_worlds_are_capped_at_the_gpus_present():
 def test_eight_gpus_default_collectives_points():
     got = {s.name: s for s in _plan(_cfg(), _h200(8)).suites}
     # 16 ladder sizes eager, the 12 up to 16 MiB in graphs too; 7 ops through torch, and through
-    # nccl the 12 up to 16 MiB (collectives.nccl_max_size), eager and in graphs
-    assert got["collectives"].points == (16 + 12) * 7 + (12 + 12) * 7
-    assert got["collectives"].basis.startswith("per-op times h200-x2")
+    # nccl the 12 up to 16 MiB (collectives.nccl_max_size), eager only (collectives.nccl_launch)
+    assert got["collectives"].points == (16 + 12) * 7 + 12 * 7
+    assert got["collectives"].basis.startswith("per-op times h200-x4")
 
 
 # The pair ops of the matrices; SM copies, concurrent traffic and latency have their own sizes.

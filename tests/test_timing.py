@@ -88,7 +88,22 @@ def test_warm_up_is_one_operation_when_one_alone_lasts_a_trial():
     assert [n for n, _ in long_op.readings[:2]] == [1, 1]   # warm-up 1 op, then calibration at n=1
     short_op = ScriptedWork(1e-4)
     measure(short_op.enqueue, short_op, cfg)
-    assert [n for n, _ in short_op.readings[:3]] == [1, 2, 1]   # 1 + 2 warm-up ops, then calibration
+    # 1 + 2 warm-up ops, then calibration where the warm-up's rate puts N, trusted as they agree
+    assert [n for n, _ in short_op.readings] [:4] == [1, 2, 120, 120]
+    assert len(short_op.readings) == 3 + cfg.trials
+
+
+def test_calibration_trusts_a_reading_only_where_the_warm_up_agrees():
+    warmed = TimingConfig(warmup=3, trials=3, min_trial_s=0.01)
+    steady = ScriptedWork(1e-3)
+    calibrate(steady.enqueue, steady, warmed, per_op=1e-3)
+    assert [n for n, _ in steady.readings] == [12]   # one reading at the warm-up's N, as it agrees
+    hiccup = ScriptedWork(1e-3, {0: 0.03})   # the first reading at N=12 is 2.5x slow: not trusted
+    assert calibrate(hiccup.enqueue, hiccup, warmed, per_op=1e-3) == 12
+    assert [n for n, _ in hiccup.readings] == [12, 12, 12]   # the median of three overruled it
+    unknown = ScriptedWork(0.02)   # no warm-up rate: a long op is confirmed as before
+    calibrate(unknown.enqueue, unknown, warmed)
+    assert [n for n, _ in unknown.readings] == [1, 1, 1]
 
 
 class Ranks:

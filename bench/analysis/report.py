@@ -25,6 +25,8 @@ from bench.analysis.figures import render
 from bench.analysis.figures.style import SMALL_BYTES, VALUE_ORDER, rank_in, with_bandwidth
 from bench.analysis.judge import judge
 from bench.analysis.runs import COMPLETE, SERIES, palette, with_series
+from bench.analysis.scaling import TITLE as SCALING_TITLE
+from bench.analysis.scaling import format_scaling, scaling_table
 from bench.results import ResultsError, read_meta, usable_rows
 from bench.sizes import format_size
 
@@ -377,6 +379,19 @@ def _figures_html(frame: pd.DataFrame, catalog: Catalog) -> str:
     return "\n".join(parts)
 
 
+def _scaling_html(frame: pd.DataFrame, catalog: Catalog) -> str:
+    """Per run with families at several GPU counts: their figures and each step's efficiency."""
+    parts = []
+    for series, rows in with_series(frame).groupby(SERIES, sort=False):
+        table = scaling_table(rows, catalog)
+        if not table.empty:
+            parts.append(f"<h3>{_esc(series)}</h3>{format_scaling(table).to_html(index=False, border=0)}")
+    if not parts:
+        return ('<p class="note">No run shown measured a family at two or more GPU counts: '
+                "<code>xferbench suite=scaling</code> does, on a machine of two or more GPUs.</p>")
+    return f'<p class="note">{_esc(SCALING_TITLE)}.</p>' + "".join(parts)
+
+
 def _machines_html(frame: pd.DataFrame) -> str:
     cards = []
     for series, run_dir in _series_runs(frame).items():
@@ -414,12 +429,14 @@ def build_report(frame: pd.DataFrame, runs: pd.DataFrame, catalog: Catalog, titl
 <header><h1>{_esc(title)}</h1>
 <p class="sub">{len(instances)} instance(s): {_esc(', '.join(instances))} · generated {generated} by xferbench
 {_esc(bench.__version__)}</p>
-<nav><a href="#headline">Headline</a><a href="#caveats">Caveats</a><a href="#figures">Figures</a>
+<nav><a href="#headline">Headline</a><a href="#caveats">Caveats</a><a href="#scaling">Scaling</a>
+<a href="#figures">Figures</a>
 <a href="#machines">Machines</a><a href="#runs">Runs</a></nav></header>
 <section id="headline"><h2>Headline</h2>{_headline_html(headline(frame, catalog), frame, colours, verdict_cells(frame, catalog))}
 <p class="note">{_esc(rule)}</p></section>
 <section id="caveats"><h2>Caveats</h2><ul class="caveats">
 {"".join(f"<li>{_esc(c)}</li>" for c in caveats(frame, runs))}</ul></section>
+<section id="scaling"><h2>Scaling</h2>{_scaling_html(frame, catalog)}</section>
 <section id="figures"><h2>Figures</h2>{_figures_html(frame, catalog)}</section>
 <section id="machines"><h2>Machines</h2>{_machines_html(frame)}</section>
 <section id="runs"><h2>Runs</h2>{_runs_html(runs)}</section>

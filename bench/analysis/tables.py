@@ -9,6 +9,8 @@ import pandas as pd
 
 from bench.analysis.cache import short_of_hbm
 from bench.analysis.catalog import Catalog, view
+from bench.analysis.scaling import TITLE as SCALING_TITLE
+from bench.analysis.scaling import format_scaling, scaling_table
 from bench.results import usable_rows
 from bench.sizes import format_size
 
@@ -99,4 +101,7 @@ def format_summary(frame: pd.DataFrame, catalog: Catalog) -> str:
         for title, part in view(catalog, suite).tables(frame):
             shown = part if isinstance(part, str) else part.to_string(index=not isinstance(part.index, pd.RangeIndex))
             text.append(f"\n{title}\n{shown}")
+    scaled = scaling_table(frame, catalog)
+    if not scaled.empty:
+        text.append(f"\n{SCALING_TITLE}\n{format_scaling(scaled).to_string(index=False)}")
     return "\n".join(text)

@@ -1,10 +1,13 @@
 """The xferbench command: `xferbench [key=value ...]` or `python -m bench ...` (torchrun too).
 
-Every override is checked before Hydra runs the job: each is read by Hydra's grammar alone (so
-an unreadable value is named, with how to quote it), then the config is composed once through
+Every override is checked before anything runs: each is read by Hydra's grammar alone (so an
+unreadable value is named, with how to quote it), then the config is composed once through
 Hydra's compose API, its interpolations resolved, and built into the typed schema, so a bad key,
-type or value is one line and exit 2, with no folder made. `resume=FOLDER` continues a run with
-its own stored config, as stored, and bypasses composition.
+type or value is one line and exit 2, with no folder made. A plain run is that config, run
+here; a multirun (-m) and Hydra's own flags (--help, --cfg) go through Hydra's main, which
+composes again per job. `resume=FOLDER` continues a run with its own stored config, as stored,
+and bypasses composition. This module owns the command line: the driver gets the user's
+arguments from here (app.run's `argv`), never from sys.argv.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ except ConfigError as exc:
 _NO_JOB_FLAGS = {"--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i", "--shell-completion", "-sc",
                  "--resolve"}
 _started = False
+_args: list[str] = []   # the user's arguments, for the run's meta.json and the settings it named
 
 
 def _fail(message: str) -> None:
@@ -49,17 +53,18 @@ def _task(cfg: DictConfig) -> None:
     hydra_cfg = HydraConfig.get()
     job = hydra_cfg.job.num if hydra_cfg.mode == RunMode.MULTIRUN else None
     try:
-        code = app.run(schema.to_config(cfg), job=job)
+        code = app.run(schema.to_config(cfg), _args, job=job)
     except ConfigError as exc:
         _fail(str(exc))
     if code:
         sys.exit(code)
 
 
-def _compose(overrides: list[str]) -> None:
+def _compose(overrides: list[str]):
+    """The typed config these overrides compose to; ConfigError in one line otherwise."""
     try:
         with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-            schema.to_config(compose(config_name="config", overrides=overrides))
+            return schema.to_config(compose(config_name="config", overrides=overrides))
     except ConfigError:
         raise
     except Exception as exc:  # Hydra's override and composition errors wrap OmegaConf's
@@ -89,11 +94,11 @@ def check_syntax(args: list[str], overrides: list[str], multirun: bool) -> None:
                               "quote the value if the comma belongs to it")
 
 
-def precheck(overrides: list[str], multirun: bool) -> None:
-    """Compose and type-check the config; in a multirun, each swept value once."""
+def precheck(overrides: list[str], multirun: bool):
+    """Compose and type-check the config: a plain run's typed config; in a multirun, each swept
+    value once (None: Hydra runs the jobs)."""
     if not multirun:
-        _compose(overrides)
-        return
+        return _compose(overrides)
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception as exc:
@@ -106,13 +111,15 @@ def precheck(overrides: list[str], multirun: bool) -> None:
         key = line.partition("=")[0]
         for value in values[1:]:
             _compose([f"{key}={value}" if o == first[line] else o for o in base])
+    return None
 
 
 def main() -> None:
+    global _args
     # Set before anything starts: every rank and library process inherits the safe defaults.
     for key, value in bench.SAFE_ENV.items():
         os.environ.setdefault(key, value)
-    args = sys.argv[1:]
+    args = _args = sys.argv[1:]
     flags = {a for a in args if a.startswith("-")}
     multirun = bool(flags & {"-m", "--multirun"})
     overrides = [a for a in args if "=" in a and not a.startswith("-")]
@@ -121,13 +128,14 @@ def main() -> None:
         if resume and resume[-1] not in ("", "null") and not flags:
             others = [a for a in overrides if a.partition("=")[0] != "resume"]
             cfg, meta = folders.resume_config(resume[-1], others)
-            sys.exit(app.run(cfg, resumed=(resume[-1], meta)))
+            sys.exit(app.run(cfg, args, resumed=(resume[-1], meta)))
         schema.precheck_groups(overrides)
         normalized = dict(zip(overrides, schema.normalize_overrides(overrides, multirun)))
         check_syntax(overrides, [normalized[a] for a in overrides], multirun)
         args = [normalized.get(a, a) for a in args]
-        if not flags & _NO_JOB_FLAGS:
-            precheck([normalized[a] for a in overrides], multirun)
+        cfg = None if flags & _NO_JOB_FLAGS else precheck([normalized[a] for a in overrides], multirun)
+        if cfg is not None and not flags:   # a plain run: the config just composed, no second composition
+            sys.exit(app.run(cfg, args))
     except ConfigError as exc:
         _fail(str(exc))
     sys.argv = [sys.argv[0], *args]

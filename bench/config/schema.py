@@ -81,7 +81,7 @@ def precheck_groups(argv: list[str]) -> None:
         key = key.lstrip("+~")
         if not sep or key not in GROUPS:
             continue
-        options = sorted(suites.groups()) if key == "suite" else group_options(key)
+        options = sorted({*suites.groups(), *group_options(key)}) if key == "suite" else group_options(key)
         for choice in value.split(","):  # a multirun sweep names several
             if choice not in options:
                 raise ConfigError(f"{key}={choice!r} is unknown; choose from: {', '.join(options)}")

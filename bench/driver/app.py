@@ -59,7 +59,7 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _meta(cfg, machine: Machine, run_dir: Path, system: dict, mismatch: str) -> dict:
+def _meta(cfg, argv: list[str], machine: Machine, run_dir: Path, system: dict, mismatch: str) -> dict:
     instance = config_dict(cfg)["instance"]
     label = machine.label
     catalogued = INSTANCES / f"{label}.yaml"
@@ -79,12 +79,12 @@ def _meta(cfg, machine: Machine, run_dir: Path, system: dict, mismatch: str) -> 
         "instance": instance,
         "system": system,
         "tool": {"name": "xferbench", "version": bench.__version__, "git_commit": _git_commit()},
-        "argv": sys.argv[1:],
+        "argv": list(argv),
         "config": {**config_dict(cfg), "run_id": run_dir.name},
     }
 
 
-def _open_run(cfg, machine: Machine, resumed: tuple[str, dict] | None, job: int | None,
+def _open_run(cfg, argv: list[str], machine: Machine, resumed: tuple[str, dict] | None, job: int | None,
               system: dict, mismatch: str) -> tuple[Path, dict]:
     if resumed:
         folder, meta = resumed
@@ -92,7 +92,7 @@ def _open_run(cfg, machine: Machine, resumed: tuple[str, dict] | None, job: int 
         meta["resumed"] = meta.get("resumed", []) + [_now()]
         return Path(folder), meta
     run_dir = make_run_dir(cfg.out_dir, machine.label, cfg.run_id, job)
-    return run_dir, _meta(cfg, machine, run_dir, system, mismatch)
+    return run_dir, _meta(cfg, argv, machine, run_dir, system, mismatch)
 
 
 def _finished_points(resumed: tuple[str, dict] | None) -> set:
@@ -142,8 +142,9 @@ def _measure(planned: Planned, run_dir: Path, run_id: str, writer: RunWriter, pr
     return writer
 
 
-def run(cfg, resumed: tuple[str, dict] | None = None, job: int | None = None) -> int:
-    """The whole run; returns the process exit code."""
+def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int | None = None) -> int:
+    """The whole run; returns the process exit code. `argv`: the user's arguments (recorded, and
+    the settings they name are the ones a suite says it cannot honour)."""
     if cfg.plan and cfg.instance.gpu_count is not None and cfg.instance.gpu_count != local_gpus():
         # A catalogued machine that is not this one: plan for it, from its catalogue entry.
         machine = catalogue_machine(cfg.instance)
@@ -151,7 +152,7 @@ def run(cfg, resumed: tuple[str, dict] | None = None, job: int | None = None) ->
         print(planning.format_plan(planning.estimate(cfg, planned, machine, skipped)))
         return 0
     # The settings the user named: on resume, those of the command that started the run.
-    explicit = explicit_keys(resumed[1].get("argv", []) if resumed else sys.argv[1:])
+    explicit = explicit_keys(resumed[1].get("argv", []) if resumed else argv)
     device = detect_device(cfg.device)
     system = describe()
     machine = this_machine(cfg.instance, device, system)
@@ -176,7 +177,7 @@ def run(cfg, resumed: tuple[str, dict] | None = None, job: int | None = None) ->
     if cfg.plan:
         print(planning.format_plan(estimate))
         return 0
-    run_dir, meta = _open_run(cfg, machine, resumed, job, system, mismatch)
+    run_dir, meta = _open_run(cfg, argv, machine, resumed, job, system, mismatch)
     for line in skipped:
         print(f"xferbench: {line}", file=sys.stderr)
     print(planning.start_line(estimate), file=sys.stderr)

@@ -122,20 +122,33 @@ def _grow(n: int, t: float, cfg: TimingConfig) -> int:
     return min(cfg.max_iters, max(2 * n, guess))
 
 
-def calibrate(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Callable[[float], float] = _same) -> int:
+# A reading is taken on trust, without two more at its N, when its rate agrees within this share
+# with the warm-up's, an independent reading: two readings agree, as the median of three asks.
+AGREE_WITH_WARM_UP = 0.25
+
+
+def _trusted(n: int, t: float, per_op: float) -> bool:
+    return per_op > 0 and abs(t / n / per_op - 1) <= AGREE_WITH_WARM_UP
+
+
+def calibrate(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Callable[[float], float] = _same,
+              per_op: float = math.nan) -> int:
     """Iterations per trial so that one trial lasts at least cfg.min_trial_s (within the bounds).
 
-    N grows until a trial reaches min_trial_s (or N reaches max_iters); two more readings at
-    that N follow, and their median with the first decides, so neither a slow hiccup (N stays too small) nor a fast
-    glitch (N jumps far too high) sets N alone. `agree` returns the largest of a value over all
-    ranks of a collective: every decision is taken on agreed values, so every rank takes the
-    same branches, calls `agree` as often, and runs the same number of operations.
+    N starts where the warm-up's agreed time per operation (`per_op`, NaN: unknown) puts it, else
+    at 1, and grows until a trial reaches min_trial_s (or N reaches max_iters); two more readings
+    at that N follow, and their median with the first decides, so neither a slow hiccup (N stays
+    too small) nor a fast glitch (N jumps far too high) sets N alone, unless the first is one to
+    trust (_trusted). `agree` returns the largest of a value over all ranks of a collective:
+    every decision is taken on agreed values, so every rank takes the same branches, calls
+    `agree` as often, and runs the same number of operations.
     """
-    n = 1
+    n = 1 if not per_op > 0 else min(cfg.max_iters, max(1, math.ceil(1.2 * cfg.min_trial_s / per_op)))
     while True:
         t = agree(_run_trial(enqueue, clock, n).time_s)
         if t >= cfg.min_trial_s or n >= cfg.max_iters:
-            t = statistics.median([t] + [agree(_run_trial(enqueue, clock, n).time_s) for _ in range(2)])
+            if not _trusted(n, t, per_op):
+                t = statistics.median([t] + [agree(_run_trial(enqueue, clock, n).time_s) for _ in range(2)])
             if t >= cfg.min_trial_s or n >= cfg.max_iters:
                 break
         n = _grow(n, t, cfg)
@@ -190,9 +203,10 @@ def measure(
     """Warm up, calibrate N, then cfg.trials trials of N back-to-back operations each (ops the
     warm-up finds under SMALL_OP_S: SMALL_OP_SPLIT times as many trials of a SMALL_OP_SPLIT-th
     of min_trial_s; without a warm-up no op is known to be small)."""
-    if warm_up(enqueue, clock, cfg, agree) < SMALL_OP_S:   # agreed: every rank decides alike
+    per_op = warm_up(enqueue, clock, cfg, agree)   # agreed: every rank decides alike
+    if per_op < SMALL_OP_S:
         cfg = replace(cfg, trials=cfg.trials * SMALL_OP_SPLIT, min_trial_s=cfg.min_trial_s / SMALL_OP_SPLIT)
-    return _trials(enqueue, clock, calibrate(enqueue, clock, cfg, agree), cfg, agree)
+    return _trials(enqueue, clock, calibrate(enqueue, clock, cfg, agree, per_op), cfg, agree)
 
 
 _CAPTURE_STREAMS: dict[int, torch.cuda.Stream] = {}

@@ -23,7 +23,7 @@ import pandas as pd
 
 from bench import ConfigError, lazy
 from bench.analysis.catalog import Metric
-from bench.config.settings import Choice, SizeRange, nonempty, positive, require
+from bench.config.settings import Choice, Launch, SizeRange, nonempty, positive, require
 from bench.links import Speeds, bus_factor, split_op
 from bench.measure import nccl, timing
 from bench.measure.agree import Ranks
@@ -76,11 +76,15 @@ class Settings:
     # The nccl api up to this size (null: every size). Above 16 MiB both apis time the same wire:
     # torch/nccl was 0.94-1.04 from 16 MiB to 4 GiB on 2x H200, so only torch runs there.
     nccl_max_size: Optional[str] = "16MiB"
+    # The nccl api's launches (of timing.launch). A graph replays the same NCCL kernels whichever
+    # api captured them: torch/nccl in graphs was 0.98-1.01 for every op on 2 and 4 H200s.
+    nccl_launch: List[Launch] = field(default_factory=lambda: [Launch.eager])
 
     def __post_init__(self) -> None:
         nonempty("collectives.ops", self.ops)
         nonempty("collectives.api", self.api)
         nonempty("collectives.dtypes", self.dtypes)
+        nonempty("collectives.nccl_launch", self.nccl_launch)
         for n in self.nproc:
             require(n >= 1, "collectives.nproc", n, "must be >= 1")
         positive("collectives.timeout_s", self.timeout_s)
@@ -152,7 +156,8 @@ def sweep(s: Settings, ctx: Context) -> list[Point]:
                     if launch == "graph" and (nbytes > ctx.graph_max_bytes or n == 1):
                         continue
                     for api in apis(s, ctx):
-                        if api == Api.nccl and nccl_max is not None and nbytes > nccl_max:
+                        if api == Api.nccl and (nccl_max is not None and nbytes > nccl_max
+                                                or launch not in s.nccl_launch):
                             continue
                         p = Point(Collectives.name, str(op), nbytes, mode=mode, backend=backend(ctx), world_size=n,
                                   nnodes=ctx.nnodes, dtype=str(dtype), launch=launch, api=api)

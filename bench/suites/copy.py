@@ -25,6 +25,7 @@ host-to-host copies (op 'h2h') so the whole pipeline still runs.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections import defaultdict
 from contextlib import nullcontext
@@ -39,17 +40,17 @@ from bench import ConfigError, lazy
 from bench.analysis.cache import resident_note
 from bench.analysis.catalog import Metric
 from bench.analysis.tables import CONCURRENT_COLUMNS, VARIANT, format_concurrent, latency_table, matching, median_by
-from bench.config.settings import Choice, Engine, HostMemory, SizeRange, nonempty
+from bench.config.settings import Choice, Engine, HostMemory, SizeRange, nonempty, require
 from bench.links import Speeds, pcie_gbps
-from bench.measure import kernels, numa, timing
+from bench.measure import hostmem, kernels, numa, timing
 from bench.measure.chase import NOTE as LATENCY_NOTE
 from bench.measure.chase import RING_BYTES, Chase
 from bench.measure.checks import same_data
 from bench.measure.lanes import Lane, SpanClock, Streams, Together, sync_all
 from bench.measure.memory import check_fits, check_host_fits
 from bench.measure.timing import EventClock, HostClock
-from bench.results import Sample
-from bench.sizes import machine_sizes
+from bench.results import Sample, usable_rows
+from bench.sizes import format_size, machine_sizes
 from bench.contract import ALL, Context, Overhead, Point, Suite, trial_rows
 
 torch = lazy.module("torch")
@@ -65,6 +66,7 @@ class CopyOp(Choice):
     bidir = "bidir"
     d2d = "d2d"
     latency = "latency"
+    h2h = "h2h"
 
 
 class NumaMode(Choice):
@@ -79,6 +81,9 @@ class Settings:
     memory: List[HostMemory] = field(default_factory=lambda: list(HostMemory))
     # each (every GPU alone), all (every GPU at once) or GPU indices: strings, as the items mix kinds
     gpus: List[str] = field(default_factory=lambda: [EACH, ALL])
+    # GPU counts of 'all' (the first N GPUs at once); [] (or auto): every GPU. Counts above the
+    # machine's are capped to it, so [2,4,8] scales as far as the machine goes.
+    together: List[int] = field(default_factory=list, metadata={"auto": "[]"})
     engine: List[Engine] = field(default_factory=lambda: list(Engine))
     numa: List[NumaMode] = field(default_factory=lambda: [NumaMode.local])
 
@@ -88,6 +93,8 @@ class Settings:
         for item in self.gpus:
             if item not in (EACH, ALL) and not str(item).isdigit():
                 raise ConfigError(f"copy.gpus: {item!r} is not each, all or a GPU index")
+        for n in self.together:
+            require(n >= 2, "copy.together", n, "a count of GPUs at once must be >= 2")
 
 
 # ---------------------------------------------------------------- planning
@@ -96,11 +103,12 @@ class Settings:
 @dataclass(frozen=True)
 class Selection:
     alone: tuple[int, ...]   # GPUs measured by themselves, in order; the first gets the full sweep
-    together: bool           # every GPU at once (needs two or more)
+    together: tuple[int, ...]   # counts of GPUs at once (the first N), each two or more; () for none
 
 
-def select_gpus(spec: list[str], count: int) -> Selection:
-    """copy.gpus on a machine with `count` GPUs; ConfigError for an index it does not have."""
+def select_gpus(spec: list[str], count: int, together: list[int] = ()) -> Selection:
+    """copy.gpus (and copy.together) on a machine with `count` GPUs; ConfigError for an index it
+    does not have."""
     alone: list[int] = []
     for item in spec:
         if item == EACH:
@@ -109,7 +117,8 @@ def select_gpus(spec: list[str], count: int) -> Selection:
             if int(item) >= count:
                 raise ConfigError(f"copy.gpus: GPU {item} does not exist; this machine has {count} (0..{count - 1})")
             alone.append(int(item))
-    return Selection(tuple(dict.fromkeys(alone)), ALL in spec and count >= 2)
+    counts = tuple(dict.fromkeys(min(n, count) for n in (together or [count]) if min(n, count) >= 2))
+    return Selection(tuple(dict.fromkeys(alone)), counts if ALL in spec else ())
 
 
 @dataclass(frozen=True)
@@ -151,7 +160,7 @@ def cpu_dropped(s: Settings, explicit: frozenset[str]) -> str:
     """The copy settings the user named that a run without a GPU cannot honour (it measures pageable
     host-to-host copies), as one note; '' when there are none."""
     dropped = {
-        "ops": [str(o) for o in s.ops],   # every copy op involves a GPU
+        "ops": [str(o) for o in s.ops if o != CopyOp.h2h],   # every other copy op involves a GPU
         "memory": [str(m) for m in s.memory if m == HostMemory.pinned],
         "gpus": [g for g in s.gpus if g != EACH],
         "engine": [str(e) for e in s.engine if e == Engine.sm],
@@ -162,6 +171,8 @@ def cpu_dropped(s: Settings, explicit: frozenset[str]) -> str:
 
 
 def _gpus(p: Point) -> list[int]:
+    if p.op == "h2h":
+        return [p.params.gpu]   # the host's own memory, in that GPU's host buffers (filled from its source)
     if ALL in (p.src, p.dst):
         return list(range(p.world_size))
     return sorted({int(x.split(":")[1]) for x in (p.src, p.dst) if x.startswith("cuda:")})
@@ -191,14 +202,39 @@ def _alone_points(s: Settings, ctx: Context, gpu: int, mode: str, full: bool) ->
     return out
 
 
-def _together_points(s: Settings, ctx: Context, mode: str) -> list[Point]:
+def _together_points(s: Settings, ctx: Context, mode: str, count: int) -> list[Point]:
+    """The first `count` GPUs at once."""
     if HostMemory.pinned not in s.memory:
         return []
     return [Point(Copy.name, op, size, memory="pinned", backend="cuda", src=ALL if op == "d2h" else "host",
-                  dst="host" if op == "d2h" else ALL, world_size=ctx.gpu_count, engine=str(engine), numa=mode)
+                  dst="host" if op == "d2h" else ALL, world_size=count, engine=str(engine), numa=mode)
             for size in machine_sizes(ctx.sizes)
             for op in (str(o) for o in s.ops if o in HOST_OPS)
             for engine in s.engine]
+
+
+@dataclass(frozen=True)
+class HostThreads:
+    """A host-memory point's threads (1, or every CPU the GPU's host memory is local to) and the
+    GPU whose host buffers and NUMA placement it uses."""
+
+    threads: int
+    gpu: int
+
+
+def host_threads(place: numa.Placement) -> int:
+    return len(place.cpus) or len(os.sched_getaffinity(0))
+
+
+def _host_memory_points(ctx: Context, mode: str, gpu: int, place: numa.Placement) -> list[Point]:
+    """The host's own memory: a copy on one thread and on all, a read and a write on all, at the
+    sweep's largest size (all threads finish a whole-machine size in a few ms, where their
+    wake-ups show), in the host buffers of `gpu` (the first selected) as placed for it."""
+    size, every = max(ctx.sizes), host_threads(place)
+    shapes = [("copy", 1), ("copy", every), ("read", every), ("write", every)]
+    return [Point(Copy.name, "h2h", size, memory="pageable", mode=f"{kind} {'1 thread' if n == 1 else 'all threads'}",
+                  backend="cpu", src="host", dst="host", numa=mode, params=HostThreads(n, gpu))
+            for kind, n in dict.fromkeys(shapes)]
 
 
 def sweep(s: Settings, ctx: Context) -> list[Point]:
@@ -206,15 +242,19 @@ def sweep(s: Settings, ctx: Context) -> list[Point]:
     if ctx.device == "cpu":
         return [Point(Copy.name, "h2h", size, memory="pageable", backend="cpu", src="host", dst="host")
                 for size in ctx.sizes]
-    selection = select_gpus(s.gpus, ctx.gpu_count)
+    selection = select_gpus(s.gpus, ctx.gpu_count, s.together)
     plan = _host_plan(s, ctx)
     out: list[Point] = []
     for mode in (str(m) for m in s.numa):
         for k, gpu in enumerate(selection.alone):
             if (gpu, mode) in plan.places:
                 out += _alone_points(s, ctx, gpu, mode, full=k == 0)
-        if selection.together and all((g, mode) in plan.places for g in range(ctx.gpu_count)):
-            out += _together_points(s, ctx, mode)
+        for count in selection.together:
+            if all((g, mode) in plan.places for g in range(count)):
+                out += _together_points(s, ctx, mode, count)
+        first = selection.alone[0] if selection.alone else 0
+        if CopyOp.h2h in s.ops and (first, mode) in plan.places:
+            out += _host_memory_points(ctx, mode, first, plan.places[first, mode])
     if selection.alone and CopyOp.d2d in s.ops:
         dev = f"cuda:{selection.alone[0]}"
         out += [Point(Copy.name, "d2d", size, memory="device", backend="cuda", src=dev, dst=dev, launch=launch,
@@ -325,16 +365,21 @@ def _copies(dst, src, copy: Callable, n: int) -> None:
 
 
 def _bidir(h2d: tuple, d2h: tuple, pair: tuple, copy: Callable, n: int) -> dict:
-    """n copies each way on two streams at once; returns each stream's end event."""
+    """n copies each way on two streams at once, enqueued in turn (one each way, n times, so
+    neither direction gets a head start); returns each stream's end event."""
     cur = torch.cuda.current_stream()
-    ends = {}
-    for name, (dst, src), stream in (("h2d", h2d, pair[0]), ("d2h", d2h, pair[1])):
+    legs = (("h2d", h2d, pair[0]), ("d2h", d2h, pair[1]))
+    for _, _, stream in legs:
         stream.wait_stream(cur)
-        with torch.cuda.stream(stream):
-            _copies(dst, src, copy, n)
-            ends[name] = torch.cuda.Event(enable_timing=True)
-            ends[name].record(stream)
-    for stream in pair:
+    for _ in range(n):
+        for _, (dst, src), stream in legs:
+            with torch.cuda.stream(stream):
+                copy(dst, src)
+    ends = {}
+    for name, _, stream in legs:
+        ends[name] = torch.cuda.Event(enable_timing=True)
+        ends[name].record(stream)
+    for _, _, stream in legs:
         cur.wait_stream(stream)
     return ends
 
@@ -358,7 +403,24 @@ def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
 
+def _measure_host_memory(point: Point, ctx: Context, state: CopyState) -> list[Sample]:
+    """The host's own memory in a GPU's host buffers, on point.params.threads threads."""
+    gpu = point.params.gpu
+    n, place = point.size_bytes, state.store.plan.places[gpu, point.numa]
+    host = partial(state.store.host, gpu, point.numa, "pageable")
+    src, dst = host("src")[:n], host("dst")[:n]
+    kind = point.mode.split()[0]
+    dst.zero_()
+    traffic = hostmem.HostTraffic(kind, dst, src)
+    threads = point.params.threads
+    with hostmem.threads(threads, place.cpus):
+        trials = timing.measure(traffic, HostClock(), ctx.timing)
+    return trial_rows(point, trials, n, 1.0, traffic.check(), _join(place_note(place), f"{threads} threads"))
+
+
 def _measure_h2h(point: Point, ctx: Context, state: CopyState) -> list[Sample]:
+    if point.params is not None:
+        return _measure_host_memory(point, ctx, state)
     dst, src = (buf[:point.size_bytes] for buf in state.h2h())
     dst.zero_()
     trials = timing.measure(partial(_copies, dst, src, kernels.ce_copy), HostClock(), ctx.timing)
@@ -463,6 +525,55 @@ def concurrent_table(frame: pd.DataFrame, by: list[str] = ()) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*by, *CONCURRENT_COLUMNS])
 
 
+# What every GPU at once asks of host memory, per op: the host's own figure it is held against.
+HOST_CEILING = {"h2d": ("read all threads", 1.0), "d2h": ("write all threads", 1.0), "bidir": ("copy all threads", 2.0)}
+CEILING_COLUMNS = ["op", "engine", "numa", "gpus", "size", "at_once", "links", "host_memory", "of_links", "limited_by"]
+LINKS_REACHED = 0.9      # at once, this share of the links alone: the links limit
+HOST_REACHED = 1.15      # at once, no more than this over the host's own figure: host memory limits
+
+
+def limited_by(at_once: float, links: float, host_memory: float) -> str:
+    """What holds every GPU at once back: 'links' where it keeps their figure alone, 'host memory'
+    where it moves about what the host's own CPUs move, else 'host bridges': neither, the paths
+    between the links and memory (root complexes, IOMMU). The CPUs' figure is a floor of what
+    host memory can do (a VM's vCPUs may reach less than its DMA), so above it is not 'memory'."""
+    if not at_once > 0 or not links > 0:
+        return ""
+    if at_once >= LINKS_REACHED * links:
+        return "links"
+    if host_memory > 0 and at_once <= HOST_REACHED * host_memory:
+        return "host memory"
+    return "host bridges" if host_memory > 0 else "not the links (host memory not measured)"
+
+
+def ceiling_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Every GPU at once against what can cap it, per variant at its largest size: the same
+    GPUs' links (their sum alone: each GPU measured alone, or cuda:0 alone times the count) and
+    the host's own memory (h2d reads it, d2h writes it, bidir does both: a copy's read and
+    write); `limited_by` says which one holds it back (limited_by())."""
+    ok = usable_rows(frame)
+    ok = ok[(ok.suite == Copy.name) & ok.algbw_gbps.notna()]
+    together = ok[(ok.src == ALL) | (ok.dst == ALL)]
+    alone = ok[(ok.world_size == 1) & (ok.launch == "eager") & ok.op.isin(HOST_OPS) & (ok.memory == "pinned")]
+    host = ok[ok.op == "h2h"].groupby(["numa", "mode"]).algbw_gbps.median()
+    rows = []
+    for (op, engine, numa_mode, gpus), group in together.groupby(["op", "engine", "numa", "world_size"], sort=False):
+        size = group.size_bytes.max()
+        at_once = group[group.size_bytes == size].algbw_gbps.median()
+        same = alone[(alone.op == op) & (alone.engine == engine) & (alone.numa == numa_mode)
+                     & (alone.size_bytes == size)]
+        each = median_by(same, _gpu_of(same))
+        wanted = [f"cuda:{g}" for g in range(int(gpus))]
+        links = each[wanted].sum() if set(wanted) <= set(each.index) else each.median() * gpus if len(each) else math.nan
+        shape, factor = HOST_CEILING[op]
+        memory = host.get((numa_mode, shape), math.nan) * factor
+        rows.append({"op": op, "engine": engine, "numa": numa_mode, "gpus": int(gpus), "size": format_size(int(size)),
+                     "at_once": at_once, "links": links, "host_memory": memory,
+                     "of_links": at_once / links if links > 0 else math.nan,
+                     "limited_by": limited_by(at_once, links, memory)})
+    return pd.DataFrame(rows, columns=CEILING_COLUMNS)
+
+
 PINNED = (("memory", ("pinned",)), ("world_size", ("1",)))   # one GPU: not every GPU at once (nvbandwidth's all)
 # Where the reference curves level off (within 2% of their 1 GiB figure): host copies from 64 MiB,
 # d2d from 256 MiB (smaller copies partly stay in L2, 64 MiB dips below the plateau).
@@ -512,7 +623,7 @@ class Copy(Suite):
                 if note:
                     print(f"xferbench: copy: {note}", file=sys.stderr)
             return None
-        selection = select_gpus(s.gpus, ctx.gpu_count)
+        selection = select_gpus(s.gpus, ctx.gpu_count, s.together)
         if ctx.here:
             kernels.need([w for w, on in (("copy.engine=sm", Engine.sm in s.engine),
                                           ("copy.ops=latency", CopyOp.latency in s.ops)) if on])
@@ -566,6 +677,19 @@ class Copy(Suite):
         if not concurrent.empty:
             out.append(("every GPU at once: GB/s per GPU at the largest size, beside each GPU alone",
                         format_concurrent(concurrent)))
+        ceilings = ceiling_table(frame)
+        if not ceilings.empty:
+            out.append(("every GPU at once against what can hold it back, GB/s: the links (the same GPUs alone, "
+                        "summed) and the host's own memory as its CPUs move it (h2d reads it, d2h writes it, bidir "
+                        "both); limited_by: links, host memory, or host bridges (neither)",
+                        ceilings.round({"at_once": 1, "links": 1, "host_memory": 1, "of_links": 2})))
+        host = frame[(frame.suite == self.name) & (frame.op == "h2h") & (frame.backend == "cpu")
+                     & frame["mode"].astype(str).str.contains("thread")]
+        if len(host):
+            table = usable_rows(host).groupby(["numa", "mode", "size_bytes"], sort=False).algbw_gbps.median()
+            out.append(("host memory (STREAM-like, on the first GPU's NUMA node): GB/s copied, read or written",
+                        table.round(1).rename("gbps").reset_index().assign(
+                            size_bytes=lambda t: t.size_bytes.map(lambda v: format_size(int(v))))))
         latency = latency_table(frame[frame.suite == self.name])
         if not latency.empty:
             out.append(("host link latency: ns per dependent 8-byte load by dst's SMs of pinned host memory", latency))

@@ -35,7 +35,7 @@ import pandas as pd
 from bench import ConfigError, lazy
 from bench.analysis.catalog import Metric
 from bench.analysis.tables import CONCURRENT_COLUMNS, VARIANT, format_concurrent, latency_table, median_by
-from bench.config.settings import Choice, Engine, SizeRange, nonempty
+from bench.config.settings import Choice, Engine, SizeRange, nonempty, require
 from bench.links import NVLINK_LINK_GBPS, Speeds, nvlink_links, pcie_gbps
 from bench.measure import kernels, timing
 from bench.measure.chase import NOTE as LATENCY_NOTE
@@ -80,8 +80,13 @@ class Settings:
     ops: List[P2POp] = field(default_factory=lambda: list(P2POp))
     modes: List[P2PMode] = field(default_factory=lambda: list(P2PMode))
     engine: List[Engine] = field(default_factory=lambda: list(Engine))
+    # GPU counts of all_to_one and one_to_all (the first N GPUs); [] (or auto): every GPU. Counts
+    # above the machine's are capped to it, so [2,4,8] scales as far as the machine goes.
+    together: List[int] = field(default_factory=list, metadata={"auto": "[]"})
 
     def __post_init__(self) -> None:
+        for n in self.together:
+            require(n >= 2, "p2p.together", n, "a count of GPUs at once must be >= 2")
         nonempty("p2p.ops", self.ops)
         nonempty("p2p.modes", self.modes)
         nonempty("p2p.engine", self.engine)
@@ -178,10 +183,16 @@ def sweep(s: Settings, ctx: Context) -> list[Point]:
                         out.append(Point(name, op, size, memory="device", mode=mode, backend="cuda",
                                          src=f"cuda:{i}", dst=f"cuda:{j}", engine=engine))
         if (size == max(machine) if auto else size in machine) and "peer" in modes:
-            out += [Point(name, op, size, memory="device", mode="peer", backend="cuda", world_size=ctx.gpu_count,
+            out += [Point(name, op, size, memory="device", mode="peer", backend="cuda", world_size=count,
                           engine=engine, **_ends(op, f"cuda:{j}"))
-                    for op in ops if op in CONCURRENT_OPS for j in range(ctx.gpu_count) for engine in engines]
+                    for count in together_counts(s, ctx) for op in ops if op in CONCURRENT_OPS
+                    for j in range(count) for engine in engines]
     return out
+
+
+def together_counts(s: Settings, ctx: Context) -> list[int]:
+    """The GPU counts of the concurrent ops: p2p.together capped at the machine's, or every GPU."""
+    return list(dict.fromkeys(min(n, ctx.gpu_count) for n in (s.together or [ctx.gpu_count])))
 
 
 def _ends(op: str, one: str) -> dict[str, str]:
@@ -189,34 +200,42 @@ def _ends(op: str, one: str) -> dict[str, str]:
     return {"src": ALL, "dst": one} if op == "all_to_one" else {"src": one, "dst": ALL}
 
 
-def _leg(dst, src, staging, s_src, s_dst, copy, n: int) -> None:
-    """n copies src -> dst, direct (with `copy`) or via `staging`; the source GPU's stream ends after the last."""
-    for _ in range(n):
-        if staging is None:
-            with torch.cuda.stream(s_src):
-                copy(dst, src)
-        else:
-            with torch.cuda.stream(s_src):
-                staging.copy_(src, non_blocking=True)
-            s_dst.wait_stream(s_src)
-            with torch.cuda.stream(s_dst):
-                dst.copy_(staging, non_blocking=True)
-            s_src.wait_stream(s_dst)  # the next copy into `staging` waits for this one to be read
+def _copy_once(dst, src, staging, s_src, s_dst, copy) -> None:
+    """One copy src -> dst, direct (with `copy`) or via `staging`; it ends on the source GPU's stream."""
+    if staging is None:
+        with torch.cuda.stream(s_src):
+            copy(dst, src)
+        return
+    with torch.cuda.stream(s_src):
+        staging.copy_(src, non_blocking=True)
+    s_dst.wait_stream(s_src)
+    with torch.cuda.stream(s_dst):
+        dst.copy_(staging, non_blocking=True)
+    s_src.wait_stream(s_dst)  # the next copy into `staging` waits for this one to be read
 
 
 def _enqueue(legs: list[tuple], n: int) -> dict:
-    """All legs at once, each on its source GPU's stream, forked from and joined to the current one."""
+    """All legs at once, each on its source GPU's stream, forked from and joined to the current one.
+
+    The legs' copies are enqueued in turn (one of each, n times), so a second leg starts one
+    launch after the first rather than after all of the first's n launches: the span of a
+    bidirectional copy is its two directions side by side, not one direction's head start."""
     cur = torch.cuda.current_stream()
     start = torch.cuda.Event(enable_timing=True)
     start.record(cur)
     parts = {}
-    for name, (dst, src, staging, s_src, s_dst, copy) in legs:
+    for name, (_, _, _, s_src, _, _) in legs:
         s_src.wait_event(start)
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin = torch.cuda.Event(enable_timing=True)
         begin.record(s_src)
-        _leg(dst, src, staging, s_src, s_dst, copy, n)
+        parts[name] = [begin]
+    for _ in range(n):
+        for _, leg in legs:
+            _copy_once(*leg)
+    for name, (_, _, _, s_src, _, _) in legs:
+        end = torch.cuda.Event(enable_timing=True)
         end.record(s_src)
-        parts[name] = (begin, end)
+        parts[name] = (parts[name][0], end)
     # Join only once every leg is enqueued: torch orders a cross-GPU copy after the destination
     # GPU's current stream, so an early join would queue the reverse leg behind the forward one.
     for _, (_, _, _, s_src, _, _) in legs:

@@ -16,13 +16,14 @@ import pandas as pd
 import seaborn as sns
 
 from bench.analysis.catalog import Catalog, view
-from bench.analysis.figures import curves, peaks
+from bench.analysis.figures import curves, peaks, scaling
 from bench.analysis.figures.style import Canvas
 from bench.analysis.runs import SERIES, palette, with_series
 
 MANIFEST = ".xferbench-plots"   # in an output folder: the figures written there last, which the next call removes
 MANIFEST_HEADER = "# figures xferbench-plot wrote here; its next call into this folder removes them\n"
-COMMON = (peaks.peak_fraction_figure, curves.bandwidth_figures, curves.latency_figures, peaks.per_dollar_figure)
+COMMON = (peaks.peak_fraction_figure, curves.bandwidth_figures, curves.latency_figures, peaks.per_dollar_figure,
+          scaling.scaling_figure)
 
 
 def _draw(frame: pd.DataFrame, out_dir: str | Path, catalog: Catalog, formats: Iterable[str],

@@ -76,6 +76,10 @@ def peak_fraction_figure(frame: pd.DataFrame, canvas: Canvas) -> list[Path]:
     peaks = peak_table(frame, canvas.catalog).dropna(subset=["percent"])
     if peaks.empty:
         return []
+    # Each run's one world size is its series' (h200-x2: 2 ranks): one row per collective across runs.
+    ranks = peaks["label"].str.replace(r" \d+ ranks$", "", regex=True)
+    one_world = peaks.groupby([canvas.SERIES, ranks])["world_size"].transform("nunique") == 1
+    peaks = peaks.assign(label=ranks.where(one_world, peaks["label"]))
     peaks = peaks.assign(label=_short_labels(peaks) + " (" + peaks["link"] + ")")
     fig, ax = dot_bars(peaks, "percent", "%.0f%%", canvas.colours,
                         "% of the link's theoretical peak",

@@ -1,0 +1,118 @@
+"""Scaling from 1 to 2 to 4 (to N) GPUs: per family of points measured at several GPU counts,
+its figure at each count and what each added GPU brought against the ideal.
+
+The figure per GPU is what stays constant when scaling is ideal: a collective's bus bandwidth
+(nccl-tests' busbw is normalized so), and for traffic of several GPUs at once (copies of every
+GPU at once, P2P into or out of one GPU) the total over its lanes (the GPUs or peers copying; a
+copy's one-GPU figure is that GPU alone). A step's efficiency is the figure per GPU at this
+count over the one at the count before; `of_first` is the same against the smallest count.
+Small-message latency (the smallest size of a collective) is the time per operation at each count.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from bench.analysis.catalog import Catalog, view
+from bench.results import usable_rows
+from bench.sizes import format_size
+
+ALL = "all"
+FAMILY = ["suite", "op", "memory", "mode", "engine", "numa", "dtype", "launch", "api"]
+COLUMNS = [*FAMILY, "kind", "size_bytes", "gpus", "lanes", "figure", "per_gpu", "step", "of_first"]
+
+
+def family_name(row) -> str:
+    """A family's short name: 'collectives all_reduce float32 eager torch', 'copy h2d pinned ce'."""
+    parts = [row["suite"], row["op"], row["memory"], row["mode"] if row["mode"] != "default" else "", row["engine"],
+             row["dtype"] if row["dtype"] != "uint8" else "", row["launch"] if row["suite"] == "collectives" else "",
+             row["api"]]
+    return " ".join(str(p) for p in parts if p not in ("", None) and not (isinstance(p, float) and math.isnan(p)))
+
+
+def _traffic(ok: pd.DataFrame) -> pd.DataFrame:
+    """Rows of several GPUs at once (src or dst 'all') and one-GPU copies as their count 1:
+    per point, its total's GB/s and its lanes (the parts other than the total)."""
+    at_once = ok[(ok.src == ALL) | (ok.dst == ALL)]
+    lanes = (at_once[at_once.part != "total"].groupby(["run_id", *FAMILY, "src", "dst", "world_size", "size_bytes"],
+                                                      dropna=False).part.nunique().rename("lanes"))
+    total = at_once[at_once.part == "total"].join(lanes, on=lanes.index.names)
+    copies = set(total.loc[total.suite == "copy", "op"])
+    alone = ok[(ok.suite == "copy") & ok.op.isin(copies) & (ok.world_size == 1) & (ok.part == "total")
+               & (ok.launch == "eager") & (ok.src != ALL) & (ok.dst != ALL)]
+    alone = alone.assign(lanes=1)
+    both = pd.concat([total, alone], ignore_index=True)
+    return both.assign(kind="bandwidth", value=both.algbw_gbps, gpus=both.world_size)
+
+
+def _collectives(ok: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
+    rows = usable_rows(ok[ok.suite == "collectives"])
+    if rows.empty:
+        return rows.assign(kind="", value=np.nan, gpus=0, lanes=0)
+    column = view(catalog, "collectives").bandwidth
+    big = rows.assign(kind="bandwidth", value=rows[column], gpus=rows.world_size, lanes=1)
+    big = big[big.value > 0]   # one rank moves nothing between GPUs: no bus bandwidth
+    small = rows.assign(kind="latency", value=rows.time_s * 1e6, gpus=rows.world_size, lanes=1)
+    return pd.concat([big, small], ignore_index=True)
+
+
+def scaling_table(frame: pd.DataFrame, catalog: Catalog, by: list[str] = ()) -> pd.DataFrame:
+    """The long table (COLUMNS, after `by`): each family measured at two or more GPU counts, at
+    the largest size measured at every count (latency: the smallest), one row per count."""
+    ok = frame[frame.status == "ok"]   # every part: the lanes of traffic at once are its parts
+    if usable_rows(ok).empty:
+        return pd.DataFrame(columns=[*by, *COLUMNS])
+    ok = ok.assign(**{c: ok[c].fillna("") for c in FAMILY})
+    points = pd.concat([_traffic(ok), _collectives(ok, catalog)], ignore_index=True)
+    out = []
+    for keys, group in points.groupby([*by, *FAMILY, "kind"], sort=False, dropna=False):
+        counts = sorted(set(group.gpus))
+        if len(counts) < 2:
+            continue
+        common = set.intersection(*(set(group.size_bytes[group.gpus == n]) for n in counts))
+        if not common:
+            continue
+        size = min(common) if keys[-1] == "latency" else max(common)
+        at = group[group.size_bytes == size]
+        base = dict(zip([*by, *FAMILY, "kind"], keys))
+        first = previous = None
+        for n in counts:
+            here = at[at.gpus == n]
+            figure, lanes = float(here.value.median()), int(here.lanes.median())
+            per_gpu = figure / lanes if keys[-1] == "bandwidth" else figure
+            if keys[-1] == "latency":   # a time: the ideal is no more of it
+                step = previous / per_gpu if previous else math.nan
+                of_first = first / per_gpu if first else 1.0
+            else:
+                step = per_gpu / previous if previous else math.nan
+                of_first = per_gpu / first if first else 1.0
+            first = per_gpu if first is None else first
+            previous = per_gpu
+            out.append({**base, "size_bytes": int(size), "gpus": int(n), "lanes": lanes, "figure": figure,
+                        "per_gpu": per_gpu, "step": step, "of_first": of_first})
+    return pd.DataFrame(out, columns=[*by, *COLUMNS])
+
+
+def format_scaling(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per family: the figure at each count ('2 GPUs') and each step's efficiency ('1->2')."""
+    rows = []
+    for _, group in table.groupby([*FAMILY, "kind"], sort=False):
+        first = group.iloc[0]
+        unit = "GB/s" if first.kind == "bandwidth" else "us"
+        row = {"family": family_name(first), "size": format_size(int(first.size_bytes)), "unit": unit}
+        previous = None
+        for r in group.itertuples():
+            row[f"{r.gpus} GPU{'s' * (r.gpus > 1)}"] = round(r.figure, 1 if unit == "GB/s" else 2)
+            if previous is not None:
+                row[f"{previous}->{r.gpus}"] = round(r.step, 2)
+            previous = r.gpus
+        row["of_first"] = round(group.of_first.iloc[-1], 2)
+        rows.append(row)
+    wide = pd.DataFrame(rows)
+    return wide.astype(object).where(wide.notna(), "")
+
+
+TITLE = ("scaling: the figure at each GPU count (bandwidth: busbw, or the total of every GPU at once; latency: "
+         "time per op) and each step's efficiency per GPU against the ideal (1.0: each added GPU brings as much)")
