@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Make the expectation table xferbench-doctor judges runs against (bench/analysis/expected.csv).
 
-Which runs count: each instance's default sweeps of its newest version. A run counts when it
-completed, no NCCL variable held NCCL back (bench.analysis.causes.NCCL_LIMITS), and its command
-line set nothing that changes what is measured (only out_dir, run_id, progress, resume,
-instance, device); of those, each instance's runs made by the tool commit of its newest one.
+Which runs count: each instance's sweeps at the defaults (of the suites they name) of their
+newest version. A run counts when it completed, no NCCL variable held NCCL back
+(bench.analysis.causes.NCCL_LIMITS), and its command line set nothing that changes what is
+measured (only out_dir, run_id, progress, resume, instance, device, suite); of those, per
+instance and set of suites, the runs made by the tool commit of its newest one.
 Every other run is listed with the reason it was left out. Run from the repository root:
 
   python scripts/make_expected.py                      # results/reference -> bench/analysis/expected.csv
@@ -16,12 +17,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.analysis.expected import SHIPPED, from_runs, unhealthy
+from bench.analysis.causes import CLOCKS
+from bench.analysis.expected import NOISE, SHIPPED, clock_baselines, from_runs, unhealthy
 from bench.cli.common import catalog
 from bench.results import ResultsError, find_runs, read_meta
 
-# Command-line keys that leave what a run measures as the defaults have it.
-NOT_MEASURING = {"out_dir", "run_id", "progress", "resume", "instance", "device"}
+# Command-line keys that leave what a run measures as the defaults have it (suite= picks whole
+# suites at their defaults: training runs judge training runs).
+NOT_MEASURING = {"out_dir", "run_id", "progress", "resume", "instance", "device", "suite"}
 
 
 def _changes_the_sweep(argv: list[str]) -> list[str]:
@@ -41,18 +44,21 @@ def choose(runs: list[Path]) -> tuple[list[Path], list[str]]:
             left.append(f"{run}: {reason}")
             continue
         instance = meta.get("instance") or {}
-        candidates.append((str(instance.get("label") or instance.get("name", "")), str(meta.get("start_time", "")),
-                           str((meta.get("tool") or {}).get("git_commit", "")), run))
+        # The suites it measured: an instance's default sweep and its training runs age apart.
+        suites = "+".join(sorted(str(x) for x in (meta.get("config") or {}).get("suites") or []))
+        label = f"{instance.get('label') or instance.get('name', '')} ({suites or 'suites not recorded'})"
+        candidates.append((label, str(meta.get("start_time", "")), str((meta.get("tool") or {}).get("git_commit", "")),
+                           run))
     newest: dict[str, str] = {}
-    for instance, _, commit, _ in sorted(candidates, key=lambda c: c[1]):
-        newest[instance] = commit
+    for label, _, commit, _ in sorted(candidates, key=lambda c: c[1]):
+        newest[label] = commit
     chosen = []
-    for instance, _, commit, run in candidates:
-        if commit == newest[instance]:
+    for label, _, commit, run in candidates:
+        if commit == newest[label]:
             chosen.append(run)
         else:
-            left.append(f"{run}: an older version ({commit or 'no commit recorded'}; {instance}'s newest is "
-                        f"{newest[instance]})")
+            left.append(f"{run}: an older version ({commit or 'no commit recorded'}; the newest of {label} is "
+                        f"{newest[label]})")
     return chosen, left
 
 
@@ -61,9 +67,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("results", nargs="*", default=["results/reference"], metavar="DIR",
                         help="folders of runs (default: results/reference)")
     parser.add_argument("--out", default=str(SHIPPED), metavar="FILE", help=f"where the table goes (default: {SHIPPED})")
+    parser.add_argument("--noise", nargs="*", default=["results/noise"], metavar="DIR",
+                        help="folders of noise studies: their healthy runs under an 'identical' folder make "
+                             f"the classes' between-run noise ({NOISE}); none: no noise table")
+    parser.add_argument("--clocks", default=str(CLOCKS), metavar="FILE",
+                        help="the clock-event reasons healthy runs of each class showed (every complete run found "
+                             f"with telemetry, not only default sweeps; default: {CLOCKS})")
     args = parser.parse_args(argv)
     try:
-        chosen, left = choose(find_runs(args.results))
+        found = find_runs(args.results)
+        chosen, left = choose(found)
         if not chosen:
             raise ResultsError(f"{', '.join(args.results)}: no healthy default sweep")
         table = from_runs(chosen, catalog())
@@ -71,11 +84,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"xferbench: error: {exc}", file=sys.stderr)
         return 2
     table.write(args.out)
+    clock_baselines(found).to_csv(args.clocks, index=False)
+    identical = [run for run in find_runs(args.noise) if "identical" in run.parts and not unhealthy(read_meta(run))]
+    if identical and args.out == str(SHIPPED):
+        noise = from_runs(identical, catalog(), origin="noise runs")
+        noise.frame = noise.frame[noise.frame["runs"] > 1]
+        noise.write(NOISE)
+        print(f"wrote {NOISE} from {len(identical)} identical runs: "
+              f"{', '.join(sorted(noise.frame['machine'].unique()))}")
     for run in chosen:
         print(f"used {run}")
     for line in left:
         print(f"left out {line}")
     print(f"wrote {args.out}: {len(table.frame)} rows, classes {', '.join(sorted(table.origins))}")
+    print(table.classes().to_string(index=False))
+    print(f"wrote {args.clocks}")
     return 0
 
 

@@ -6,6 +6,7 @@ import importlib.util
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -316,8 +317,10 @@ def test_several_runs_on_either_side(runs, capsys):
     script = _load_script()
     assert script.main([str(runs["bases"]), "--current", str(runs["noise"])]) == 0
     assert "Baseline: 3 run(s)" in capsys.readouterr().out
+    assert script.main([str(runs["base0"]), str(runs["base1"]), "--current", str(runs["regressed"])]) == 1
+    # One current run halved beside one that is not: they disagree by 2x, and that is their noise
     assert script.main([str(runs["base0"]), str(runs["base1"]), "--current", str(runs["regressed"]),
-                        str(runs["noise"])]) == 1
+                        str(runs["noise"])]) == 0
     result = compare_paths([runs["base0"], runs["base1"]], [runs["noise"], runs["base2"]], CATALOG)
     assert all(f.noise_df > 0 for f in result.families) and len(result.current_runs) == 2
 
@@ -362,7 +365,7 @@ def _run_with_meta(path: Path, **changes) -> Path:
 
 @pytest.mark.parametrize("case", ["missing", "empty", "schema", "disjoint", "two_instances", "one_path",
                                   "store_and_both", "add_without_store", "alpha", "same_run", "overlapping_sides",
-                                  "current_in_the_store", "json_unwritable", "markdown_unwritable",
+                                  "json_unwritable", "markdown_unwritable",
                                   "markdown_unwritable_on_a_regression", "store_unwritable", "seed_missing"])
 def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
     base, extra = str(runs["base0"]), []
@@ -392,8 +395,6 @@ def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
         args = [base, base]
     elif case == "overlapping_sides":    # base0 is one of the runs in bases
         args = [str(runs["bases"]), "--current", base, str(runs["noise"])]
-    elif case == "current_in_the_store":
-        args = ["--baseline-dir", str(runs["bases"]), str(runs["base1"])]
     elif case.endswith("unwritable") or case.endswith("on_a_regression"):
         (tmp_path / "file").write_text("")
         option = {"json": "--json", "markdown": "--markdown", "store": "--baseline-dir"}[case.split("_")[0]]
@@ -428,3 +429,36 @@ def test_a_store_copy_that_fails_leaves_no_half_run_and_exits_2(runs, tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"compare: cannot add to the baseline store {store}: No space left on device"]
     assert [p.name for p in store.iterdir()] == ["base0"]      # no partial copy, hidden or not
+
+
+def test_a_store_holding_the_current_run_leaves_it_out_of_its_baseline(runs, capsys):
+    script = _load_script()
+    assert script.main(["--baseline-dir", str(runs["bases"]), str(runs["base1"])]) == 0
+    out = capsys.readouterr()
+    assert "the baseline holds 1 of the current run(s) itself: left out of its own baseline" in out.err
+    assert "Baseline: 2 run(s) (base0, base2)" in out.out
+
+
+def test_an_incomplete_run_is_never_judged_whole_nor_stored(runs, tmp_path, capsys):
+    script, store = _load_script(), tmp_path / "store"
+    assert script.main(["--baseline-dir", str(store), str(runs["base0"]), "--add-on-pass"]) == 0
+    for status in ("failed", "interrupted", "running"):
+        run = tmp_path / status
+        shutil.copytree(runs["noise"], run)
+        meta = json.loads((run / "meta.json").read_text())
+        (run / "meta.json").write_text(json.dumps({**meta, "status": status, "pid": -1}))
+        assert script.main(["--baseline-dir", str(store), str(run), "--add-on-pass"]) == 4
+        assert f"{run} is {status}: not judged as a whole run, and not added to any store" in capsys.readouterr().err
+    assert sorted(p.name for p in store.iterdir()) == ["base0"]
+
+
+def test_runs_of_other_machine_classes_are_refused_unless_asked(runs, tmp_path, capsys):
+    script = _load_script()
+    other = tmp_path / "h100"
+    shutil.copytree(runs["noise"], other)
+    meta = json.loads((other / "meta.json").read_text())
+    meta["system"]["gpus"] = [{"name": "NVIDIA H100 80GB HBM3"}]
+    (other / "meta.json").write_text(json.dumps(meta))
+    assert script.main([str(runs["base0"]), str(other)]) == 2
+    assert "different machine classes (--any-class to compare them anyway)" in capsys.readouterr().err
+    assert script.main([str(runs["base0"]), str(other), "--any-class"]) in (0, 1)

@@ -7,17 +7,28 @@ summarize(): other processes, utilization, clock-event reasons, the PCIe link wh
 the rows' notes (where host memory was placed) and NCCL's own log lines from the ranks
 (RUN/ranks/*.log, bench/analysis/ncclog.py: the transport per peer pair, variables it echoed).
 `explain()` returns the causes found, or one sentence naming what was checked and found nothing.
+A cause is named only where it can explain the drop: a PCIe link running below its slot only
+where that link cannot carry more than was measured; a clock-event reason only in more of the
+samples than healthy runs of the machine class show it (clocks.csv, made with expected.csv).
 """
 from __future__ import annotations
 
+import csv
+import functools
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
 from bench.analysis import ncclog
-from bench.links import nvlink_links
+from bench.links import nvlink_links, pcie_gbps
 from bench.sizes import format_size
+
+CLOCKS = Path(__file__).with_name("clocks.csv")   # per class and reason: the largest share healthy runs showed
+CLOCK_MARGIN = 0.10      # a reason counts in this much more of the samples than healthy runs show
+UNKNOWN_CLOCKS = 0.5     # where no healthy run of the class says: in more than half the samples
+EXPLAINS = 1.05          # a link explains a drop where the figure is no more than this over what it carries
 
 # NCCL variables that can hold NCCL below what the machine gives, and what each does when set.
 NCCL_LIMITS = {
@@ -56,6 +67,7 @@ class Facts:
     telemetry: list[dict] | None         # meta.telemetry's GPUs; None: not recorded
     gpu_nodes: dict[int, int] = field(default_factory=dict)   # GPU -> its NUMA node (NVML's, else topo -m)
     nccl: ncclog.NcclLog | None = None   # None: no NCCL log in the run folder
+    clock_baseline: Mapping[str, float] | None = None   # reason -> healthy runs' largest share; None: unknown
 
     def telemetry_of(self, gpu: int) -> dict | None:
         return next((g for g in self.telemetry or [] if g.get("index") == gpu), None)
@@ -81,8 +93,29 @@ def _gpu_nodes(topology: str) -> dict[int, int]:
     return nodes
 
 
-def facts(meta: Mapping, run_dir: str | Path | None = None) -> Facts:
-    """A run's facts from its meta.json and, where given, its folder's NCCL logs."""
+@functools.cache
+def _clock_table() -> dict[str, dict[str, float]]:
+    try:
+        with open(CLOCKS, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except FileNotFoundError:
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    for row in rows:
+        out.setdefault(row["machine"], {})[row["reason"]] = float(row["share"])
+    return out
+
+
+def healthy_clocks(machine: str) -> dict[str, float] | None:
+    """The clock-event reasons healthy runs of this class showed, with their largest share of
+    samples ({}: none showed any); None where the class has no healthy run with telemetry."""
+    return _clock_table().get(machine)
+
+
+def facts(meta: Mapping, run_dir: str | Path | None = None,
+          clock_baseline: Mapping[str, float] | None = None) -> Facts:
+    """A run's facts from its meta.json and, where given, its folder's NCCL logs and the clock
+    reasons healthy runs of its class show."""
     system = meta.get("system") or {}
     log = ncclog.parse_run_dir(run_dir) if run_dir is not None else None
     if log is not None and not log.sources:
@@ -94,7 +127,36 @@ def facts(meta: Mapping, run_dir: str | Path | None = None) -> Facts:
     nodes = _gpu_nodes(system.get("topology") or "")
     nodes.update({g["index"]: g["numa_node"] for g in gpus if isinstance(g.get("numa_node"), int) and g["numa_node"] >= 0})
     return Facts(env, system.get("links") or {}, system.get("p2p_access") or [], gpus,
-                 telemetry.get("gpus") if telemetry.get("available") else None, nodes, log)
+                 telemetry.get("gpus") if telemetry.get("available") else None, nodes, log,
+                 None if clock_baseline is None else {k: v for k, v in clock_baseline.items() if k != "-"})
+
+
+def recorded_pcie(f: Facts, gpu: int) -> tuple[int | None, int | None, str]:
+    """A GPU's PCIe link as the run recorded it: (generation, width, when) at its lowest while
+    busy, else its slot's maximum (an idle link steps down: NVML's reading at the start is no
+    link state)."""
+    seen, nvml = (f.telemetry_of(gpu) or {}).get("pcie") or {}, f.nvml(gpu)
+    if seen.get("busy_samples") and seen.get("gen_min_busy") and seen.get("width_min_busy"):
+        return seen["gen_min_busy"], seen["width_min_busy"], f"for GPU {gpu} while busy"
+    gen, width = seen.get("gen_max") or nvml.get("pcie_gen_max"), seen.get("width_max") or nvml.get("pcie_width_max")
+    return gen, width, f"for GPU {gpu}'s slot"
+
+
+def gpu_of(end: str) -> int | None:
+    """The GPU index of a point's end 'cuda:i'; None for host, all or ''."""
+    return _gpu(str(end))
+
+
+def peer_pair(src: str, dst: str) -> tuple[int, int] | None:
+    a, b = _gpu(src), _gpu(dst)
+    return (a, b) if a is not None and b is not None and a != b else None
+
+
+def peer_access_off(f: Facts, i: int, j: int) -> bool:
+    """Peer access between two GPUs recorded off (either way); False where not recorded."""
+    if i >= len(f.p2p) or j >= len(f.p2p) or j >= len(f.p2p[i]) or i >= len(f.p2p[j]):
+        return False
+    return not (f.p2p[i][j] and f.p2p[j][i])
 
 
 @dataclass(frozen=True)
@@ -111,6 +173,7 @@ class Subject:
     mode: str
     numa: str
     notes: tuple[str, ...] = ()
+    gbps: float = math.nan   # what the family measured at its plateau, one direction (NaN: a time)
 
 
 def _gpu(end: str) -> int | None:
@@ -118,8 +181,9 @@ def _gpu(end: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def subject(key: Mapping, links: Mapping[str, str], notes: tuple[str, ...] = ()) -> Subject:
-    """The Subject of a family's variant (its POINT_KEYS but the size)."""
+def subject(key: Mapping, links: Mapping[str, str], notes: tuple[str, ...] = (), gbps: float = math.nan) -> Subject:
+    """The Subject of a family's variant (its POINT_KEYS but the size) and its measured GB/s (both
+    directions of a bidirectional op: halved here, per direction)."""
     suite, mode, n = key["suite"], key["mode"], int(key["world_size"])
     src, dst = str(key["src"]), str(key["dst"])
     nccl = key["backend"] == "nccl"
@@ -138,8 +202,10 @@ def subject(key: Mapping, links: Mapping[str, str], notes: tuple[str, ...] = ())
     host = "host" in (src, dst) or mode == "staged"
     kinds = [links.get(f"{i},{j}") or links.get(f"{j},{i}") or "" for i, j in pairs]
     no_nvlink = any(kind and not nvlink_links(kind) for kind in kinds)   # unknown: not assumed PCIe
+    per_direction = gbps / 2 if key["op"] == "bidir" else gbps / n if "all" in (src, dst) and suite == "copy" else gbps
     return Subject(gpus, pairs, pcie=host or (peer and no_nvlink), host_memory=host, nccl=nccl,
-                   world_size=n, nnodes=int(key["nnodes"]), mode=mode, numa=str(key.get("numa", "")), notes=notes)
+                   world_size=n, nnodes=int(key["nnodes"]), mode=mode, numa=str(key.get("numa", "")), notes=notes,
+                   gbps=per_direction)
 
 
 # ---- the rules: each (name, applies to, check) -> sentences ----------------------------------
@@ -155,8 +221,11 @@ def _pcie(f: Facts, s: Subject) -> list[str]:
         else:   # no readings while busy: NVML's at the start, when an idle link may have stepped down
             gen, width = nvml.get("pcie_gen_current"), nvml.get("pcie_width_current")
             when = "when the run started (an idle link also steps down; no reading while busy)"
-        if gen and width and gen_max and width_max and (gen < gen_max or width < width_max):
-            out.append(f"GPU {gpu}'s PCIe link ran at Gen{gen} x{width} {when}, below its Gen{gen_max} x{width_max}")
+        carries = pcie_gbps(gen, width)
+        explains = not math.isfinite(s.gbps) or not carries > 0 or s.gbps <= EXPLAINS * carries
+        if gen and width and gen_max and width_max and (gen < gen_max or width < width_max) and explains:
+            out.append(f"GPU {gpu}'s PCIe link ran at Gen{gen} x{width} {when}, below its Gen{gen_max} x{width_max} "
+                       f"(it carries {carries:.1f} GB/s a direction)")
         gpu_max = seen.get("gen_gpu_max") or nvml.get("pcie_gen_gpu_max")
         if gpu_max and gen_max and gpu_max > gen_max:
             out.append(f"GPU {gpu} can run PCIe Gen{gpu_max}, its slot at most Gen{gen_max}")
@@ -248,11 +317,22 @@ def _others(f: Facts, s: Subject) -> list[str]:
     return out
 
 
+def _clock_counts(f: Facts, name: str, share: float) -> bool:
+    """A reason counts above what healthy runs of the class show (by CLOCK_MARGIN), or, where
+    the class has no healthy run with telemetry, in more than UNKNOWN_CLOCKS of the samples."""
+    if f.clock_baseline is None:
+        return share > UNKNOWN_CLOCKS
+    return share > f.clock_baseline.get(name, 0.0) + CLOCK_MARGIN
+
+
 def _clocks(f: Facts, s: Subject) -> list[str]:
     out = []
     for gpu in s.gpus:
         shares = ((f.telemetry_of(gpu) or {}).get("clock_reasons") or {}).get("fraction") or {}
-        held = [f"{name} in {share:.0%} of samples" for name, share in shares.items() if name not in _QUIET_CLOCKS]
+        held = [f"{name} in {share:.0%} of samples" + (f" (healthy runs of this class: up to "
+                                                        f"{f.clock_baseline.get(name, 0):.0%})" if f.clock_baseline
+                                                        is not None else "")
+                for name, share in shares.items() if name not in _QUIET_CLOCKS and _clock_counts(f, name, share)]
         if held:
             out.append(f"GPU {gpu}'s clocks were held down during the run: {', '.join(held)}")
     return out

@@ -9,7 +9,8 @@ A side's level of a point is the median of y over its runs.
 Points are judged in families: one op variant (every point key but the size) and one size
 class, read off the baseline's curve of that variant:
 - bandwidth-bound: from the first size whose bandwidth reaches BANDWIDTH_SHARE of the variant's
-  peak, every size (one that falls out of a cache still moves data for most of its time);
+  peak, every size (one that falls out of a cache still moves data for most of its time),
+  judged at its plateau: the sizes within PLATEAU of the family's highest rate;
 - latency-bound: the other sizes whose time per op is at most LATENCY_RATIO times the
   variant's shortest (the fixed cost is most of the time);
 - the sizes in between are listed per size but not judged.
@@ -39,7 +40,7 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from bench.analysis.cache import cache_resident
+from bench.analysis.cache import cache_resident, short_of_hbm
 from bench.analysis.catalog import Catalog, bandwidth_column, view
 from bench.results import POINT_KEYS, ResultsError, find_runs, load, read_meta, usable_rows
 from bench.sizes import format_size
@@ -219,6 +220,7 @@ def point_levels(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     first = np.unique(point, return_index=True)[1]
     keys = rows.iloc[first][POINT_KEYS].set_axis(out.index)
     out["cache_resident"] = pd.Series(cache_resident(rows)).groupby(point).any().to_numpy()
+    out["short_of_hbm"] = pd.Series(short_of_hbm(rows)).groupby(point).any().to_numpy()
     has_bw = out["bw"] > 0
     out["metric"] = np.where(has_bw, metric[first], "time_s")
     out["value"] = out["bw"].where(has_bw, out["time"])
@@ -265,10 +267,26 @@ def log_limit(sigma: float, m: int, n: int, tolerance: float, z: float) -> float
     return math.log1p(-tolerance) - z * sigma * math.sqrt(median_factor(m) / m + median_factor(n) / n)
 
 
+PLATEAU = 0.9   # a bandwidth-bound family is judged where the baseline's rate is this near its peak
+
+
+def plateau(rows: list[dict], y: str = "y_base") -> list[dict]:
+    """A bandwidth-bound family's sizes whose rate (size / time) is within PLATEAU of its highest:
+    where the link sets the pace. Sizes short of it still pay a launch, whose cost moves with
+    the host (an SM copy of 16 MiB read 192 to 323 GB/s between runs of one 4x H200 host, and
+    363 at 256 MiB in every one)."""
+    rows = [r for r in rows if not r.get("short_of_hbm_base")] or rows   # an L2 figure is no plateau of HBM
+    rates = [math.log(r["size_bytes"]) + r[y] for r in rows]
+    top = max(rates)
+    return [r for r, rate in zip(rows, rates) if rate >= top + math.log(PLATEAU)]
+
+
 def _family(rows: list[dict], tolerance: float, z: float, catalog: Catalog) -> Family:
-    """The verdict on one family, from the joined records of its sizes."""
+    """The verdict on one family, from the joined records of its sizes (bandwidth-bound: its plateau)."""
     key = {k: _plain1(rows[0][k]) for k in VARIANT_KEYS}
     size_class = rows[0]["size_class"]
+    if size_class == "bandwidth":
+        rows = plateau(rows)
     df = sum(r["n_base"] - 1 + r["n_cur"] - 1 for r in rows)
     prior = default_noise(catalog, key, size_class)
     measured = run_noise(np.concatenate([r[p] for r in rows for p in ("pairs_base", "pairs_cur")])) if df else 0.0

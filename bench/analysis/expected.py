@@ -1,16 +1,20 @@
 """What healthy machines of a class measured: the expectation table the judge reads.
 
-A machine class is a GPU model, its PCIe link's maximum generation and width, and its NVLinks
-per GPU ('h200 pcie5x16 nvlink18'); machines of one class draw the same curves, whatever their
-GPU count. A point's role is its op variant with each GPU named by what it is, not which: 'gpu'
+A machine class is a GPU model, its PCIe link's maximum generation and width, its NVLinks per
+GPU and its GPU count ('h200 pcie5x16 nvlink18 x4'): the hosts of 2 and 4 H200s differ (their
+CPUs set the eager launch cost; every GPU at once shares their memory). A point's role is its op variant with each GPU named by what it is, not which: 'gpu'
 for cuda:i, and for a pair of GPUs their link class (NV18, PIX, SYS: `nvidia-smi topo -m`), so a
 reference measured on GPUs 0 and 1 of a 2-GPU machine judges GPUs 5 and 6 of an 8-GPU one.
 Whole-machine points keep their GPU count (world_size) in the role.
 
 The table holds, per class, role and size, the median over healthy runs of each run's median
-time per op (over its trials, and over its GPUs or pairs of that role), how many runs that is,
-and where there are several, how far they moved: the median |difference| of log time between
-two of them (`spread`; the judge's run-to-run noise, pooled over classes by role). bench/analysis/expected.csv ships with the package (scripts/make_expected.py makes it from
+time per op (over its trials, and over its GPUs or pairs of that role), how many runs and hosts
+(sets of GPUs by UUID) that is, and where there are several, how far they moved: the median
+|difference| of log time between two of them (`spread`; the judge's run-to-run noise). Beside
+it, the link theory of the class for the role (`theory_gbps`: the suite's `expectation` hook on
+the class's NVML readings), so that a class with no runs of its own is judged by theory times
+the share the other classes reach (`learned_share`), and a latency by what the other classes
+take (`learned_time`). bench/analysis/expected.csv ships with the package (scripts/make_expected.py makes it from
 results/reference); a user's own healthy runs make a table of their own (`from_runs`) that takes
 precedence for their class (`over`).
 """
@@ -25,16 +29,17 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from bench.analysis.catalog import Catalog
+from bench.analysis.catalog import Catalog, view
 from bench.analysis.compare import BANDWIDTH_SHARE, LATENCY_RATIO, point_levels
-from bench.links import NVLINK_LINK_GBPS
+from bench.links import NVLINK_LINK_GBPS, hbm_gbps
 from bench.analysis.causes import limiting_env
-from bench.results import load, read_meta, run_status
+from bench.results import load, meta_columns, read_meta, run_status
 
 SHIPPED = Path(__file__).with_name("expected.csv")
+NOISE = Path(__file__).with_name("noise.csv")   # the same table made of identical runs (results/noise/*/identical)
 ROLE_KEYS = ["suite", "op", "memory", "mode", "backend", "src", "dst", "link", "world_size", "nnodes", "dtype",
              "launch", "api", "engine", "numa", "params"]
-COLUMNS = ["machine", "instances", *ROLE_KEYS, "size_bytes", "time_s", "runs", "spread"]
+COLUMNS = ["machine", "instances", *ROLE_KEYS, "size_bytes", "time_s", "runs", "hosts", "spread", "theory_gbps"]
 _GPU = re.compile(r"cuda:(\d+)$")
 
 
@@ -46,6 +51,7 @@ class MachineClass:
     pcie_gen: int | None = None
     pcie_width: int | None = None
     nvlink_links: int | None = None   # per GPU
+    gpus: int | None = None           # GPUs in the machine
 
     @property
     def key(self) -> str:
@@ -55,11 +61,12 @@ class MachineClass:
         def known(value: int | None) -> str:
             return "?" if value is None else str(value)
 
-        return f"{self.gpu} pcie{known(self.pcie_gen)}x{known(self.pcie_width)} nvlink{known(self.nvlink_links)}"
+        return (f"{self.gpu} pcie{known(self.pcie_gen)}x{known(self.pcie_width)} nvlink{known(self.nvlink_links)} "
+                f"x{known(self.gpus)}")
 
     @property
     def complete(self) -> bool:
-        return self.gpu == "cpu" or None not in (self.pcie_gen, self.pcie_width, self.nvlink_links)
+        return self.gpu == "cpu" or None not in (self.pcie_gen, self.pcie_width, self.nvlink_links, self.gpus)
 
 
 def gpu_model(name: str) -> str:
@@ -90,7 +97,37 @@ def machine_class(meta: Mapping) -> MachineClass:
     return MachineClass(gpu_model(str(first.get("name", ""))),
                         _int(first.get("pcie_gen_max")) or _int(instance.get("pcie_gen")),
                         _int(first.get("pcie_width_max")) or _int(instance.get("pcie_width")),
-                        nvlink)
+                        nvlink, len(gpus) if gpus else _int(instance.get("gpu_count")))
+
+
+def machine_row(meta: Mapping) -> dict:
+    """A run's machine columns (results.meta_columns) for the suites' hooks, the device's own
+    readings first: NVML's PCIe generation and width and NVLink count, the catalogue's only where
+    NVML recorded none; device memory's bandwidth from its clock and bus width."""
+    row = meta_columns(meta)
+    first = ((meta.get("system") or {}).get("gpus") or [{}])[0]
+    row["pcie_gen"] = first.get("pcie_gen_max") or row.get("pcie_gen")
+    row["pcie_width"] = first.get("pcie_width_max") or row.get("pcie_width")
+    if first.get("nvlink_links") is not None:
+        row["nvlink_gbps_per_gpu"] = first["nvlink_links"] * NVLINK_LINK_GBPS
+    row["hbm_gbps"] = hbm_gbps(first.get("mem_clock_max_mhz"), first.get("memory_bus_width"))
+    return row
+
+
+def host_id(meta: Mapping) -> str:
+    """The machine a run ran on: its GPUs' UUIDs (VMs share hostnames), else its hostname."""
+    system = meta.get("system") or {}
+    uuids = sorted(str(g.get("uuid")) for g in system.get("gpus") or [] if g.get("uuid"))
+    return ",".join(uuids) or str(system.get("hostname", ""))
+
+
+def theory_gbps(catalog: Catalog, point: Mapping, machine: Mapping, link_class: str) -> float:
+    """The link's figure for one point on a machine (the suite's `expectation` hook); NaN where none."""
+    try:
+        found = view(catalog, point["suite"]).expectation({**machine, **point, "link_class": link_class})
+    except (KeyError, TypeError, ValueError):   # a hook that cannot read this machine's columns
+        return math.nan
+    return float(found[0]) if found is not None and float(found[0]) > 0 else math.nan
 
 
 def pair_class(links: Mapping[str, str], src: str, dst: str) -> str:
@@ -132,7 +169,9 @@ class Curve:
     log_time: np.ndarray
     runs: np.ndarray
     spread: np.ndarray   # median |difference| of log time between two runs; NaN with one run
+    theory: np.ndarray   # the link's GB/s for the role on this class; NaN where no link bounds it
     instances: str       # the instances whose runs made it: 'h200-x2'
+    machine: str = ""    # its class
 
     def covers(self, size: int) -> bool:
         return bool(self.sizes[0] <= size <= self.sizes[-1])
@@ -147,6 +186,12 @@ class Curve:
             return float(self.log_time[k]), int(self.runs[k])
         return float(np.interp(x, logs, self.log_time)), int(min(self.runs[k - 1], self.runs[k]))
 
+    def share(self, size: int) -> float:
+        """The share of its link theory this class reached at a size (NaN: no theory there), in
+        bytes moved per second over the theory in the same unit (a collective's bus factor out)."""
+        theory = float(np.interp(math.log(size), np.log(self.sizes), self.theory))
+        return size / math.exp(self.at(size)[0]) / 1e9 / theory if theory > 0 else math.nan
+
     def size_class(self, size: int) -> str:
         """latency | middle | bandwidth, by compare.size_classes' rule read off this curve: from the
         first size at BANDWIDTH_SHARE of its peak rate on; else within LATENCY_RATIO of its
@@ -157,6 +202,25 @@ class Curve:
             return "bandwidth"
         log_time, _ = self.at(size)
         return "latency" if log_time <= math.log(LATENCY_RATIO) + self.log_time.min() else "middle"
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What the other classes say of a role at a size: a share of link theory, or a time."""
+
+    value: float         # the share (of theory), or the log time per op
+    classes: tuple[str, ...]
+    spread: float        # between those classes: median |difference| of log values; NaN with one
+
+    @property
+    def source(self) -> str:
+        return f"{len(self.classes)} other class{'es' * (len(self.classes) != 1)}: {', '.join(self.classes)}"
+
+
+def _pair_spread(values: list[float]) -> float:
+    a = np.asarray(values, float)
+    i, j = np.triu_indices(len(a), k=1)
+    return float(np.median(np.abs(a[i] - a[j]))) if len(i) else math.nan
 
 
 class Expected:
@@ -172,7 +236,7 @@ class Expected:
             rows = rows.sort_values("size_bytes")
             curve = Curve(rows["size_bytes"].to_numpy(np.int64), np.log(rows["time_s"].to_numpy(float)),
                           rows["runs"].to_numpy(np.int64), rows["spread"].to_numpy(float),
-                          str(rows["instances"].iloc[0]))
+                          rows["theory_gbps"].to_numpy(float), str(rows["instances"].iloc[0]), machine)
             self._curves[(machine, *role)] = curve
             self._by_role.setdefault(tuple(role), []).append(curve)
 
@@ -180,8 +244,10 @@ class Expected:
     def read(cls, path: str | Path = SHIPPED, origin: str = "reference") -> Expected:
         frame = pd.read_csv(path, dtype={k: str for k in ("machine", "instances", *ROLE_KEYS)},
                             keep_default_na=False)
-        frame["spread"] = pd.to_numeric(frame["spread"], errors="coerce")
-        frame = frame.astype({"world_size": int, "nnodes": int, "size_bytes": np.int64, "time_s": float, "runs": int})
+        for column in ("spread", "theory_gbps"):
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+        frame = frame.astype({"world_size": int, "nnodes": int, "size_bytes": np.int64, "time_s": float, "runs": int,
+                              "hosts": int})
         return cls(frame, origin)
 
     def write(self, path: str | Path) -> None:
@@ -194,14 +260,61 @@ class Expected:
         merged.origins = {**{m: o for m, o in other.origins.items() if m not in self.origins}, **self.origins}
         return merged
 
+    def without(self, machines: Iterable[str]) -> Expected:
+        """The table less some classes (a class judged by the others alone)."""
+        gone = set(machines)
+        kept = Expected(self.frame[~self.frame["machine"].isin(gone)])
+        kept.origins = {m: o for m, o in self.origins.items() if m not in gone}
+        return kept
+
+    def classes(self) -> pd.DataFrame:
+        """Per class: the instances, runs and hosts its table stands on."""
+        return (self.frame.groupby("machine", sort=True)
+                .agg(instances=("instances", lambda s: "+".join(sorted(set("+".join(s).split("+"))))),
+                     runs=("runs", "max"), hosts=("hosts", "max"), rows=("time_s", "size"))
+                .reset_index())
+
     def curve(self, machine: str, role: Mapping) -> Curve | None:
         return self._curves.get((machine, *(role[k] for k in ROLE_KEYS)))
 
-    def spreads(self, role: Mapping, smallest: int, largest: int) -> np.ndarray:
-        """How far healthy runs of this role moved at sizes from smallest to largest, in every
-        class that has several runs (log time, one figure per class and size)."""
+    def _others(self, machine: str, role: Mapping, size: int, relax: tuple[str, ...] = ()) -> list[Curve]:
+        """Other classes' curves of this role covering `size`; where none, with the keys in
+        `relax` taking any value (a collective's world size: busbw is normalized across it)."""
+        want = tuple(role[k] for k in ROLE_KEYS)
+        found = [c for c in self._by_role.get(want, []) if c.machine != machine and c.covers(size)]
+        if found or not relax:
+            return found
+        free = [ROLE_KEYS.index(k) for k in relax]
+        return [c for r, curves in self._by_role.items()
+                if all(a == b for i, (a, b) in enumerate(zip(r, want)) if i not in free)
+                for c in curves if c.machine != machine and c.covers(size)]
+
+    def learned_share(self, machine: str, role: Mapping, size: int) -> Learned | None:
+        """The median share of link theory the other classes reach in this role at this size."""
+        shares: dict[str, float] = {}
+        for c in self._others(machine, role, size, relax=("world_size",)):
+            if math.isfinite(share := c.share(size)):
+                shares.setdefault(c.machine, share)
+        if not shares:
+            return None
+        logs = [math.log(v) for v in shares.values()]
+        return Learned(float(np.exp(np.median(logs))), tuple(sorted(shares)), _pair_spread(logs))
+
+    def learned_time(self, machine: str, role: Mapping, size: int) -> Learned | None:
+        """The median log time per op the other classes take in this role at this size."""
+        times: dict[str, float] = {}
+        for c in self._others(machine, role, size):
+            times.setdefault(c.machine, c.at(size)[0])
+        if not times:
+            return None
+        return Learned(float(np.median(list(times.values()))), tuple(sorted(times)), _pair_spread(list(times.values())))
+
+    def spreads(self, role: Mapping, smallest: int, largest: int, machine: str | None = None) -> np.ndarray:
+        """How far healthy runs of this role moved at sizes from smallest to largest: in `machine`'s
+        class, or in every class that has several runs (log time, one figure per class and size)."""
         found = [c.spread[(c.sizes >= smallest) & (c.sizes <= largest)]
-                 for c in self._by_role.get(tuple(role[k] for k in ROLE_KEYS), [])]
+                 for c in self._by_role.get(tuple(role[k] for k in ROLE_KEYS), [])
+                 if machine is None or c.machine == machine]
         values = np.concatenate(found) if found else np.array([])
         return values[np.isfinite(values)]
 
@@ -217,23 +330,30 @@ def unhealthy(meta: Mapping) -> str:
 
 
 def _run_levels(run: Path, catalog: Catalog) -> pd.DataFrame:
-    """One run's points as (machine, instance, role..., size_bytes, log_time)."""
+    """One run's points as (machine, instance, role..., size_bytes, log_time, theory_gbps, host)."""
     meta = read_meta(run)
     rows = load(run, warn=lambda line: None)
     levels = point_levels(rows, catalog)
-    out = roles(levels, (meta.get("system") or {}).get("links") or {})
+    links = (meta.get("system") or {}).get("links") or {}
+    out = roles(levels, links)
     out["machine"] = machine_class(meta).key
     out["instance"] = str(rows["instance"].iloc[0])
     out["size_bytes"] = levels["size_bytes"].to_numpy(np.int64)
     out["log_time"] = -levels["y"].to_numpy(float)
+    machine = machine_row(meta)
+    # Theory in bytes per second moved (algbw), as the table's times are: a collective's busbw
+    # theory over the bus factor of its point (busbw / algbw), so that shares compare across sizes.
+    algbw = levels["size_bytes"].to_numpy(float) * np.exp(levels["y"].to_numpy(float)) / 1e9
+    factor = np.where(levels["metric"].to_numpy() == "time_s", 1.0, levels["value"].to_numpy(float) / algbw)
+    out["theory_gbps"] = [theory_gbps(catalog, point, machine, pair_class(links, point["src"], point["dst"])) / k
+                          for point, k in zip(levels.to_dict("records"), factor)]
     out["run"] = str(run)
+    out["host"] = host_id(meta)
     return out
 
 
 def _spread(log_times: pd.Series) -> float:
-    values = log_times.to_numpy(float)
-    i, j = np.triu_indices(len(values), k=1)
-    return float(np.median(np.abs(values[i] - values[j]))) if len(i) else math.nan
+    return _pair_spread(list(log_times))
 
 
 def from_runs(runs: Iterable[str | Path], catalog: Catalog, origin: str = "reference") -> Expected:
@@ -241,11 +361,13 @@ def from_runs(runs: Iterable[str | Path], catalog: Catalog, origin: str = "refer
     run's median time (its GPUs or pairs of one role: their median)."""
     levels = pd.concat([_run_levels(Path(r), catalog) for r in runs], ignore_index=True)
     keys = ["machine", *ROLE_KEYS, "size_bytes"]
-    per_run = levels.groupby([*keys, "run"], sort=False).agg(log_time=("log_time", "median"),
-                                                             instance=("instance", "first")).reset_index()
-    table = per_run.groupby(keys, sort=False).agg(log_time=("log_time", "median"), runs=("run", "nunique"),
-                                                  spread=("log_time", _spread),
-                                                  instances=("instance", lambda s: "+".join(sorted(set(s)))))
+    per_run = levels.groupby([*keys, "run"], sort=False).agg(
+        log_time=("log_time", "median"), instance=("instance", "first"), host=("host", "first"),
+        theory_gbps=("theory_gbps", "median")).reset_index()
+    table = per_run.groupby(keys, sort=False).agg(
+        log_time=("log_time", "median"), runs=("run", "nunique"), hosts=("host", "nunique"),
+        spread=("log_time", _spread), theory_gbps=("theory_gbps", "median"),
+        instances=("instance", lambda s: "+".join(sorted(set(s)))))
     table = table.reset_index()
     table["time_s"] = np.exp(table["log_time"])
     order = table.sort_values(["machine", *ROLE_KEYS, "size_bytes"]).index
@@ -255,3 +377,26 @@ def from_runs(runs: Iterable[str | Path], catalog: Catalog, origin: str = "refer
 def shipped() -> Expected:
     return Expected.read(SHIPPED)
 
+
+def shipped_noise() -> Expected | None:
+    """The noise studies' table (their spreads are the classes' between-run noise); None without one."""
+    return Expected.read(NOISE, origin="noise runs") if NOISE.exists() else None
+
+
+def clock_baselines(runs: Iterable[str | Path]) -> pd.DataFrame:
+    """Per class and clock-event reason, the largest share of samples any GPU of a healthy run
+    showed it in (reason '-', share 0: the class's runs showed none): bench/analysis/clocks.csv,
+    which causes.py holds a low run's reasons against. Runs without telemetry say nothing."""
+    shares: dict[tuple[str, str], float] = {}
+    for run in runs:
+        meta = read_meta(Path(run))
+        telemetry = meta.get("telemetry") or {}
+        if unhealthy(meta) or not telemetry.get("available"):
+            continue
+        machine = machine_class(meta).key
+        shares.setdefault((machine, "-"), 0.0)
+        for gpu in telemetry.get("gpus") or []:
+            for reason, share in ((gpu.get("clock_reasons") or {}).get("fraction") or {}).items():
+                shares[machine, reason] = max(shares.get((machine, reason), 0.0), float(share))
+    rows = [{"machine": m, "reason": r, "share": round(v, 3)} for (m, r), v in sorted(shares.items())]
+    return pd.DataFrame(rows, columns=["machine", "reason", "share"])

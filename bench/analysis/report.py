@@ -296,21 +296,21 @@ def _series_runs(frame: pd.DataFrame) -> dict[str, str]:
 
 
 def verdict_cells(frame: pd.DataFrame, catalog: Catalog, shown: int = 4) -> dict[str, Cell]:
-    """series -> "is this normal?": the judge's verdict on each of its runs (xferbench-doctor's),
-    the low and high families named (the first `shown`), and how many were judged."""
+    """series -> "is this normal?": the judge's verdict on each of its runs (xferbench-doctor's
+    states and result), what is wrong named (the first `shown` lines), and the share judged."""
     data = with_series(frame)
     cells = {}
     for series, rows in data.groupby(SERIES):
         judged = [judge(run_rows, _meta(run_dir), catalog, run_dir=run_dir)
                   for run_dir, run_rows in rows.groupby("run_dir")]
-        low, high = sum(len(j.low) for j in judged), sum(len(j.high) for j in judged)
-        families = sum(len(j.judged) for j in judged)
-        value = (f"{low} low" + (f", {high} high" if high else "") if low else f"{high} high" if high
-                 else "normal" if families else "not judged")
-        flagged = [line for j in judged for line in j.lines()[:-1]]
+        wrong = [w for j in judged for w in j.wrong()]
+        worst = max((j.exit_code() for j in judged), key=lambda c: {0: 0, 3: 1, 1: 2}[c])
+        value = ", ".join(wrong) if wrong else {0: "normal", 3: "not enough judged"}[worst]
+        flagged = [line for j in judged for line in j.lines()[:-2]]
         notes = flagged[:shown] + ([f"and {len(flagged) - shown} more (xferbench-doctor)"] if len(flagged) > shown else [])
-        notes.append(f"{families} famil{'y' if families == 1 else 'ies'} judged" if families else
-                     "no expectation for this machine class here")
+        measured = sum(len(j.measured) for j in judged)
+        families = sum(len(j.judged) for j in judged)
+        notes.append(f"{families} of {measured} families judged" if measured else "nothing measured")
         cells[series] = Cell(value, notes)
     return cells
 

@@ -2,9 +2,9 @@
 its figure at each count and what each added GPU brought against the ideal.
 
 The figure per GPU is what stays constant when scaling is ideal: a collective's bus bandwidth
-(nccl-tests' busbw is normalized so), and for traffic of several GPUs at once (copies of every
-GPU at once, P2P into or out of one GPU) the total over its lanes (the GPUs or peers copying; a
-copy's one-GPU figure is that GPU alone). A step's efficiency is the figure per GPU at this
+(nccl-tests' busbw is normalized so); for copies of every GPU at once, the total over the GPUs
+copying (each has its own PCIe link; the one-GPU figure is that GPU alone); for P2P into or out
+of one GPU, the total (that GPU's links carry every peer: ideal is that they stay full). A step's efficiency is the figure per GPU at this
 count over the one at the count before; `of_first` is the same against the smallest count.
 Small-message latency (the smallest size of a collective) is the time per operation at each count.
 """
@@ -39,6 +39,10 @@ def _traffic(ok: pd.DataFrame) -> pd.DataFrame:
     lanes = (at_once[at_once.part != "total"].groupby(["run_id", *FAMILY, "src", "dst", "world_size", "size_bytes"],
                                                       dropna=False).part.nunique().rename("lanes"))
     total = at_once[at_once.part == "total"].join(lanes, on=lanes.index.names)
+    # Into or out of one GPU (P2P's all_to_one, one_to_all), that GPU's links carry every lane:
+    # the ideal is that it stays full, so its figure per GPU is the total.
+    one_gpu = total.src.str.startswith("cuda:") | total.dst.str.startswith("cuda:")
+    total = total.assign(lanes=total.lanes.where(~one_gpu, 1))
     copies = set(total.loc[total.suite == "copy", "op"])
     alone = ok[(ok.suite == "copy") & ok.op.isin(copies) & (ok.world_size == 1) & (ok.part == "total")
                & (ok.launch == "eager") & (ok.src != ALL) & (ok.dst != ALL)]

@@ -34,3 +34,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def cannot_write(path: str | Path, exc: OSError) -> str:
     """The one line for an output that could not be written: which, and why."""
     return f"cannot write {path}: {exc.strerror or exc}"
+
+
+def status_lines(frame) -> list[str]:
+    """A line for each run in a load() frame that did not complete: its tables and figures hold
+    only the points measured before it stopped."""
+    if "run_status" not in frame.columns:
+        return []
+    runs = frame.groupby("run_dir", sort=True)["run_status"].first()
+    return [f"{run} is {status}: only the points measured before it stopped are here"
+            for run, status in runs.items() if str(status) not in ("complete", "", "nan")]

@@ -15,9 +15,17 @@ whose data check now fails counts as a regression too. See README, "Plots and co
                                                  --add-on-pass copies CURRENT into STORE on a pass
                                                  (--keep N then prunes STORE to its newest N runs)
 
-Exit status: 0 no regression, 1 a real regression, 2 unusable input (missing or corrupt
-results, another schema version, several instances on one side, a run on both sides, no points
-in common) or an output that cannot be written (--markdown, --json, the baseline store).
+Every run is read with its status: a current run that did not complete (failed, interrupted,
+still running, or empty) is never judged as if whole and never added to the store: the gate
+says so and exits 4. Baseline runs that did not complete are left out, with a line. Runs of
+different machine classes (GPU, PCIe, NVLink, GPU count: an H200 run against an H100 store)
+are refused unless --any-class; a store that holds the current run itself leaves it out of
+its own baseline, and says so.
+
+Exit status: 0 no regression, 1 a real regression, 4 a current run is not complete (incomplete:
+nothing judged, nothing stored), 2 unusable input (missing or corrupt results, another schema
+version, several instances or machine classes, a run on both sides, no points in common) or an
+output that cannot be written (--markdown, --json, the baseline store).
 """
 from __future__ import annotations
 
@@ -26,8 +34,11 @@ import sys
 from pathlib import Path
 
 from bench.analysis.compare import add_to_store, compare_paths, store_runs, write_outputs
+from bench.analysis.expected import machine_class
 from bench.cli.common import catalog
-from bench.results import ResultsError
+from bench.results import ResultsError, find_runs, read_meta, run_status
+
+INCOMPLETE = 4   # the exit status when a current run did not complete
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -50,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="a smaller drop never counts, however certain (default: 0.05 = 5%%)")
     parser.add_argument("--alpha", type=float, default=0.01,
                         help="chance of any false alarm in one comparison (default: 0.01)")
+    parser.add_argument("--any-class", action="store_true",
+                        help="compare runs of different machine classes (GPU model, PCIe, NVLink, GPU count)")
     parser.add_argument("--json", metavar="FILE", help="also write the comparison as JSON")
     parser.add_argument("--markdown", metavar="FILE",
                         help="append the markdown summary to FILE (e.g. $GITHUB_STEP_SUMMARY)")
@@ -80,6 +93,45 @@ def _sides(args: argparse.Namespace) -> tuple[list[Path] | None, list[str]]:
     return [Path(p) for p in args.paths[:-1]], args.paths[-1:]
 
 
+def _status(run: Path) -> str:
+    """A run's status: complete, failed, interrupted, running, or empty (nothing measured)."""
+    status = run_status(read_meta(run)) or "complete"   # imports record none: whole
+    has_rows = any((run / name).exists() for name in ("samples.parquet", "samples.csv"))
+    return status if has_rows else "empty"
+
+
+def _checked(baseline: list[Path], current: list[str], any_class: bool, store: bool) -> tuple[list[Path], list[Path],
+                                                                                           list[str]]:
+    """(the baseline runs to use, the current runs, lines to say); ResultsError where the classes
+    differ. The current runs' own folders never serve as their baseline: a store that holds them
+    leaves them out (saying so); sides named that overlap are unusable input."""
+    now = list(dict.fromkeys(find_runs(current)))
+    mine = {run.resolve() for run in now}
+    said = []
+    baseline = list(dict.fromkeys(find_runs(baseline)))
+    kept = [run for run in baseline if run.resolve() not in mine]
+    if len(kept) < len(baseline) and not store:
+        return baseline, now, said   # compare_paths refuses sides that overlap, in one line
+    if len(kept) < len(baseline) and not kept:
+        raise ResultsError("the baseline holds only the current run(s) themselves: judge runs against other runs")
+    if len(kept) < len(baseline):
+        said.append(f"compare: the baseline holds {len(baseline) - len(kept)} of the current run(s) itself: "
+                    "left out of its own baseline")
+    whole = [run for run in kept if _status(run) == "complete"]
+    for run in kept:
+        if run not in whole:
+            said.append(f"compare: baseline run {run} is {_status(run)}: left out")
+    if not whole:
+        raise ResultsError("no complete baseline run left to compare with")
+    classes = {side: {machine_class(read_meta(r)).key for r in runs} for side, runs in (("baseline", whole),
+                                                                                         ("current", now))}
+    if classes["baseline"] != classes["current"] and not any_class:
+        raise ResultsError(f"the baseline is {', '.join(sorted(classes['baseline']))} and the current run "
+                           f"{', '.join(sorted(classes['current']))}: different machine classes (--any-class to "
+                           "compare them anyway)")
+    return whole, now, said
+
+
 def _error(line: str) -> int:
     print(f"compare: {line}", file=sys.stderr)
     return 2
@@ -103,10 +155,21 @@ def main(argv: list[str] | None = None) -> int:
         baseline, current = _sides(args)
         if baseline is None and not args.add_on_pass:
             raise ResultsError(f"{args.baseline_dir}: no runs in the baseline store (seed it with --add-on-pass)")
+        unfinished = [(run, _status(run)) for run in find_runs(current) if _status(run) != "complete"]
+        if unfinished:
+            for run, status in unfinished:
+                print(f"compare: {run} is {status}: not judged as a whole run, and not added to any store",
+                      file=sys.stderr)
+            return INCOMPLETE
+        said: list[str] = []
+        if baseline is not None:
+            baseline, current, said = _checked(baseline, current, args.any_class, bool(args.baseline_dir))
         result = None if baseline is None else compare_paths(baseline, current, catalog(), args.tolerance, args.alpha,
                                                             warn=skipped.append)
     except ResultsError as exc:
         return _error(str(exc))
+    for line in said:
+        print(line, file=sys.stderr)
     if result is None:   # an empty store: the current runs seed it
         added = _add(args.baseline_dir, current, args.keep)
         if added is None:

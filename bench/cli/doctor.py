@@ -2,18 +2,22 @@
 runs against what a healthy machine of their class delivers, and name the causes of low figures.
 
 Each run's families (op variant of one GPU or pair, size class) are judged against healthy
-reference runs of the same machine class (shipped with the package), else link theory, and
-against their siblings in the run (bench/analysis/judge.py; docs/judging.md). It prints, per
-run, a line per family that is low or suspiciously high, with its ratio to the expectation and
-its causes, then how many families were judged.
+reference runs of the same machine class (shipped with the package), else link theory and
+what the other classes reach, and against their siblings in the run (bench/analysis/judge.py;
+docs/judging.md). Each family is normal, low, high, inconsistent (a recorded fact contradicts
+its figure), failed (a data check failed), too noisy to judge or not judged (why); the run
+adds its status, and the families its config asked for that its machine should have but it
+did not measure (missing: planned here from its stored config and recorded machine).
 
   xferbench-doctor RUN...                    runs, or folders holding runs
   xferbench-doctor --baseline DIR RUN...     DIR's healthy runs make the expectation for their
                                              machine class, ahead of the shipped table
 
-Exit status: 0 when every judged family of every run is ok (or suspiciously high: a measurement
-to look at, not a slow machine), 1 when any is low, 2 on unusable input (one line). An
-acceptance test for a new node, a Slurm prolog, a CI step.
+Exit status, the worst over the runs: 0 checked and normal (nothing low, failed, inconsistent or
+missing, the run complete, and at least --min-judged of its measured families judged; high is
+reported, not failed); 1 something is wrong; 3 nothing wrong found, but too little was judged
+to say normal (the output says what was not judged and why); 2 unusable input (one line).
+An acceptance test for a new node, a Slurm prolog, a CI step.
 """
 from __future__ import annotations
 
@@ -22,10 +26,13 @@ import json
 import sys
 from pathlib import Path
 
+import pandas as pd
+
+from bench import ConfigError
 from bench.analysis.expected import Expected, from_runs, shipped, unhealthy
-from bench.analysis.judge import ALPHA, TOLERANCE, Judgement, judge
+from bench.analysis.judge import ALPHA, MIN_JUDGED, TOLERANCE, Judgement, judge
 from bench.cli.common import catalog, cannot_write
-from bench.results import ResultsError, find_runs, load, read_meta
+from bench.results import COLUMNS, ResultsError, find_runs, load, read_meta
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -39,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"a smaller drop never counts, however certain (default: {TOLERANCE})")
     parser.add_argument("--alpha", type=float, default=ALPHA,
                         help=f"chance of any false alarm in one run's verdicts (default: {ALPHA})")
+    parser.add_argument("--min-judged", type=float, default=MIN_JUDGED, metavar="SHARE",
+                        help=f"exit 0 needs at least this share of the measured families judged, else 3 "
+                             f"(default: {MIN_JUDGED})")
     parser.add_argument("--json", metavar="FILE", help="also write every run's verdicts as JSON")
     return parser
 
@@ -53,22 +63,51 @@ def _table(baseline: str | None, suites) -> Expected:
     return from_runs(healthy, suites, origin=f"baseline {Path(baseline).name}").over(table)
 
 
+def planned_ops(meta: dict) -> tuple[set[tuple[str, str]] | None, str]:
+    """The (suite, op)s a run's stored config asks for that its recorded machine can measure,
+    planned as a run would (nothing probed here); None and why where that cannot be done."""
+    if not isinstance(meta.get("config"), dict):
+        return None, "the run stored no config (an import)"
+    # The schema imports every suite and the plan the driver: only this question needs them.
+    from bench.config.schema import renamed, to_config
+    from bench.driver.machine import recorded_machine
+    from bench.driver.sweep import plan_suites
+
+    try:
+        planned, _ = plan_suites(to_config(renamed(meta["config"])), recorded_machine(meta))
+        return {(p.suite.name, point.op) for p in planned for point in p.points()}, ""
+    except (ConfigError, KeyError, TypeError, ValueError) as exc:
+        return None, f"its config does not plan with this version ({str(exc).splitlines()[0]})"
+
+
+def _rows(run: Path) -> pd.DataFrame:
+    """A run's rows; none for a run that wrote its meta.json but measured nothing (it is judged:
+    'nothing measured'), where its meta.json reads."""
+    try:
+        return load(run, warn=lambda line: None)
+    except ResultsError:
+        read_meta(run)   # unreadable too: unusable input
+        return pd.DataFrame(columns=COLUMNS)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     suites = catalog()
     try:
-        if not 0 <= args.tolerance < 1 or not 0 < args.alpha < 1:
-            raise ResultsError(f"--tolerance {args.tolerance}, --alpha {args.alpha}: the tolerance is a fraction "
-                               "in [0, 1), alpha a probability in (0, 1)")
+        if not 0 <= args.tolerance < 1 or not 0 < args.alpha < 1 or not 0 <= args.min_judged <= 1:
+            raise ResultsError(f"--tolerance {args.tolerance}, --alpha {args.alpha}, --min-judged {args.min_judged}: "
+                               "the tolerance is a fraction in [0, 1), alpha a probability in (0, 1), the share "
+                               "judged a fraction in [0, 1]")
         table = _table(args.baseline, suites)
         runs = list(dict.fromkeys(find_runs(args.runs)))
-        loaded = [(run, load(run, warn=lambda line: None), read_meta(run)) for run in runs]
+        loaded = [(run, _rows(run), read_meta(run)) for run in runs]
     except ResultsError as exc:
         print(f"xferbench: error: {exc}", file=sys.stderr)
         return 2
     judged: list[Judgement] = []
     for run, rows, meta in loaded:
-        judgement = judge(rows, meta, suites, table, run, args.tolerance, args.alpha)
+        planned, why = planned_ops(meta)
+        judgement = judge(rows, meta, suites, table, run, args.tolerance, args.alpha, planned, args.min_judged, why)
         judged.append(judgement)
         print(f"{run} ({judgement.machine}):")
         for line in judgement.lines():
@@ -79,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"xferbench: error: {cannot_write(args.json, exc)}", file=sys.stderr)
             return 2
-    return 1 if any(j.low for j in judged) else 0
+    codes = {j.exit_code() for j in judged}
+    return 1 if 1 in codes else 3 if 3 in codes else 0
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench.analysis.figures import MANIFEST, write_figures
 from bench.analysis.runs import default_out, describe_choice, load_runs
-from bench.cli.common import add_run_arguments, cannot_write, catalog
+from bench.cli.common import add_run_arguments, cannot_write, catalog, status_lines
 from bench.results import ResultsError, usable_rows
 
 
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     except ResultsError as exc:
         say(str(exc))
         return 2
-    for line in describe_choice(runs):
+    for line in describe_choice(runs) + status_lines(frame):
         say(line)
     if usable_rows(frame).empty:
         say("no measured rows to plot (every point failed or was skipped)")

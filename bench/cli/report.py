@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bench.analysis.report import build_report
 from bench.analysis.runs import default_out, describe_choice, load_runs
-from bench.cli.common import add_run_arguments, cannot_write, catalog
+from bench.cli.common import add_run_arguments, cannot_write, catalog, status_lines
 from bench.results import ResultsError, usable_rows
 
 
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     if usable_rows(frame).empty:
         say("no measured rows (every point failed or was skipped)")
         return 1
-    for line in describe_choice(runs):
+    for line in describe_choice(runs) + status_lines(frame):
         say(line)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

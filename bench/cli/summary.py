@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from bench.analysis.tables import format_summary
-from bench.cli.common import catalog
+from bench.cli.common import catalog, status_lines
 from bench.results import ResultsError, load
 
 
@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     except ResultsError as exc:
         print(f"xferbench-summary: {exc}", file=sys.stderr)
         return 2
+    for line in status_lines(frame):
+        print(f"xferbench-summary: {line}", file=sys.stderr)
     text = format_summary(frame, catalog())
     print(text)
     return 1 if text == "no measured points" else 0

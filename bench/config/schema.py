@@ -230,6 +230,18 @@ _AUTO = _auto_keys(Config())
 RENAMED = {"pipeline.sample_size": "pipeline.sample_sizes"}
 
 
+def renamed(stored: dict) -> dict:
+    """A stored config (a run's meta.json) with the keys renamed since (RENAMED) under their names of now."""
+    out = copy.deepcopy(stored)
+    for old, new in RENAMED.items():
+        (section, old_key), (_, new_key) = old.split(".", 1), new.split(".", 1)
+        values = out.get(section)
+        if isinstance(values, dict) and old_key in values:
+            value = values.pop(old_key)
+            values.setdefault(new_key, value if isinstance(value, list) else [value])
+    return out
+
+
 def normalize_overrides(argv: list[str], multirun: bool) -> list[str]:
     """`copy.memory=pinned` -> `copy.memory=[pinned]`, so a bare value where a list belongs is a
     one-element list (in a multirun, commas keep meaning a sweep over such lists); `+key=value`

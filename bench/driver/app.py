@@ -221,11 +221,11 @@ def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int 
         print(f"xferbench: {meta_note}", file=sys.stderr)
     catalog = {suite.name: suite for suite in suites.all()}
     print(format_summary(_final_rows(run_dir, meta["run_id"], status, write=failed_write is None), catalog))
-    _verdicts(run_dir, meta, catalog)
+    _verdicts(run_dir, meta, catalog, {(p.suite.name, point.op) for p in planned for point in p.points()})
     return code
 
 
-def _verdicts(run_dir: Path, meta: dict, catalog: dict) -> None:
+def _verdicts(run_dir: Path, meta: dict, catalog: dict, planned: set[tuple[str, str]]) -> None:
     """Is this normal? The run judged as xferbench-doctor judges it, printed and kept in
     verdicts.json; the run's exit status stays the measurement's (the doctor's is the verdict's).
     A run that ended early has said why in one line: verdicts.json not written is not another."""
@@ -233,7 +233,7 @@ def _verdicts(run_dir: Path, meta: dict, catalog: dict) -> None:
         rows = load(run_dir, warn=lambda line: None)
     except ResultsError:
         return  # nothing measured: the summary has said so
-    judgement = judge(rows, meta, catalog, run_dir=run_dir)
+    judgement = judge(rows, meta, catalog, run_dir=run_dir, planned=planned)
     print("\n".join(judgement.lines()))
     try:
         write_json(run_dir / "verdicts.json", judgement.to_json())

@@ -107,6 +107,20 @@ def catalogue_machine(instance: InstanceSettings) -> Machine:
                    slug(instance.gpu or "") if instance.gpu else "", here=False)
 
 
+def recorded_machine(meta: dict) -> Machine:
+    """The machine a saved run measured on, as its meta.json describes it: a plan for it probes
+    nothing here (one NUMA node where none was recorded)."""
+    system, instance = meta.get("system") or {}, meta.get("instance") or {}
+    gpus = len(system.get("gpus") or []) if meta.get("device") == "cuda" else 0
+    first = (system.get("gpus") or [{}])[0]
+    speeds = Speeds(first.get("pcie_gen_max") or instance.get("pcie_gen"),
+                    first.get("pcie_width_max") or instance.get("pcie_width"),
+                    instance.get("nvlink_gbps_per_gpu"), system.get("links") or {})
+    label = str(instance.get("label") or instance.get("name") or "recorded")
+    return Machine(label, "cuda" if gpus else "cpu", gpus, speeds, slug(str(first.get("name", ""))) if gpus else "",
+                   here=False)
+
+
 def identity() -> dict:
     """What a resumed run must share with the run it continues: host, GPU model and count."""
     count = local_gpus()

@@ -1,0 +1,156 @@
+"""Exit 0 means checked and normal: copies of committed healthy runs changed as a user or a
+fault would change them, each given to xferbench-doctor (in-process), with the state and exit
+status each must give (bench.analysis.judge's states; docs/judging.md)."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench.cli import doctor
+from conftest import ROOT
+
+REF = ROOT / "results" / "reference"
+H200X1 = REF / "h200-x1" / "20261124-190905-beside-nvbandwidth"
+H200X2 = REF / "h200-x2" / "20261123-044635"
+H200X4 = ROOT / "results" / "noise" / "h200-x4" / "held-out" / "20261126-055113-default-5"
+
+
+def _copy(run: Path, to: Path, rows=None, meta=None) -> Path:
+    """A copy of a committed run with its rows and meta.json changed (each a function of the original)."""
+    shutil.copytree(run, to, ignore=shutil.ignore_patterns("verdicts.json", "samples.commit", "samples.csv"))
+    frame = pd.read_parquet(to / "samples.parquet")
+    if rows is not None:
+        rows(frame).to_parquet(to / "samples.parquet", index=False)
+    if meta is not None:
+        data = json.loads((to / "meta.json").read_text())
+        meta(data)
+        (to / "meta.json").write_text(json.dumps(data))
+    return to
+
+
+def _doctor(capsys, *args) -> tuple[int, list[str]]:
+    code = doctor.main([str(a) for a in args])
+    return code, [line.strip() for line in capsys.readouterr().out.splitlines()]
+
+
+def _starting(lines: list[str], word: str) -> list[str]:
+    return [line for line in lines if line.startswith(word)]
+
+
+def _failed_h2d(frame: pd.DataFrame) -> pd.DataFrame:
+    hit = (frame.op == "h2d") & (frame.memory == "pinned")
+    frame.loc[hit, ["status", "verified", "note"]] = ["failed", False, "data check failed: destination differs"]
+    return frame
+
+
+def _halved(frame: pd.DataFrame) -> pd.DataFrame:
+    frame["time_s"] *= 2
+    frame[["algbw_gbps", "busbw_gbps"]] /= 2
+    return frame
+
+
+def test_a_failed_data_check_is_failed_not_vanished(tmp_path, capsys):
+    code, lines = _doctor(capsys, _copy(H200X1, tmp_path / "run", rows=_failed_h2d))
+    failed = _starting(lines, "FAILED ")
+    assert code == 1 and len(failed) == 4   # pinned h2d: ce eager and graph, sm eager and graph
+    assert all("h2d pinned" in line and "data check failed" in line for line in failed)
+    assert lines[-1].startswith("result: not normal (xferbench-doctor exits 1): 4 failed")
+
+
+def test_suites_asked_for_and_not_measured_are_missing(tmp_path, capsys):
+    run = _copy(H200X2, tmp_path / "run", rows=lambda f: f[~f.suite.isin(["p2p", "collectives"])])
+    code, lines = _doctor(capsys, run)
+    missing = _starting(lines, "MISSING ")
+    assert code == 1 and "MISSING p2p uni: asked for and measurable here, not measured" in missing
+    assert "MISSING collectives all_reduce: asked for and measurable here, not measured" in missing
+    assert not any(line.startswith("MISSING copy ") for line in missing)
+
+
+def test_every_figure_halved_is_low_wherever_it_is_judged(tmp_path, capsys):
+    for run in (H200X1, H200X2):
+        code, lines = _doctor(capsys, _copy(run, tmp_path / run.parent.name, rows=_halved))
+        summary = next(line for line in lines if line.startswith("verdict:"))
+        assert code == 1 and " normal" not in summary.split(";")[0], summary   # none judged normal
+        assert _starting(lines, "LOW ")
+
+
+@pytest.mark.parametrize("status", ["failed", "interrupted"])
+def test_a_run_that_did_not_complete_is_not_normal(tmp_path, capsys, status):
+    code, lines = _doctor(capsys, _copy(H200X1, tmp_path / "run", meta=lambda m: m.update(status=status)))
+    assert code == 1 and f"RUN {status}: the points after it stopped were never measured" in lines
+    empty = _copy(H200X1, tmp_path / "empty")
+    (empty / "samples.parquet").unlink()
+    code, lines = _doctor(capsys, empty)
+    assert code == 1 and lines[-1].endswith("nothing measured")
+
+
+def test_a_gpu_no_table_knows_is_judged_by_its_links_and_the_other_classes(tmp_path, capsys):
+    def a100(meta: dict) -> None:
+        for gpu in meta["system"]["gpus"]:
+            gpu["name"] = "NVIDIA A100-SXM4-80GB"
+
+    code, lines = _doctor(capsys, _copy(H200X1, tmp_path / "run", meta=a100))
+    assert code in (0, 3) and not _starting(lines, "LOW ")
+    assert "(a100-sxm4-80gb pcie5x16 nvlink0 x1)" in lines[0]
+    halved = _copy(H200X1, tmp_path / "halved", meta=a100, rows=_halved)
+    code, lines = _doctor(capsys, halved)
+    assert code == 1 and _starting(lines, "LOW ")
+
+
+def _slot_gen4(meta: dict) -> None:
+    for gpu in meta["system"]["gpus"]:
+        gpu["pcie_gen_max"] = 4
+    for gpu in meta["telemetry"]["gpus"]:
+        gpu["pcie"].update(gen_max=4, gen_min_busy=4)
+
+
+def _peer_off(meta: dict) -> None:
+    n = len(meta["system"]["gpus"])
+    meta["system"]["p2p_access"] = [[i == j for j in range(n)] for i in range(n)]
+
+
+def _called_h100(meta: dict) -> None:
+    for gpu in meta["system"]["gpus"]:
+        gpu.update(name="NVIDIA H100 80GB HBM3")
+
+
+@pytest.mark.parametrize("run, change, said", [
+    (H200X1, _slot_gen4, "is more than PCIe Gen4 x16 as recorded for GPU 0 while busy carries (31.5 GB/s)"),
+    (H200X2, _peer_off, "is more than PCIe Gen5 x16 through the host, as peer access is recorded off carries"),
+    (H200X1, _called_h100, "what healthy machines of its class reach: is this the GPU and link its record says?"),
+])
+def test_a_record_the_figures_contradict_is_inconsistent(tmp_path, capsys, run, change, said):
+    code, lines = _doctor(capsys, _copy(run, tmp_path / "run", meta=change))
+    odd = _starting(lines, "INCONSISTENT ")
+    assert code == 1 and odd and any(said in line for line in odd), "\n".join(odd)
+
+
+def test_a_low_line_shows_the_gap_it_reports(tmp_path, capsys):
+    def slow_h2d(frame: pd.DataFrame) -> pd.DataFrame:
+        hit = (frame.op == "h2d") & (frame.memory == "pinned") & (frame.size_bytes >= 1 << 20)
+        frame.loc[hit, "time_s"] /= 0.7
+        frame.loc[hit, ["algbw_gbps", "busbw_gbps"]] *= 0.7
+        return frame
+
+    code, lines = _doctor(capsys, _copy(H200X1, tmp_path / "run", rows=slow_h2d))
+    low = _starting(lines, "LOW  copy h2d pinned ce numa=local eager")
+    assert code == 1 and low
+    ratio, measured, expected = (float(x) for x in pd.Series(low[0]).str.extract(
+        r": ([\d.]+)x expected \(([\d.]+) GB/s against ([\d.]+) GB/s").iloc[0])
+    assert abs(measured / expected - ratio) < 0.05 or "at that size" in low[0]
+
+
+def test_held_out_four_gpu_runs_with_a_slow_link_name_only_the_link_that_explains_it(tmp_path, capsys):
+    def gen3_x8(meta: dict) -> None:
+        for gpu in meta["telemetry"]["gpus"]:
+            gpu["pcie"].update(gen_min_busy=3, width_min_busy=8)
+
+    code, lines = _doctor(capsys, _copy(H200X4, tmp_path / "run", meta=gen3_x8))
+    # 55 GB/s through a link recorded at Gen3 x8 (7.9 GB/s): the record is contradicted, no cause named
+    odd = _starting(lines, "INCONSISTENT copy h2d pinned ce")
+    assert code == 1 and odd and "PCIe Gen3 x8 as recorded" in odd[0]
+    assert not any("ran at Gen3 x8" in line for line in _starting(lines, "LOW ") if "GB/s against" in line)
