@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Iterable
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.csv
@@ -245,10 +246,36 @@ def _last_commit(journal: bytes, commits: Path) -> _Commit | None:
     return last
 
 
+def _edited_at(journal: bytes, commits: Path) -> int | None:
+    """The first line of the journal that its commit record does not vouch for, where the record
+    exists and its checksums no longer match (rows changed after they were written); else None."""
+    try:
+        lines = commits.read_bytes().split(b"\n")[:-1]
+    except FileNotFoundError:
+        return None
+    good = 0
+    for line in lines:
+        try:
+            end, crc = (int(x, base) for x, base in zip(line.split(b" "), (10, 16), strict=True))
+        except ValueError:
+            return None   # not a commit record of this tool: read by whole lines
+        if end > len(journal):
+            return None   # a point torn by a kill or a full disk: cut back, not an edit
+        if zlib.crc32(journal[:end]) != crc:
+            return max(2, journal[:good].count(b"\n") + 1)   # the header is line 1: rows from 2 on
+        good = end
+    return None
+
+
 def _journal(path: Path) -> bytes:
-    """samples.csv up to its last commit (samples.commit beside it), or its whole lines without one."""
+    """samples.csv up to its last commit (samples.commit beside it), or its whole lines without one.
+    ResultsError, naming the line, where committed rows were changed since."""
     data = path.read_bytes()
-    commit = _last_commit(data, path.with_suffix(".commit"))
+    commits = path.with_suffix(".commit")
+    commit = _last_commit(data, commits)
+    if commit is None and (line := _edited_at(data, commits)) is not None:
+        raise ResultsError(f"{path}, line {line}: changed after it was written (its rows no longer match "
+                           f"{commits.name}); restore it, or remove {commits.name} to read it as it is now")
     return data[:commit.end] if commit else _whole_lines(data)
 
 
@@ -390,6 +417,8 @@ def read_samples(path: str | Path) -> pd.DataFrame:
         frame = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(
             io.BytesIO(_journal(path)), keep_default_na=False,
             na_values={c: ["", "nan", "NaN"] for c in _FLOAT_COLUMNS})
+    except ResultsError:
+        raise   # it says what is wrong, and where
     except Exception as exc:  # pyarrow and pandas raise many types for a corrupt file
         raise ResultsError(f"{path}: unreadable results file ({type(exc).__name__}: {exc})") from None
     if "api" not in frame.columns and "suite" in frame.columns:  # schema 1
@@ -401,9 +430,55 @@ def read_samples(path: str | Path) -> pd.DataFrame:
     if missing:
         raise ResultsError(f"{path}: not an xferbench samples file (missing columns: {', '.join(missing)})")
     try:
-        return _typed(frame[COLUMNS])
+        frame = _typed(frame[COLUMNS])
     except (ValueError, TypeError) as exc:
         raise ResultsError(f"{path}: a column has values of the wrong type ({exc})") from None
+    _check_values(frame, path)
+    return frame
+
+
+def _where(path: Path, index: int) -> str:
+    """A row's place in its file: a CSV's line (its header is line 1), a Parquet file's row."""
+    return f"{path}, line {index + 2}" if path.suffix == ".csv" else f"{path}, row {index + 1}"
+
+
+# The most bytes one op moves per byte of its size: every GPU of a large machine, both ways.
+MOST_BYTES_PER_BYTE = 64
+
+
+def _check_values(frame: pd.DataFrame, path: Path) -> None:
+    """ResultsError naming file and line for a row no measurement can give: a measured row's time
+    not finite (a whole operation's not positive), a negative size, a bandwidth that is not its
+    bytes over its time (an edited figure), or a point's trial recorded twice."""
+    measured = (frame["status"] == "ok").to_numpy()
+    time, size = frame["time_s"].to_numpy(float), frame["size_bytes"].to_numpy(float)
+    # A part may be a difference (what a synchronization costs beside the work: below 0 in noise),
+    # and an op may move no bytes (size 0): a whole operation's time is positive and finite.
+    whole_op = (frame["part"] == "total").to_numpy() & (size > 0)
+    bad_time = measured & np.isinf(time) | measured & whole_op & (time <= 0)
+    bad_size = ~(size >= 0)
+    # algbw x time over size is a whole number of bytes moved per byte asked (both ways, lanes),
+    # or its inverse (a part carries its share): anything else was edited.
+    algbw = frame["algbw_gbps"].to_numpy(float)
+    ratio = np.where(measured & np.isfinite(algbw) & (algbw > 0) & (time > 0), algbw * 1e9 * time / np.maximum(size, 1),
+                     1.0)
+    whole = np.where(ratio >= 1, ratio, 1 / np.maximum(ratio, 1e-12))
+    k = np.maximum(np.round(whole), 1)
+    implied = np.where(ratio >= 1, k, 1 / k) * size / np.where(time > 0, time, np.nan) / 1e9
+    # An imported figure is printed to 0.01 GB/s: that much, or 1%, is rounding, not an edit.
+    off = np.abs(algbw - implied) > np.maximum(0.01 * np.abs(algbw), 0.006)
+    bad_bw = (ratio != 1.0) & (off | (whole > MOST_BYTES_PER_BYTE))
+    for mask, what in ((bad_time, lambda i: f"time_s={float(time[i])!r} is not a time"),
+                       (bad_size, lambda i: f"size_bytes={int(size[i]) if np.isfinite(size[i]) else size[i]} is not a size"),
+                       (bad_bw, lambda i: f"algbw_gbps={algbw[i]:g} is not size_bytes / time_s ({size[i] / time[i] / 1e9:.4g})")):
+        if mask.any():
+            i = int(np.argmax(mask))
+            raise ResultsError(f"{_where(path, i)}: {what(i)}: not a measured row (edited?)")
+    duplicate = frame.duplicated(POINT_KEYS + ["trial", "part"]).to_numpy()
+    if duplicate.any():
+        i = int(np.argmax(duplicate))
+        raise ResultsError(f"{_where(path, i)}: trial {int(frame['trial'].iloc[i])} of this point is recorded twice "
+                           "(two writers?)")
 
 
 def run_samples(run_dir: str | Path) -> pd.DataFrame:

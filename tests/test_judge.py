@@ -256,7 +256,7 @@ def test_a_healthy_run_in_its_own_table_has_nothing_wrong():
     assert not got.wrong() and not got.high and len(got.judged) > 90
     # eager small messages move up to 2x between its class's runs: too noisy to judge, and said
     noisy = got.state("too noisy")
-    assert noisy and all(v.size_class == "latency" and v.limit < 0.5 for v in noisy)
+    assert noisy and all(v.size_class == "latency" and v.limit < 0.55 for v in noisy)
     assert got.exit_code() == (0 if got.judged_share >= 0.9 else 3)
     assert got.lines()[-2].startswith(f"verdict: {len(got.verdicts)} families: {len(got.judged)} normal; judged "
                                       f"{len(got.judged)} of {len(got.measured)} measured")

@@ -99,12 +99,16 @@ def test_a_journal_without_commits_reads_by_whole_lines(tmp_path):
     assert sorted(read_samples(tmp_path / "samples.csv").size_bytes) == [8, 8, 16]
 
 
-def test_a_csv_rewritten_by_another_tool_is_not_judged_by_stale_commits(tmp_path):
+def test_a_csv_rewritten_after_its_commits_is_named_and_read_as_it_is_once_they_go(tmp_path):
     w = RunWriter(tmp_path, "r")
     for size in (8, 16):
         w.add_point([Sample("copy", "d2d", size, trial=t) for t in range(2)])
     rows = pd.read_csv(tmp_path / "samples.csv")
     rows[rows.size_bytes == 16].to_csv(tmp_path / "samples.csv", index=False)   # same header, other bytes
+    with pytest.raises(ResultsError, match=r"samples.csv, line 2: changed after it was written .* remove "
+                                           r"samples.commit to read it as it is now"):
+        read_samples(tmp_path / "samples.csv")
+    (tmp_path / "samples.commit").unlink()   # the user's say: this file is the run now
     assert sorted(read_samples(tmp_path / "samples.csv").size_bytes) == [16, 16]
 
 

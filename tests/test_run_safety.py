@@ -4,14 +4,17 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from bench import ConfigError
 from bench.driver.folders import make_run_dir
-from bench.results import load, read_meta, read_samples, run_status, samples_file
+from bench.results import (COLUMNS, POINT_KEYS, ResultsError, RunWriter, Sample, load, read_meta, read_samples,
+                           run_status, samples_file)
 from bench.config.schema import normalize_overrides
 from conftest import env, xferbench_cmd
 from test_faults import LONG_COLLECTIVES, _alive, _ranks, _start, _wait_for_points
@@ -159,6 +162,7 @@ def test_interpolations_are_resolved_once_and_resume_evaluates_nothing(xferbench
     rows = pd.read_csv(run / "samples.csv")
     rows[rows.size_bytes < 16384].to_csv(run / "samples.csv", index=False)
     (run / "samples.parquet").unlink()
+    (run / "samples.commit").unlink()   # a journal of a version without commit records
     meta = read_meta(run)
     meta["status"] = "interrupted"
     (run / "meta.json").write_text(json.dumps(meta))
@@ -204,6 +208,7 @@ def test_resume_of_a_csv_only_run_keeps_its_rows(xferbench):
     kept = rows[rows.size_bytes < 16384]
     kept.to_csv(run / "samples.csv", index=False)
     (run / "samples.parquet").unlink()
+    (run / "samples.commit").unlink()   # a journal of a version without commit records
     proc, _ = xferbench(f"resume={run}")
     assert proc.returncode == 0, proc.stderr
     after = load(run)
@@ -339,3 +344,97 @@ def test_results_follow_the_umask(tmp_path):
     run = next((tmp_path / "results").rglob("meta.json")).parent
     for name in ("meta.json", "samples.csv", "samples.parquet"):
         assert (run / name).stat().st_mode & 0o777 == 0o640, name
+
+
+def _half_measured(xferbench):
+    """A run of two suites' points whose last half is gone, read as interrupted."""
+    proc, runs = xferbench("suite=collectives", "collectives.ops=[all_reduce,broadcast]", "sizes.max=64KiB",
+                           "timing.trials=2")
+    assert proc.returncode == 0, proc.stderr
+    run = runs[0]
+    frame = load(run)
+    keep = frame[frame["op"] == "all_reduce"].drop(columns=[c for c in frame.columns if c not in COLUMNS])
+    for name in ("samples.csv", "samples.commit", "samples.parquet"):
+        (run / name).unlink()
+    writer = RunWriter(run, run.name)
+    writer.add_point([Sample(**row) for row in keep.to_dict("records")])
+    writer.close()
+    meta = read_meta(run)
+    meta["status"] = "interrupted"
+    (run / "meta.json").write_text(json.dumps(meta))
+    return run, len(frame)
+
+
+def test_resumes_started_together_measure_each_point_once(xferbench, tmp_path):
+    run, whole = _half_measured(xferbench)
+    procs = [subprocess.Popen(xferbench_cmd(tmp_path / "results", f"resume={run}"), cwd=tmp_path, env=env(),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outcomes = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+    codes = sorted(code for code, _ in outcomes)
+    refused = [err for code, err in outcomes if code == 2]
+    assert codes[0] == 0 and all(code in (0, 2) for code in codes), outcomes
+    # the others waited on the lock: refused in one line, or found the run already finished
+    assert all("another xferbench is writing this run" in err or "that run is complete" in err for err in refused)
+    frame = load(run)
+    assert len(frame) == whole and not frame.duplicated(POINT_KEYS + ["trial", "part"]).any()
+    assert read_meta(run)["status"] == "complete"
+
+
+def test_a_run_held_by_another_process_is_refused(tmp_path):
+    from bench.driver.folders import hold_run
+
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from bench.driver.folders import hold_run; hold_run(Path(sys.argv[1])); "
+                               "print('held', flush=True); time.sleep(30)", str(tmp_path)],
+                              env=env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(ConfigError, match=r"another xferbench is writing this run; wait for it to end"):
+            hold_run(tmp_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    hold_run(tmp_path)   # gone with its holder, however it ended
+
+
+def _edited_csv(run: Path, column: str, value) -> None:
+    """A committed samples.csv with one measured row's value changed by hand, Parquet gone."""
+    frame = pd.read_csv(run / "samples.csv")
+    row = frame.index[(frame["status"] == "ok") & (frame["part"] == "total")][3]
+    frame.loc[row, column] = value
+    frame.to_csv(run / "samples.csv", index=False)
+    (run / "samples.parquet").unlink()
+
+
+@pytest.mark.parametrize("column, value, said", [
+    ("time_s", 0.0, "time_s=0.0 is not a time"),
+    ("time_s", float("inf"), "time_s=inf is not a time"),
+    ("size_bytes", -4096, "size_bytes=-4096 is not a size"),
+    ("algbw_gbps", 999.0, "algbw_gbps=999 is not size_bytes / time_s"),
+])
+def test_an_impossible_row_is_one_error_naming_file_and_line(xferbench, column, value, said):
+    proc, (run,) = xferbench(*QUICK)
+    assert proc.returncode == 0, proc.stderr
+    (run / "samples.commit").unlink()   # no commit record: the values themselves are checked
+    _edited_csv(run, column, value)
+    with pytest.raises(ResultsError, match=rf"samples.csv, line \d+: {re.escape(said)}"):
+        read_samples(run / "samples.csv")
+
+
+def test_a_committed_row_edited_by_hand_names_its_line(xferbench):
+    proc, (run,) = xferbench(*QUICK)
+    assert proc.returncode == 0, proc.stderr
+    data = (run / "samples.csv").read_bytes().splitlines(keepends=True)
+    data[5] = data[5].replace(b"ok", b"ok ", 1)   # one character, in a committed row
+    (run / "samples.csv").write_bytes(b"".join(data))
+    (run / "samples.parquet").unlink()
+    with pytest.raises(ResultsError, match=r"samples.csv, line \d+: changed after it was written"):
+        read_samples(run / "samples.csv")
+
+
+def test_a_trial_recorded_twice_is_refused(xferbench):
+    proc, (run,) = xferbench(*QUICK)
+    frame = read_samples(run / "samples.parquet")
+    pd.concat([frame, frame.iloc[[2]]]).to_parquet(run / "samples.parquet", index=False)
+    with pytest.raises(ResultsError, match=r"samples.parquet, row \d+: trial \d+ of this point is recorded twice"):
+        read_samples(run / "samples.parquet")

@@ -211,6 +211,7 @@ class Learned:
     value: float         # the share (of theory), or the log time per op
     classes: tuple[str, ...]
     spread: float        # between those classes: median |difference| of log values; NaN with one
+    relaxed: bool = False   # from other world sizes of the role (none had this one)
 
     @property
     def source(self) -> str:
@@ -277,33 +278,35 @@ class Expected:
     def curve(self, machine: str, role: Mapping) -> Curve | None:
         return self._curves.get((machine, *(role[k] for k in ROLE_KEYS)))
 
-    def _others(self, machine: str, role: Mapping, size: int, relax: tuple[str, ...] = ()) -> list[Curve]:
+    def _others(self, machine: str, role: Mapping, size: int, relax: tuple[str, ...] = ()) -> tuple[list[Curve], bool]:
         """Other classes' curves of this role covering `size`; where none, with the keys in
-        `relax` taking any value (a collective's world size: busbw is normalized across it)."""
+        `relax` taking any value (a collective's world size: busbw is normalized across it),
+        and whether they did."""
         want = tuple(role[k] for k in ROLE_KEYS)
         found = [c for c in self._by_role.get(want, []) if c.machine != machine and c.covers(size)]
         if found or not relax:
-            return found
+            return found, False
         free = [ROLE_KEYS.index(k) for k in relax]
         return [c for r, curves in self._by_role.items()
                 if all(a == b for i, (a, b) in enumerate(zip(r, want)) if i not in free)
-                for c in curves if c.machine != machine and c.covers(size)]
+                for c in curves if c.machine != machine and c.covers(size)], True
 
     def learned_share(self, machine: str, role: Mapping, size: int) -> Learned | None:
         """The median share of link theory the other classes reach in this role at this size."""
         shares: dict[str, float] = {}
-        for c in self._others(machine, role, size, relax=("world_size",)):
+        curves, relaxed = self._others(machine, role, size, relax=("world_size",))
+        for c in curves:
             if math.isfinite(share := c.share(size)):
                 shares.setdefault(c.machine, share)
         if not shares:
             return None
         logs = [math.log(v) for v in shares.values()]
-        return Learned(float(np.exp(np.median(logs))), tuple(sorted(shares)), _pair_spread(logs))
+        return Learned(float(np.exp(np.median(logs))), tuple(sorted(shares)), _pair_spread(logs), relaxed)
 
     def learned_time(self, machine: str, role: Mapping, size: int) -> Learned | None:
         """The median log time per op the other classes take in this role at this size."""
         times: dict[str, float] = {}
-        for c in self._others(machine, role, size):
+        for c in self._others(machine, role, size)[0]:
             times.setdefault(c.machine, c.at(size)[0])
         if not times:
             return None

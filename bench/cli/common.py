@@ -31,6 +31,21 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all-runs", action="store_true", help="use every run found, one colour each")
 
 
+def interruptible(main):
+    """A command's main(): Ctrl-C (or SIGTERM's KeyboardInterrupt) is one line and exit 130, not a traceback."""
+    import functools
+
+    @functools.wraps(main)
+    def wrapped(*args, **kwargs):
+        try:
+            return main(*args, **kwargs)
+        except KeyboardInterrupt:
+            print(f"{Path(sys.argv[0]).name}: interrupted", file=sys.stderr)
+            return 130
+
+    return wrapped
+
+
 def cannot_write(path: str | Path, exc: OSError) -> str:
     """The one line for an output that could not be written: which, and why."""
     return f"cannot write {path}: {exc.strerror or exc}"

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from bench.analysis.compare import add_to_store, compare_paths, store_runs, write_outputs
 from bench.analysis.expected import machine_class
-from bench.cli.common import catalog
+from bench.cli.common import catalog, interruptible
 from bench.results import ResultsError, find_runs, read_meta, run_status
 
 INCOMPLETE = 4   # the exit status when a current run did not complete
@@ -148,6 +148,7 @@ def _add(store: str, current: list[str], keep: int) -> list[Path] | None:
     return None
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     skipped: list[str] = []   # unreadable runs load() left out: shown only if the comparison goes on

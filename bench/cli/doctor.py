@@ -31,7 +31,7 @@ import pandas as pd
 from bench import ConfigError
 from bench.analysis.expected import Expected, from_runs, shipped, unhealthy
 from bench.analysis.judge import ALPHA, MIN_JUDGED, TOLERANCE, Judgement, judge
-from bench.cli.common import catalog, cannot_write
+from bench.cli.common import cannot_write, catalog, interruptible
 from bench.results import COLUMNS, ResultsError, find_runs, load, read_meta
 
 
@@ -90,6 +90,7 @@ def _rows(run: Path) -> pd.DataFrame:
         return pd.DataFrame(columns=COLUMNS)
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     suites = catalog()

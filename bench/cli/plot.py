@@ -8,10 +8,11 @@ from pathlib import Path
 
 from bench.analysis.figures import MANIFEST, write_figures
 from bench.analysis.runs import default_out, describe_choice, load_runs
-from bench.cli.common import add_run_arguments, cannot_write, catalog, status_lines
+from bench.cli.common import add_run_arguments, cannot_write, catalog, interruptible, status_lines
 from bench.results import ResultsError, usable_rows
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     """xferbench-plot: figures for the chosen runs, one file per figure kind. Exit 0: figures
     written; 1: no measured rows to draw; 2: unusable input, or the figures could not be written."""

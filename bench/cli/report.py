@@ -12,10 +12,11 @@ from pathlib import Path
 
 from bench.analysis.report import build_report
 from bench.analysis.runs import default_out, describe_choice, load_runs
-from bench.cli.common import add_run_arguments, cannot_write, catalog, status_lines
+from bench.cli.common import add_run_arguments, cannot_write, catalog, interruptible, status_lines
 from bench.results import ResultsError, usable_rows
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     """xferbench-report RESULTS... [--out FILE]. Exit 0: the page written; 1: no measured rows;
     2: unusable input, or the page could not be written."""

@@ -6,10 +6,11 @@ import argparse
 import sys
 
 from bench.analysis.tables import format_summary
-from bench.cli.common import catalog, status_lines
+from bench.cli.common import catalog, interruptible, status_lines
 from bench.results import ResultsError, load
 
 
+@interruptible
 def main(argv: list[str] | None = None) -> int:
     """Exit 0: tables printed; 1: no measured rows; 2: unusable input."""
     parser = argparse.ArgumentParser(prog="xferbench-summary",

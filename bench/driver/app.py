@@ -21,14 +21,14 @@ from bench.config.files import INSTANCES
 from bench.config.schema import config_dict
 from bench.driver import plan as planning
 from bench.driver import ranks, telemetry
-from bench.driver.folders import explicit_keys, make_run_dir
+from bench.driver.folders import explicit_keys, hold_run, make_run_dir
 from bench.driver.launcher import external_rank
 from bench.driver.machine import Machine, catalogue_machine, detect_device, gpu_names, instance_mismatch, local_gpus, \
     this_machine
 from bench.driver.runner import run_suite
 from bench.driver.sweep import Planned, plan_suites
 from bench.driver.system import describe
-from bench.results import (SCHEMA_VERSION, ResultsError, ResultsWriteError, RunWriter, load, point_key,
+from bench.results import (SCHEMA_VERSION, ResultsError, ResultsWriteError, RunWriter, load, point_key, read_meta,
                            run_samples, write_json, write_meta)
 
 
@@ -92,6 +92,7 @@ def _open_run(cfg, argv: list[str], machine: Machine, resumed: tuple[str, dict] 
         meta["resumed"] = meta.get("resumed", []) + [_now()]
         return Path(folder), meta
     run_dir = make_run_dir(cfg.out_dir, machine.label, cfg.run_id, job)
+    hold_run(run_dir)
     return run_dir, _meta(cfg, argv, machine, run_dir, system, mismatch)
 
 
@@ -169,6 +170,15 @@ def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int 
             ranks.run_distributed(p, None, "", False)
         return 0
 
+    if resumed and not cfg.plan:
+        # One writer per run: the lock first, then the run as it is now (another resume may
+        # have measured, or finished, it since its meta.json was read).
+        hold_run(Path(resumed[0]))
+        resumed = (resumed[0], read_meta(resumed[0]))
+        if resumed[1].get("status") == "complete":
+            print(f"xferbench: {resumed[0]} was finished by another xferbench meanwhile: nothing left to measure",
+                  file=sys.stderr)
+            return 0
     mismatch = "" if resumed else instance_mismatch(cfg.instance, gpu_names(device))
     if mismatch:
         print(f"xferbench: warning: {mismatch}", file=sys.stderr)

@@ -11,6 +11,30 @@ from bench.driver.machine import identity
 from bench.results import SCHEMA_VERSION, ResultsError, read_meta, run_status
 
 
+_held: list[int] = []   # this process's locks: open while it lives, released by the kernel when it ends
+
+
+def hold_run(run_dir: Path) -> None:
+    """Take the run folder's lock for the rest of this process: one writer per run. ConfigError
+    when another process holds it (a resume started beside another, or beside the run itself).
+    An OS lock on the folder itself (flock), not a pid file: taken or refused atomically, gone
+    with its holder however it ends, and no file written (a full disk still takes it)."""
+    import fcntl   # POSIX: the runs' machines are Linux
+
+    fd = os.open(run_dir, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        try:
+            pid = read_meta(run_dir).get("pid")
+        except ResultsError:
+            pid = None
+        raise ConfigError(f"{run_dir}: another xferbench is writing this run{f' (pid {pid})' if pid else ''}; "
+                          "wait for it to end, then resume it if it did not finish") from None
+    _held.append(fd)
+
+
 def _new_folder(path: Path, out_dir: str) -> bool:
     """mkdir that reports a taken name as False and any other failure as one line."""
     try:
@@ -36,6 +60,7 @@ def make_run_dir(out_dir: str, label: str, run_id: str | None, job: int | None =
     A default id (the start time) that is taken gets a suffix (-2, -3, ...), so runs started in
     the same second never share a folder; an id the user chose is refused if it exists.
     """
+    out_dir = os.path.expanduser(out_dir)   # out_dir=~/x quoted past the shell: the home folder, not ./~
     parent = Path(out_dir) / label
     _within(out_dir, parent / (run_id or "run"))
     try:

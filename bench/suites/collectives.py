@@ -523,6 +523,10 @@ class Collectives(Suite):
                   file=sys.stderr)
         if max(sizes) < 2 and all(op == "sendrecv" for op in s.ops):
             raise ConfigError("collectives.ops=[sendrecv] needs 2 or more ranks")
+        if ctx.device != "cuda" and ctx.here and max(sizes) < 2 <= asked:
+            # gloo between local processes: one rank moves nothing between ranks, however long it runs
+            raise ConfigError(f"collectives: {limited_by} hold {max(sizes)} rank, and a collective needs 2; lower "
+                              f"sizes.max (now {format_size(max(ctx.sizes))}) or free host memory")
         if ctx.device == "cuda" and ctx.here:
             check_fits("collectives (about 2 x sizes.max per GPU)", 2 * max(ctx.sizes), range(max(sizes)))
         return None

@@ -21,7 +21,8 @@ from matplotlib.lines import Line2D
 from bench.analysis.cache import short_of_hbm
 from bench.analysis.catalog import Catalog, bandwidth_column, view
 from bench.analysis.figures.style import (DASHES, LOG_SPAN, OP_ORDER, PANEL_IN, SERIES, SMALL_BYTES, VALUE_ORDER, Canvas,
-                                          add_legend, log_y_axis, in_order, rank_in, size_axis, file_slug, with_bandwidth)
+                                          add_legend, log_y_axis, in_order, rank_in, size_axis, file_slug, suptitle,
+                                          with_bandwidth)
 from bench.results import usable_rows
 from bench.sizes import format_size
 
@@ -251,7 +252,7 @@ def _size_figure(data: pd.DataFrame, y: str, ylabel: str, title: str, colours: d
         ax.set_ylabel(ylabel if cell % ncols == 0 else "", fontsize=9)
     for op in dict.fromkeys(p[0] for _, p in curves):
         _share_y([ax for ax, p in curves if p[0] == op], data.loc[data["op"] == op, y], log_y)
-    fig.suptitle(title, fontsize=12)
+    suptitle(fig, title)
     marks = []
     if above:
         marks.append(Line2D([], [], linestyle="none", marker="o", markersize=8, markerfacecolor="none",

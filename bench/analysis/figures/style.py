@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -137,6 +138,13 @@ def add_legend(fig, colours: dict, styles: dict, style_title: str | None, marks:
     handles += list(marks)
     fig.legend(handles=handles, loc="outside lower center", ncols=legend_columns(fig, handles, 5), frameon=False,
                fontsize=9)
+
+
+def suptitle(fig, title: str, fontsize: int = 12) -> None:
+    """The figure's title, each line wrapped to the figure's width (a one-panel figure is narrow:
+    about 0.11 in a character at size 12), so none runs past its edges."""
+    width = max(20, int(fig.get_figwidth() / (0.11 * fontsize / 12)))
+    fig.suptitle("\n".join(textwrap.fill(line, width) for line in title.split("\n")), fontsize=fontsize)
 
 
 def legend_columns(fig, handles: list, most: int) -> int:
