@@ -23,7 +23,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.analysis.expected import machine_class, shipped  # noqa: E402
+from bench.analysis.expected import machine_class, shipped, shipped_noise  # noqa: E402
 from bench.analysis.judge import LOW, NORMAL, judge  # noqa: E402
 from bench.cli.common import catalog  # noqa: E402
 from bench.results import find_runs, load, read_meta  # noqa: E402
@@ -43,14 +43,14 @@ def _halved(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def study(runs: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    table, suites = shipped(), catalog()
+    table, suites, noise = shipped(), catalog(), shipped_noise()
     families, summary = [], []
     for run in runs:
         meta, rows = read_meta(run), load(run, warn=lambda line: None)
         own = machine_class(meta).key
-        others = table.without([own])
+        others, others_noise = table.without([own]), noise.without([own])
         for case, frame in (("as measured", rows), ("every figure halved", _halved(rows))):
-            got = judge(frame, meta, suites, others, run, planned=set())
+            got = judge(frame, meta, suites, others, run, planned=set(), noise=others_noise)
             states = Counter(v.verdict for v in got.verdicts)
             plateau = [v.ratio for v in got.judged if v.size_class == "bandwidth" and v.ratio]
             within = sum(abs(r - 1) <= 0.10 for r in plateau)

@@ -593,12 +593,13 @@ def _unmeasured(rows: pd.DataFrame, measured: set) -> list[Verdict]:
 def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expected | None = None,
           run_dir: str | Path | None = None, tolerance: float = TOLERANCE, alpha: float = ALPHA,
           planned: set[tuple[str, str]] | None = None, min_judged: float = MIN_JUDGED,
-          unplanned: str = "") -> Judgement:
+          unplanned: str = "", noise: Expected | None = None) -> Judgement:
     """One run's verdicts: its rows (a results.load() frame of that run alone), its meta.json, the
     catalog of suites, the expectation table (default: the shipped one) and, for NCCL's log
     lines in RUN/ranks/, its folder. `planned`: the (suite, op)s its config asks for that its
     machine can measure (the command line plans them, bench/cli/doctor.py); None with
-    `unplanned` saying why they could not be planned."""
+    `unplanned` saying why they could not be planned. `noise`: the noise studies' table
+    (default: the shipped one)."""
     table = shipped() if expected is None else expected
     machine = machine_class(meta).key
     run = str(run_dir or meta.get("run_id", ""))
@@ -619,7 +620,7 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
         tests = sum(bool(f.expected) for f in families) + sum(math.isfinite(f.sibling_change) for f in families)
         z = NormalDist().inv_cdf(1 - alpha / (2 * max(tests, 1)))
         links = (meta.get("system") or {}).get("links") or {}
-        noise = shipped_noise() if expected is None else None
+        noise = shipped_noise() if noise is None else noise
         verdicts = [_verdict(f, rows, facts, links, catalog, table, noise, z, tolerance, machine) for f in families]
     measured = {tuple(r) for r in levels[VARIANT_KEYS].itertuples(index=False)} if not levels.empty else set()
     verdicts += _unmeasured(rows, measured) if len(rows) else []

@@ -27,7 +27,7 @@ from bench.config.settings import Choice, Launch, SizeRange, nonempty, positive,
 from bench.links import Speeds, bus_factor, split_op
 from bench.measure import nccl, timing
 from bench.measure.agree import Ranks
-from bench.measure.memory import check_fits, local_rank_limit
+from bench.measure.memory import check_fits, format_bytes, local_rank_limit
 from bench.measure.timing import EventClock, HostClock
 from bench.results import Sample, usable_rows
 from bench.sizes import format_size, parse_size
@@ -525,8 +525,9 @@ class Collectives(Suite):
             raise ConfigError("collectives.ops=[sendrecv] needs 2 or more ranks")
         if ctx.device != "cuda" and ctx.here and max(sizes) < 2 <= asked:
             # gloo between local processes: one rank moves nothing between ranks, however long it runs
-            raise ConfigError(f"collectives: {limited_by} hold {max(sizes)} rank, and a collective needs 2; lower "
-                              f"sizes.max (now {format_size(max(ctx.sizes))}) or free host memory")
+            raise ConfigError(f"collectives: one rank only, {limited_by}, and a collective needs 2 (gloo: no "
+                              f"traffic between ranks); lower sizes.max (now {format_bytes(max(ctx.sizes))}) or free "
+                              "host memory")
         if ctx.device == "cuda" and ctx.here:
             check_fits("collectives (about 2 x sizes.max per GPU)", 2 * max(ctx.sizes), range(max(sizes)))
         return None

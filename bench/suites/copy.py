@@ -365,16 +365,18 @@ def _copies(dst, src, copy: Callable, n: int) -> None:
 
 
 def _bidir(h2d: tuple, d2h: tuple, pair: tuple, copy: Callable, n: int) -> dict:
-    """n copies each way on two streams at once, enqueued in turn (one each way, n times, so
-    neither direction gets a head start); returns each stream's end event."""
+    """n copies each way on two streams at once: the first copy of each, then the rest of each,
+    so the second direction starts one launch after the first rather than after all of its
+    copies are queued (a head start that cost 4% of a 256 MiB bidirectional peer copy), at two
+    stream switches a direction; returns each stream's end event."""
     cur = torch.cuda.current_stream()
     legs = (("h2d", h2d, pair[0]), ("d2h", d2h, pair[1]))
     for _, _, stream in legs:
         stream.wait_stream(cur)
-    for _ in range(n):
+    for count in (min(n, 1), n - 1):
         for _, (dst, src), stream in legs:
             with torch.cuda.stream(stream):
-                copy(dst, src)
+                _copies(dst, src, copy, count)
     ends = {}
     for name, _, stream in legs:
         ends[name] = torch.cuda.Event(enable_timing=True)

@@ -15,7 +15,7 @@ def test_copy_suite_on_gpu(xferbench):
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
     assert (df.status == "ok").all() and df.verified.all()
-    assert set(df.op) == {"h2d", "d2h", "bidir", "d2d", "latency"}
+    assert set(df.op) == {"h2d", "d2h", "bidir", "d2d", "latency", "h2h"}   # h2h: the host's own memory
     assert set(df.launch) == {"eager", "graph"}
     assert set(df[(df.op == "bidir") & (df.dst != "all")].part) == {"h2d", "d2h", "total"}   # 'all': a part a GPU
     big = df[(df.size_bytes == 4 << 20) & (df.part == "total")].groupby(["op", "memory"]).algbw_gbps.median()
