@@ -100,6 +100,12 @@ def test_the_wheel_holds_its_configs_and_runs_from_anywhere(installed):
     module, conf = where.stdout.split()
     assert str(bin_dir.parent) in module and conf.startswith(str(bin_dir.parent)), where.stdout
     assert (Path(conf) / "config.yaml").exists() and (Path(conf) / "instance" / "h200-x2.yaml").exists()
+    assert (Path(conf) / "suite" / "scaling.yaml").exists()
+    tables = _run(bin_dir, cwd, "python", "-c", "from bench.analysis import expected, causes; "
+                  "print(expected.SHIPPED.exists(), expected.NOISE.exists(), causes.CLOCKS.exists())")
+    assert tables.stdout.split() == ["True", "True", "True"], tables.stdout   # the doctor's tables ship
+    plan = _run(bin_dir, cwd, "xferbench", "suite=scaling", "plan=true", "instance=h200-x4")
+    assert plan.returncode == 0 and "collectives" in plan.stdout, plan.stderr
 
     help_text = _run(bin_dir, cwd, "xferbench", "--help")
     assert help_text.returncode == 0 and "suite: all, collectives, copy" in help_text.stdout
