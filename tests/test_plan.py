@@ -337,3 +337,14 @@ def test_the_ladder_leaves_out_only_what_its_neighbours_predict():
         roughness += _line_errors(series, sizes[::2]) + _line_errors(series, sizes[:1] + sizes[1::2] + sizes[-1:])
     assert np.median(left_out) <= np.median(roughness)
     assert np.median(flat) <= 0.02
+
+
+def test_oversubscribed_ranks_share_their_cores_in_the_plan(monkeypatch):
+    """collectives.oversubscribe=true, 8 ranks on 2 cores: each world's start-up and every
+    operation's host work take 4x as long as with one rank a core."""
+    monkeypatch.setattr(plan.os, "sched_getaffinity", lambda pid: {0, 1})
+    cpu = Machine("cpu", "cpu", 0)
+    two = _plan(_cfg("suite=collectives", "collectives.nproc=[2]", "device=cpu"), cpu).suites[0]
+    eight = _plan(_cfg("suite=collectives", "collectives.nproc=[8]", "collectives.oversubscribe=true", "device=cpu"),
+                  cpu).suites[0]
+    assert eight.points == two.points and eight.seconds == pytest.approx(4 * two.seconds, rel=0.05)

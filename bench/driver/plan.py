@@ -17,6 +17,7 @@ point: its suite wall time less its own replayed timing, per point.
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -244,6 +245,14 @@ def _timing_of(meta: dict) -> TimingConfig:
 # ---------------------------------------------------------------- points and the estimate
 
 
+def _shared_cores(ranks: int, machine: Machine) -> int:
+    """How many ranks share a CPU core here (collectives.oversubscribe=true on a small machine):
+    their start-up (importing torch) and every operation's host work take that many times as long."""
+    if not machine.here or machine.device == "cuda":
+        return 1
+    return max(1, math.ceil(ranks / max(1, len(os.sched_getaffinity(0)))))
+
+
 def estimate_suite(planned: Planned, machine: Machine, reference: Reference | None,
                    done: set = frozenset()) -> SuiteEstimate:
     suite, ctx = planned.suite, planned.ctx
@@ -258,10 +267,12 @@ def estimate_suite(planned: Planned, machine: Machine, reference: Reference | No
         if per_op is None:
             per_op, from_model = model_op_time(p, planned, machine.speeds), from_model + 1
         graph = p.launch == "graph"
-        timed += timing_seconds(per_op, ctx.timing, graph, overhead.per_trial_s)
-        other += overhead.per_point_s + p.size_bytes * overhead.per_byte_s + (overhead.per_graph_s if graph else 0.0)
-    worlds = len({p.world_size for p in points}) if distributed else 1
-    other += worlds * overhead.startup_s if points else 0.0
+        shared = _shared_cores(p.world_size, machine) if distributed else 1
+        timed += shared * timing_seconds(per_op, ctx.timing, graph, overhead.per_trial_s)
+        other += shared * (overhead.per_point_s + p.size_bytes * overhead.per_byte_s
+                           + (overhead.per_graph_s if graph else 0.0))
+    worlds = {p.world_size for p in points} if distributed else {1}
+    other += sum(overhead.startup_s * _shared_cores(n, machine) for n in worlds) if points else 0.0
     return SuiteEstimate(suite.name, len(points), timed, other, _basis(reference, fitted, from_model, len(points)))
 
 
