@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
 from bench import ConfigError
 from bench.config.settings import SizeRange
@@ -38,6 +38,12 @@ if TYPE_CHECKING:
     from bench.measure.numa import Topology
 
 ALL = "all"   # src or dst of a point that runs on every GPU at once (world_size of them)
+
+
+def counts_at_once(asked: Sequence[int], gpu_count: int) -> tuple[int, ...]:
+    """The GPU counts of a suite's points on several GPUs at once (the first N): the counts asked
+    ([]: every GPU) capped at the machine's, each once and two or more."""
+    return tuple(dict.fromkeys(min(n, gpu_count) for n in (asked or [gpu_count]) if min(n, gpu_count) >= 2))
 
 # Config keys of the root config: no suite may take one as its name.
 RESERVED = frozenset({"suites", "device", "out_dir", "run_id", "resume", "progress", "plan", "timing", "sizes",

@@ -560,6 +560,9 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+COMPLETE = ("complete", "")   # a whole run's statuses; "": none recorded (imports, hand-made folders)
+
+
 def run_status(meta: dict) -> str:
     """The run's status, with a 'running' run whose process is gone read as 'interrupted'.
 

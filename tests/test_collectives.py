@@ -1,16 +1,13 @@
 """Collectives over gloo between real local processes: the same code path NCCL takes on GPUs."""
 import datetime as dt
 import os
-import re
 from dataclasses import replace
 
 import pytest
-
-from bench import ConfigError
 import torch
 import torch.distributed as tdist
 
-from bench import suites
+from bench import ConfigError, suites
 from bench.links import bus_factor
 from bench.measure.memory import host_available_bytes
 from bench.measure.timing import TimingConfig

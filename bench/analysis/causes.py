@@ -142,13 +142,8 @@ def recorded_pcie(f: Facts, gpu: int) -> tuple[int | None, int | None, str]:
     return gen, width, f"for GPU {gpu}'s slot"
 
 
-def gpu_of(end: str) -> int | None:
-    """The GPU index of a point's end 'cuda:i'; None for host, all or ''."""
-    return _gpu(str(end))
-
-
 def peer_pair(src: str, dst: str) -> tuple[int, int] | None:
-    a, b = _gpu(src), _gpu(dst)
+    a, b = gpu_of(src), gpu_of(dst)
     return (a, b) if a is not None and b is not None and a != b else None
 
 
@@ -176,8 +171,9 @@ class Subject:
     gbps: float = math.nan   # what the family measured at its plateau, one direction (NaN: a time)
 
 
-def _gpu(end: str) -> int | None:
-    found = re.fullmatch(r"cuda:(\d+)", end)
+def gpu_of(end: str) -> int | None:
+    """The GPU index of a point's end 'cuda:i'; None for host, all or ''."""
+    found = re.fullmatch(r"cuda:(\d+)", str(end))
     return int(found.group(1)) if found else None
 
 
@@ -190,12 +186,12 @@ def subject(key: Mapping, links: Mapping[str, str], notes: tuple[str, ...] = (),
     if nccl or "all" in (src, dst):
         gpus = tuple(range(n)) if int(key["nnodes"]) == 1 else ()
     else:
-        gpus = tuple(sorted({g for g in (_gpu(src), _gpu(dst)) if g is not None}))
+        gpus = tuple(sorted({g for g in (gpu_of(src), gpu_of(dst)) if g is not None}))
     peer = nccl or (suite == "p2p" and mode != "staged")
     if not peer:
         pairs: tuple = ()
     elif nccl or "all" in (src, dst):
-        one = _gpu(src) if _gpu(src) is not None else _gpu(dst)
+        one = gpu_of(src) if gpu_of(src) is not None else gpu_of(dst)
         pairs = tuple((i, j) for i in gpus for j in gpus if i < j and (one is None or one in (i, j)))
     else:
         pairs = (tuple(gpus),) if len(gpus) == 2 else ()

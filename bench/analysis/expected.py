@@ -33,7 +33,7 @@ from bench.analysis.catalog import Catalog, view
 from bench.analysis.compare import BANDWIDTH_SHARE, LATENCY_RATIO, point_levels
 from bench.links import NVLINK_LINK_GBPS, hbm_gbps
 from bench.analysis.causes import limiting_env
-from bench.results import load, meta_columns, read_meta, run_status
+from bench.results import COMPLETE, load, meta_columns, read_meta, run_status
 
 SHIPPED = Path(__file__).with_name("expected.csv")
 NOISE = Path(__file__).with_name("noise.csv")   # the same table made of identical runs (results/noise/*/identical)
@@ -218,7 +218,7 @@ class Learned:
         return f"{len(self.classes)} other class{'es' * (len(self.classes) != 1)}: {', '.join(self.classes)}"
 
 
-def _pair_spread(values: list[float]) -> float:
+def _pair_spread(values: list[float] | pd.Series) -> float:
     a = np.asarray(values, float)
     i, j = np.triu_indices(len(a), k=1)
     return float(np.median(np.abs(a[i] - a[j]))) if len(i) else math.nan
@@ -326,7 +326,7 @@ def unhealthy(meta: Mapping) -> str:
     """Why a run cannot stand for a healthy machine ('' when it can): it did not complete, or an
     NCCL variable held NCCL back (causes.limiting_env)."""
     status = run_status(dict(meta))
-    if status not in ("complete", ""):   # imports record no status: whole
+    if status not in COMPLETE:
         return f"status {status}"
     limits = limiting_env((meta.get("system") or {}).get("env") or {})
     return f"handicapped ({', '.join(limits)})" if limits else ""
@@ -355,10 +355,6 @@ def _run_levels(run: Path, catalog: Catalog) -> pd.DataFrame:
     return out
 
 
-def _spread(log_times: pd.Series) -> float:
-    return _pair_spread(list(log_times))
-
-
 def from_runs(runs: Iterable[str | Path], catalog: Catalog, origin: str = "reference") -> Expected:
     """The table made from healthy runs: per class, role and size, the median over runs of each
     run's median time (its GPUs or pairs of one role: their median)."""
@@ -369,7 +365,7 @@ def from_runs(runs: Iterable[str | Path], catalog: Catalog, origin: str = "refer
         theory_gbps=("theory_gbps", "median")).reset_index()
     table = per_run.groupby(keys, sort=False).agg(
         log_time=("log_time", "median"), runs=("run", "nunique"), hosts=("host", "nunique"),
-        spread=("log_time", _spread), theory_gbps=("theory_gbps", "median"),
+        spread=("log_time", _pair_spread), theory_gbps=("theory_gbps", "median"),
         instances=("instance", lambda s: "+".join(sorted(set(s)))))
     table = table.reset_index()
     table["time_s"] = np.exp(table["log_time"])

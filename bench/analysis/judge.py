@@ -47,12 +47,12 @@ import pandas as pd
 from bench.analysis import causes
 from bench.analysis.cache import short_of_hbm
 from bench.analysis.catalog import Catalog, view
-from bench.analysis.compare import (JUDGED_CLASSES, PAIR_MEDIAN_TO_SIGMA, PRIOR_DF, VARIANT_KEYS, default_noise,
-                                    median_factor, point_levels, run_noise, size_classes, variant_label)
+from bench.analysis.compare import (JUDGED_CLASSES, PAIR_MEDIAN_TO_SIGMA, VARIANT_KEYS, default_noise,
+                                    family_sigma, median_factor, point_levels, run_noise, size_classes, variant_label)
 from bench.analysis.expected import (ROLE_KEYS, Expected, Learned, alternatives, machine_class, machine_row,
                                      pair_class, roles, shipped, shipped_noise)
 from bench.links import pcie_gbps
-from bench.results import POINT_KEYS, run_status
+from bench.results import COMPLETE, run_status
 from bench.sizes import format_size
 
 TOLERANCE = 0.05          # as xferbench-compare: a smaller drop never counts
@@ -72,7 +72,6 @@ NORMAL, LOW, HIGH, INCONSISTENT, FAILED, NOISY, NOT_JUDGED = (
     "normal", "low", "high", "inconsistent", "failed", "too noisy", "not judged")
 WRONG = (LOW, INCONSISTENT, FAILED)       # states that make a run not normal
 JUDGED = (NORMAL, LOW, HIGH, INCONSISTENT)
-COMPLETE = ("complete", "")               # "": no status recorded (imports): taken as whole
 
 
 @dataclass
@@ -279,13 +278,12 @@ def _reference(point: _Point, role: dict, table: Expected, machine: str) -> str:
     return ""
 
 
-def _learned(point: _Point, role: dict, table: Expected, machine: str, theory, own_class: str,
-             declared_share: float) -> str:
+def _learned(point: _Point, role: dict, table: Expected, machine: str, theory, own_class: str) -> str:
     """Where the class has no reference: theory times the share the other classes reach (the
     suite's declared share where none has the role) at bandwidth-bound sizes, else the time the
     other classes take; '' or why neither."""
     if theory and point.bandwidth and own_class == "bandwidth":
-        gbps, _, link = theory
+        gbps, declared_share, link = theory
         learned = table.learned_share(machine, role, point.size)
         share = learned.value if learned else declared_share
         if not share > 0:
@@ -347,7 +345,7 @@ def _points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expect
             point.physical, point.physical_link = _recorded_limit(facts, record, theory)
         point.reason = _reference(point, role, table, machine)
         if point.reason:
-            why = _learned(point, role, table, machine, theory, own_class, theory[1] if theory else math.nan)
+            why = _learned(point, role, table, machine, theory, own_class)
             point.reason = f"{point.reason}; {why}" if why else ""
         out.append(point)
     return out
@@ -478,8 +476,7 @@ def _noise(f: _Family, key: dict, catalog: Catalog, table: Expected, noise: Expe
         spreads = source.spreads(role, min(sizes), max(sizes), machine) if source is not None else []
         if len(spreads):
             measured = run_noise(spreads)
-            moderated = math.sqrt((PRIOR_DF * declared**2 + len(spreads) * measured**2) / (PRIOR_DF + len(spreads)))
-            return moderated, f"measured between {where} ({measured:.3f}; declared {declared:.3f})"
+            return family_sigma(declared, measured, len(spreads)), f"measured between {where} ({measured:.3f}; declared {declared:.3f})"
     widened = declared * UNMEASURED
     if any(p.learned is not None and p.learned.relaxed for p in f.expected):
         return max(widened, OTHER_WORLDS), (f"never measured on this class, its share learned from other world sizes: "
@@ -492,7 +489,7 @@ def _noise(f: _Family, key: dict, catalog: Catalog, table: Expected, noise: Expe
     return widened, f"never measured on this class: declared {declared:.3f} x {UNMEASURED}"
 
 
-def _above(f: _Family, rep_ratio: float, limit: float) -> tuple[str, list[str]]:
+def _above(f: _Family, limit: float) -> tuple[str, list[str]]:
     """HIGH or INCONSISTENT where the family is faster than its evidence allows, with what; ('', [])
     where it is not: above the link its run recorded (a record or a figure is wrong), far above
     healthy machines of the class (not the machine its record says), or above them beyond noise."""
@@ -547,7 +544,7 @@ def _verdict(f: _Family, rows: pd.DataFrame, facts: causes.Facts, links: Mapping
             v.expected, v.measured, v.unit = _shown(rep, f.peer_y[rep.size], f.size_class)
             v.at_size, v.source = rep.size, f"siblings: median of {_noun(f.role, f.peers)}"
             v.ratio, v.limit, v.verdict = ratio, math.exp(f.sibling_limit), LOW
-    state, said = _above(f, v.ratio or math.nan, f.limit if math.isfinite(f.limit) else -math.inf)
+    state, said = _above(f, f.limit if math.isfinite(f.limit) else -math.inf)
     if state:
         v.verdict, v.causes, v.reason = state, said, ""
         top = max(f.points, key=lambda p: p.value)

@@ -12,11 +12,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from bench.results import ResultsError, find_runs, load, read_meta, set_aside_note, suites_asked, usable_rows
+from bench.results import COMPLETE, ResultsError, find_runs, load, read_meta, set_aside_note, suites_asked, usable_rows
 
 
 SERIES = "series"               # the column that colours lines: one value per run drawn
-COMPLETE = ("complete", "")     # "": no status recorded (imports, hand-made folders): taken as whole
 
 
 def _per_run(frame: pd.DataFrame, column: str, of_meta: Callable[[dict], object], missing: object) -> pd.Series:

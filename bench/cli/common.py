@@ -8,6 +8,7 @@ from pathlib import Path
 
 from bench import ConfigError, suites
 from bench.analysis.catalog import Catalog
+from bench.results import COMPLETE
 
 
 def catalog() -> Catalog:
@@ -58,4 +59,4 @@ def status_lines(frame) -> list[str]:
         return []
     runs = frame.groupby("run_dir", sort=True)["run_status"].first()
     return [f"{run} is {status}: only the points measured before it stopped are here"
-            for run, status in runs.items() if str(status) not in ("complete", "", "nan")]
+            for run, status in runs.items() if str(status) not in (*COMPLETE, "nan")]

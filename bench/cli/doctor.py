@@ -71,11 +71,11 @@ def planned_ops(meta: dict) -> tuple[set[tuple[str, str]] | None, str]:
     # The schema imports every suite and the plan the driver: only this question needs them.
     from bench.config.schema import renamed, to_config
     from bench.driver.machine import recorded_machine
-    from bench.driver.sweep import plan_suites
+    from bench.driver.sweep import plan_suites, suite_ops
 
     try:
         planned, _ = plan_suites(to_config(renamed(meta["config"])), recorded_machine(meta))
-        return {(p.suite.name, point.op) for p in planned for point in p.points()}, ""
+        return suite_ops(planned), ""
     except (ConfigError, KeyError, TypeError, ValueError) as exc:
         return None, f"its config does not plan with this version ({str(exc).splitlines()[0]})"
 

@@ -26,7 +26,7 @@ from bench.driver.launcher import external_rank
 from bench.driver.machine import Machine, catalogue_machine, detect_device, gpu_names, instance_mismatch, local_gpus, \
     this_machine
 from bench.driver.runner import run_suite
-from bench.driver.sweep import Planned, plan_suites
+from bench.driver.sweep import Planned, plan_suites, suite_ops
 from bench.driver.system import describe
 from bench.results import (SCHEMA_VERSION, ResultsError, ResultsWriteError, RunWriter, load, point_key, read_meta,
                            run_samples, write_json, write_meta)
@@ -231,7 +231,7 @@ def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int 
         print(f"xferbench: {meta_note}", file=sys.stderr)
     catalog = {suite.name: suite for suite in suites.all()}
     print(format_summary(_final_rows(run_dir, meta["run_id"], status, write=failed_write is None), catalog))
-    _verdicts(run_dir, meta, catalog, {(p.suite.name, point.op) for p in planned for point in p.points()})
+    _verdicts(run_dir, meta, catalog, suite_ops(planned))
     return code
 
 

@@ -74,6 +74,11 @@ def context(cfg, suite: Suite, machine: Machine, explicit: frozenset[str] = froz
         nnodes=layout.nnodes if layout else 1)
 
 
+def suite_ops(planned: list[Planned]) -> set[tuple[str, str]]:
+    """The (suite, op)s the planned suites measure: a run that lacks one of them is missing it."""
+    return {(p.suite.name, point.op) for p in planned for point in p.points()}
+
+
 def plan_suites(cfg, machine: Machine, explicit: frozenset[str] = frozenset()) -> tuple[list[Planned], list[str]]:
     """Every suite of the config that this machine runs, checked (ConfigError on bad input, before
     anything is allocated), and a line for each it skips, saying why."""

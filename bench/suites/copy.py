@@ -51,7 +51,7 @@ from bench.measure.memory import check_fits, check_host_fits
 from bench.measure.timing import EventClock, HostClock
 from bench.results import Sample, usable_rows
 from bench.sizes import format_size, machine_sizes
-from bench.contract import ALL, Context, Overhead, Point, Suite, trial_rows
+from bench.contract import ALL, Context, Overhead, Point, Suite, counts_at_once, trial_rows
 
 torch = lazy.module("torch")
 
@@ -117,8 +117,7 @@ def select_gpus(spec: list[str], count: int, together: list[int] = ()) -> Select
             if int(item) >= count:
                 raise ConfigError(f"copy.gpus: GPU {item} does not exist; this machine has {count} (0..{count - 1})")
             alone.append(int(item))
-    counts = tuple(dict.fromkeys(min(n, count) for n in (together or [count]) if min(n, count) >= 2))
-    return Selection(tuple(dict.fromkeys(alone)), counts if ALL in spec else ())
+    return Selection(tuple(dict.fromkeys(alone)), counts_at_once(together, count) if ALL in spec else ())
 
 
 @dataclass(frozen=True)

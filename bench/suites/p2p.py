@@ -47,7 +47,7 @@ from bench.measure.timing import EventClock
 from bench.pairs import class_pairs, pairs_at_size
 from bench.results import Sample, usable_rows
 from bench.sizes import machine_sizes
-from bench.contract import ALL, Context, Overhead, Point, Suite, trial_rows
+from bench.contract import ALL, Context, Overhead, Point, Suite, counts_at_once, trial_rows
 
 torch = lazy.module("torch")
 
@@ -185,14 +185,9 @@ def sweep(s: Settings, ctx: Context) -> list[Point]:
         if (size == max(machine) if auto else size in machine) and "peer" in modes:
             out += [Point(name, op, size, memory="device", mode="peer", backend="cuda", world_size=count,
                           engine=engine, **_ends(op, f"cuda:{j}"))
-                    for count in together_counts(s, ctx) for op in ops if op in CONCURRENT_OPS
+                    for count in counts_at_once(s.together, ctx.gpu_count) for op in ops if op in CONCURRENT_OPS
                     for j in range(count) for engine in engines]
     return out
-
-
-def together_counts(s: Settings, ctx: Context) -> list[int]:
-    """The GPU counts of the concurrent ops: p2p.together capped at the machine's, or every GPU."""
-    return list(dict.fromkeys(min(n, ctx.gpu_count) for n in (s.together or [ctx.gpu_count])))
 
 
 def _ends(op: str, one: str) -> dict[str, str]:
