@@ -32,8 +32,12 @@ def package_dirs() -> list[str]:
     real = [os.path.realpath(p) for p in sys.path if p]
     first = next((i for i, p in enumerate(real) if p in site_dirs), len(real))
     repo = str(ROOT)
-    return list(dict.fromkeys(p for p in real[first:] if os.path.isdir(p) and p != repo
-                              and not p.startswith(repo + os.sep)))
+
+    def of_repo(path: str) -> bool:   # a venv made in the repository (./.venv): its packages are no part of it
+        inside = path == repo or path.startswith(repo + os.sep)
+        return inside and not any(part in ("site-packages", "dist-packages") for part in Path(path).parts)
+
+    return list(dict.fromkeys(p for p in real[first:] if os.path.isdir(p) and not of_repo(p)))
 
 
 def make_venv(where: Path) -> Path:
