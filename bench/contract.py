@@ -280,7 +280,7 @@ def trial_rows(point: Point, trials: list[Trial], bytes_per_op: float, bus_facto
             algbw = nbytes * t.iters / seconds / 1e9 if verified and seconds > 0 else float("nan")
             rows.append(point.sample(
                 trial=i, iters=t.iters, part=part, time_s=seconds / t.iters,
-                time_fastest_rank_s=t.fastest_rank_s / t.iters,
+                time_fastest_rank_s=t.fastest_rank_s / t.iters, host_pace_s=t.host_pace_s,
                 algbw_gbps=algbw, busbw_gbps=algbw * bus_factor, verified=verified,
                 status="ok" if verified else "failed",
                 note="; ".join(n for n in (point_note, short) if n),

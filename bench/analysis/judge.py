@@ -347,6 +347,8 @@ def _points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expect
         if point.reason:
             why = _learned(point, role, table, machine, theory, own_class)
             point.reason = f"{point.reason}; {why}" if why else ""
+        if record["host_slow"]:   # it measured the host's mood, not the machine's figure
+            point.y_expected, point.reason = math.nan, HOST_SLOW
         out.append(point)
     return out
 
@@ -417,6 +419,7 @@ def _siblings(families: list[_Family]) -> None:
                 f.sibling_change, f.peers = float(np.median(diffs)), min(peers)
 
 
+HOST_SLOW = "every trial ran while the host was slow (host_pace_s): it measured the host's mood"
 PLATEAU = 0.9   # a bandwidth-bound family is judged where its expected rate is this near its peak
 
 
