@@ -245,7 +245,9 @@ def test_small_and_host_clocked_ops_read_the_hosts_pace_before_each_trial(host):
     work = ScriptedWork(1e-5)
     trials = measure(work.enqueue, work, warmed)
     assert [t.host_pace_s for t in trials[:3]] == [1.0, 1.1, 3.0] and all(t.host_pace_s == 1.0 for t in trials[3:])
-    slow_op = ScriptedWork(2e-4)   # device-bound: its trials read nothing
+    mid_op = ScriptedWork(2e-4)   # not split, but still within the host's reach: read
+    assert all(t.host_pace_s == 1.0 for t in measure(mid_op.enqueue, mid_op, warmed))
+    slow_op = ScriptedWork(2e-3)   # device-bound: its trials read nothing
     assert all(math.isnan(t.host_pace_s) for t in measure(slow_op.enqueue, slow_op, warmed))
     copied = measure(lambda n: None, HostClock(), replace(CFG, trials=2, min_trial_s=1e-4))
     assert all(t.host_pace_s == 1.0 for t in copied)   # the host does the work: its pace beside every trial

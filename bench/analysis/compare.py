@@ -222,6 +222,7 @@ def point_levels(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     out["cache_resident"] = pd.Series(cache_resident(rows)).groupby(point).any().to_numpy()
     out["short_of_hbm"] = pd.Series(short_of_hbm(rows)).groupby(point).any().to_numpy()
     out["host_slow"] = pd.Series(slow_throughout(rows).to_numpy()).groupby(point).any().to_numpy()
+    out["paced"] = rows["host_pace_s"].notna().groupby(point).any().to_numpy()
     has_bw = out["bw"] > 0
     out["metric"] = np.where(has_bw, metric[first], "time_s")
     out["value"] = out["bw"].where(has_bw, out["time"])

@@ -47,7 +47,7 @@ import pandas as pd
 from bench.analysis import causes
 from bench.analysis.cache import short_of_hbm
 from bench.analysis.catalog import Catalog, view
-from bench.analysis.compare import (JUDGED_CLASSES, PAIR_MEDIAN_TO_SIGMA, VARIANT_KEYS, default_noise,
+from bench.analysis.compare import (GPU_BACKENDS, JUDGED_CLASSES, PAIR_MEDIAN_TO_SIGMA, VARIANT_KEYS, default_noise,
                                     family_sigma, median_factor, point_levels, run_noise, size_classes, variant_label)
 from bench.analysis.expected import (ROLE_KEYS, Expected, Learned, alternatives, machine_class, machine_row,
                                      pair_class, roles, shipped, shipped_noise)
@@ -332,6 +332,8 @@ def _points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expect
     role_rows = roles(levels, links).to_dict("records")
     own = size_classes(levels)   # where no reference curve says
     hooks = machine_row(meta)
+    # A GPU run made before xferbench read the host's pace: its host-bound figures hold the host's moods.
+    unpaced = levels["backend"].isin(GPU_BACKENDS).any() and not levels["paced"].any()
     out = []
     for record, role, own_class in zip(levels.to_dict("records"), role_rows, own):
         bandwidth = record["metric"] != "time_s"
@@ -349,6 +351,8 @@ def _points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expect
             point.reason = f"{point.reason}; {why}" if why else ""
         if record["host_slow"]:   # it measured the host's mood, not the machine's figure
             point.y_expected, point.reason = math.nan, HOST_SLOW
+        elif unpaced and own_class == "latency" and record["launch"] == "eager":
+            point.y_expected, point.reason = math.nan, UNPACED
         out.append(point)
     return out
 
@@ -420,6 +424,8 @@ def _siblings(families: list[_Family]) -> None:
 
 
 HOST_SLOW = "every trial ran while the host was slow (host_pace_s): it measured the host's mood"
+UNPACED = ("recorded before xferbench read the host's pace (schema 3 or older): a host-bound figure cannot be "
+           "told from the host's moods")
 PLATEAU = 0.9   # a bandwidth-bound family is judged where its expected rate is this near its peak
 
 

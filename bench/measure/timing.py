@@ -238,6 +238,9 @@ def _wait_for_host(agree: Callable[[float], float]) -> bool:
 # shorter trials directly.
 SMALL_OP_S = 100e-6
 SMALL_OP_SPLIT = 3
+# Ops under this may still be set by the host's launch path (a 45 µs copy read 74 µs in a slow
+# mood, warm-up and all, so SMALL_OP_S alone would miss it): their trials read the host's pace.
+HOST_BOUND_S = 1e-3
 
 
 def warm_up(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Callable[[float], float] = _same) -> float:
@@ -266,7 +269,7 @@ def measure(
     small = per_op < SMALL_OP_S
     if small:
         cfg = replace(cfg, trials=cfg.trials * SMALL_OP_SPLIT, min_trial_s=cfg.min_trial_s / SMALL_OP_SPLIT)
-    paced = small or isinstance(clock, HostClock)
+    paced = per_op < HOST_BOUND_S or isinstance(clock, HostClock)
     n = calibrate(enqueue, clock, cfg, agree, per_op)
     trials = _trials(enqueue, clock, n, cfg, agree, paced)
     # Only GPU work waits: the device's clock is what a slow host must not set; work the host does
