@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from bench.analysis.causes import CLOCKS
-from bench.analysis.expected import NOISE, SHIPPED, clock_baselines, from_runs, unhealthy
+from bench.analysis.expected import NOISE, SHIPPED, clock_baselines, from_runs, machine_class, unhealthy
 from bench.cli.common import catalog
 from bench.results import ResultsError, find_runs, read_meta
 
@@ -39,20 +39,20 @@ def _label(meta: dict) -> str:
     return f"{instance.get('label') or instance.get('name', '')} ({suites or 'suites not recorded'})"
 
 
-def _newest(candidates: list[tuple[Path, dict]]) -> tuple[list[Path], list[str]]:
-    """Of (run, meta) pairs, per instance and set of suites, the runs of the tool commit of the
-    newest one; a line per run left out."""
+def _newest(candidates: list[tuple[Path, dict]], label=_label) -> tuple[list[Path], list[str]]:
+    """Of (run, meta) pairs, per label (default: instance and set of suites), the runs of the tool
+    commit of the newest one; a line per run left out."""
     newest: dict[str, str] = {}
     for run, meta in sorted(candidates, key=lambda c: str(c[1].get("start_time", ""))):
-        newest[_label(meta)] = str((meta.get("tool") or {}).get("git_commit", ""))
+        newest[label(meta)] = str((meta.get("tool") or {}).get("git_commit", ""))
     chosen, left = [], []
     for run, meta in candidates:
-        label, commit = _label(meta), str((meta.get("tool") or {}).get("git_commit", ""))
-        if commit == newest[label]:
+        label_, commit = label(meta), str((meta.get("tool") or {}).get("git_commit", ""))
+        if commit == newest[label_]:
             chosen.append(run)
         else:
-            left.append(f"{run}: an older version ({commit or 'no commit recorded'}; the newest of {label} is "
-                        f"{newest[label]})")
+            left.append(f"{run}: an older version ({commit or 'no commit recorded'}; the newest of {label_} is "
+                        f"{newest[label_]})")
     return chosen, left
 
 
@@ -73,10 +73,10 @@ def choose(runs: list[Path]) -> tuple[list[Path], list[str]]:
 
 
 def noise_runs(folders: list[str]) -> tuple[list[Path], list[str]]:
-    """The healthy runs under an 'identical' folder of the noise studies, of each instance's newest
-    version: a version that reads the host's pace measures its own noise."""
+    """The healthy runs under an 'identical' folder of the noise studies, of each machine class's
+    newest version: a version that reads the host's pace measures its own noise."""
     found = [(run, read_meta(run)) for run in find_runs(folders) if "identical" in run.parts]
-    return _newest([(run, meta) for run, meta in found if not unhealthy(meta)])
+    return _newest([(run, meta) for run, meta in found if not unhealthy(meta)], lambda meta: machine_class(meta).key)
 
 
 def main(argv: list[str] | None = None) -> int:
