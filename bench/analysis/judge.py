@@ -370,7 +370,7 @@ def _points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expect
             why = _learned(point, role, table, machine, theory, own_class)
             point.reason = f"{point.reason}; {why}" if why else ""
         aside = (older or (HOST_OWN if record["op"] in view(catalog, record["suite"]).host_own else "")
-                 or (HOST_SLOW if record["host_slow"] else "")   # it measured the host's mood
+                 or (HOST_SLOW if record["host_slow"] and point.size_class == "latency" else "")   # the host's mood
                  or (UNPACED if unpaced and point.size_class == "latency" and record["launch"] == "eager" else ""))
         if aside:
             point.y_expected, point.reason, point.set_aside = math.nan, aside, True

@@ -184,17 +184,18 @@ def _trials(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig, agree: Ca
 
 # ---------------------------------------------------------------- the host's pace
 # A shared host's CPUs come in moods: a fixed piece of Python work takes far longer for seconds at
-# a time, and every eager launch slows with it (docs/method.md, "The host's pace"). Ops whose time the host sets (small ops, host-clocked work)
-# read the pace before each trial; where no trial of a GPU point ran at the host's usual pace, the
-# point waits (at most WAIT_FOR_HOST_S) for the host to come back and measures again. Readers
-# keep the trials taken at the host's usual pace (results.usable_rows).
+# a time, and every eager launch slows with it (docs/method.md, "The host's pace"). Ops whose time
+# the host may set (under HOST_BOUND_S, or host-clocked) read the pace before each trial; where no
+# trial of a short GPU op ran at the host's usual pace, it waits (at most WAIT_FOR_HOST_S, and all
+# waits at most WAIT_SHARE of the time) for the host to come back and measures again. Readers keep
+# the trials taken at the host's usual pace (results.usable_rows).
 PACE_WORK = 5000          # iterations of the probe: short beside a trial, long beside a timer's tick
 PACE_SLACK = results.PACE_SLACK   # a reading this much above the quickest: the host in a slow mood
 WAIT_FOR_HOST_S = 2.0     # for one point
-HOST_WAITS = 10           # points that may wait, in one process: a host slow for good costs 20 s at most
+WAIT_SHARE = 0.1          # of the time since the first reading, at most, spent waiting (a slow host's cost)
 _POLL_S = 0.02
 _quickest = [math.inf]    # this process's quickest agreed reading so far
-_waits_left = [HOST_WAITS]
+_clock = {"first": math.nan, "waited": 0.0}   # when the first reading was taken; seconds waited since
 
 
 def host_pace() -> float:
@@ -207,6 +208,8 @@ def host_pace() -> float:
 
 
 def _paced(agree: Callable[[float], float]) -> float:
+    if math.isnan(_clock["first"]):
+        _clock["first"] = time.perf_counter()
     pace = agree(host_pace())
     _quickest[0] = min(_quickest[0], pace)
     return pace
@@ -220,14 +223,18 @@ def at_pace(pace: float) -> bool:
 def _wait_for_host(agree: Callable[[float], float]) -> bool:
     """Polls the host's pace until it is back to usual (True) or WAIT_FOR_HOST_S passed (False).
     Every decision is taken on agreed readings, so every rank polls as often."""
-    if _waits_left[0] <= 0:
+    budget = WAIT_SHARE * (time.perf_counter() - _clock["first"]) - _clock["waited"]
+    if agree(float(budget > 0)) == 0:   # every rank waits where any may: they stay in step
         return False
-    _waits_left[0] -= 1
-    for _ in range(int(WAIT_FOR_HOST_S / _POLL_S)):
-        if at_pace(_paced(agree)):
-            return True
-        time.sleep(_POLL_S)
-    return False
+    start = time.perf_counter()
+    try:
+        for _ in range(int(WAIT_FOR_HOST_S / _POLL_S)):
+            if at_pace(_paced(agree)):
+                return True
+            time.sleep(_POLL_S)
+        return False
+    finally:
+        _clock["waited"] += time.perf_counter() - start
 
 
 # Ops faster than this are bound by the host's launch cost, which comes in moods (a slow mode
@@ -241,6 +248,8 @@ SMALL_OP_SPLIT = 3
 # Ops under this may still be set by the host's launch path (a 45 µs copy read 74 µs in a slow
 # mood, warm-up and all, so SMALL_OP_S alone would miss it): their trials read the host's pace.
 HOST_BOUND_S = 1e-3
+# Ops this short are the host's launch path's: only they wait for a slow host to come back.
+WAIT_BELOW_S = 300e-6
 
 
 def warm_up(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Callable[[float], float] = _same) -> float:
@@ -274,7 +283,7 @@ def measure(
     trials = _trials(enqueue, clock, n, cfg, agree, paced)
     # Only GPU work waits: the device's clock is what a slow host must not set; work the host does
     # itself (and tests on CPUs shared with other tests) keeps its readings for the readers to sort.
-    waits = isinstance(clock, EventClock)
+    waits = isinstance(clock, EventClock) and per_op < WAIT_BELOW_S
     if paced and waits and not any(at_pace(t.host_pace_s) for t in trials) and _wait_for_host(agree):
         trials += _trials(enqueue, clock, n, cfg, agree, paced)
     return trials
