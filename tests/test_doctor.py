@@ -12,14 +12,21 @@ import pytest
 from bench.analysis.judge import judge
 from bench.cli import doctor
 from bench.cli.common import catalog
+from bench.analysis.judge import HOST_OWN
 from bench.results import load, read_meta
 from conftest import ROOT
 
 REF = ROOT / "results" / "reference"
 NOISE = ROOT / "results" / "noise" / "h200-x2"
-HELD_OUT = sorted((ROOT / "results" / "noise" / "h200-x4" / "held-out").iterdir())   # in no table
-HEALTHY = [REF / "h100-x1" / "20261123-040857", REF / "h200-x1" / "20261123-044246", REF / "h200-x2" / "20261123-044635",
-           *(NOISE / "identical" / f"identical-0{i}" for i in (1, 2, 3)), *HELD_OUT]
+X4_HELD_OUT = ROOT / "results" / "noise" / "h200-x4" / "held-out"   # in no table
+# Runs made by this version (they read the host's pace): each must be checked and normal.
+CURRENT = [*sorted((REF / "h200-x1").glob("20261126-*")), *sorted((REF / "h200-x4").glob("20261126-0832*")),
+           *sorted((ROOT / "results" / "noise" / "h200-x1-paced" / "identical").glob("2026*")),
+           *sorted((ROOT / "results" / "noise" / "h200-x4" / "identical").glob("2026*")),
+           *sorted(X4_HELD_OUT.glob("20261126-08*"))]
+# Older versions' healthy runs: nothing wrong, and what they cannot show is said (exit 3).
+OLDER = [REF / "h100-x1" / "20261123-040857", REF / "h200-x1" / "20261123-044246", REF / "h200-x2" / "20261123-044635",
+         *(NOISE / "identical" / f"identical-0{i}" for i in (1, 2, 3)), *sorted(X4_HELD_OUT.glob("20261126-05*"))]
 FAULTS = ROOT / "results" / "faults" / "h200-x4"
 WRONG = ("LOW ", "INCONSISTENT ", "FAILED ", "MISSING ", "RUN ")
 
@@ -34,16 +41,22 @@ def _low(lines: list[str]) -> list[str]:
     return [line.strip() for line in lines if line.strip().startswith("LOW ")]
 
 
-def test_the_committed_healthy_runs_have_nothing_wrong(capsys):
-    code, lines, err = _doctor(capsys, *HEALTHY)
+def test_the_committed_healthy_runs_of_this_version_are_checked_and_normal(capsys):
+    assert len(CURRENT) == 10
+    for run in CURRENT:
+        code, lines, err = _doctor(capsys, run)
+        share = re.search(r"judged (\d+) of (\d+) measured.*?\((\d[\d.]*)%\)", "\n".join(lines))
+        assert code == 0 and err == "" and share and float(share.group(3)) >= 90, "\n".join(lines)
+        assert lines[-1].strip() == "result: normal (xferbench-doctor exits 0): checked and normal"
+
+
+def test_older_healthy_runs_have_nothing_wrong_and_say_what_they_cannot_show(capsys):
+    code, lines, err = _doctor(capsys, *OLDER)
     assert not [line for line in lines if line.strip().startswith(WRONG)], "\n".join(lines)
     results = [line.strip() for line in lines if line.strip().startswith("result:")]
-    assert len(results) == len(HEALTHY) and err == ""
-    # each says how much it judged; where eager small messages were too noisy to judge, exit 3
-    assert all(re.search(r"judged \d+ of \d+ measured \(\d+%\)", line) for line in lines if "verdict:" in line)
-    assert code in (0, 3) and all(line.startswith(("result: normal", "result: not enough judged")) for line in results)
-    code, lines, _ = _doctor(capsys, *HELD_OUT, "--min-judged", "0.6")
-    assert code == 0, "\n".join(lines)
+    assert len(results) == len(OLDER) and err == "" and code == 3
+    assert all(line.startswith("result: not enough judged") for line in results)
+    assert all("recorded before xferbench read the host's pace" in line for line in lines if "verdict:" in line)
 
 
 @pytest.mark.parametrize("run, cause", [
@@ -83,7 +96,7 @@ def test_unusable_input_is_one_line_and_exit_2(capsys, tmp_path):
     (tmp_path / "broken" / "meta.json").write_text("{not json")
     code, _, err = _doctor(capsys, tmp_path / "broken")
     assert code == 2 and len(err.splitlines()) == 1 and "corrupt JSON" in err
-    code, _, err = _doctor(capsys, HEALTHY[0], "--tolerance", "1.5")
+    code, _, err = _doctor(capsys, OLDER[0], "--tolerance", "1.5")
     assert code == 2 and "--tolerance 1.5" in err
 
 
@@ -107,4 +120,5 @@ def test_a_cpu_run_is_not_judged_and_says_why(xferbench, capsys):
                                         "but 0% of the measured families judged")
     verdicts = judge(load(run), read_meta(run), catalog(), run_dir=run).to_json()
     assert verdicts["verdict"] == "not enough judged" and list(verdicts["counts"]) == ["not judged"]
-    assert all(f["reason"].startswith("no reference for machine class cpu") for f in verdicts["families"])
+    assert all(f["reason"].startswith("no reference for machine class cpu") or f["reason"] == HOST_OWN
+               for f in verdicts["families"])

@@ -106,7 +106,7 @@ def test_latency_cell_shows_each_api_eager_and_graph_at_its_size(headline):
     assert cell.value == "torch 36.9 / 4.6 · nccl 8.8 / 4.6 µs"
     assert cell.notes[0] == "at 8B, eager / graph"
     h2d = headline["Host → device latency, pinned: eager / graph"]["h200-x1"]
-    assert h2d.value == "6.8 / 2.6 µs" and h2d.notes[0] == "at 4KiB, eager / graph, ce"
+    assert h2d.value == "3.7 / 2.6 µs" and h2d.notes[0] == "at 4KiB, eager / graph, ce"
 
 
 def test_bandwidth_cell_names_api_launch_and_size_side_by_side(headline):

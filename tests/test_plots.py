@@ -146,7 +146,7 @@ def test_the_main_sweep_is_the_run_that_asked_for_the_most_suites(reference):
     pipeline = h200.loc["pipeline-1"]
     chosen = h200[h200["chosen"]].iloc[0]
     assert pipeline.ops > chosen.ops and pipeline.suites == chosen.suites == 1
-    assert chosen.name == "20261124-190905-beside-nvbandwidth" and chosen.why == "main sweep", h200
+    assert chosen.name == "20261126-075737-default-2" and chosen.why == "main sweep", h200
 
 
 def test_series_is_the_instance_unless_it_has_several_runs(reference):
