@@ -32,10 +32,11 @@ import pyarrow as pa
 import pyarrow.csv
 import pyarrow.parquet
 
-SCHEMA_VERSION = 3
-# Versions load() still reads: schema 2 lacks params, schema 1 also api, engine, numa and
-# time_fastest_rank_s, which are filled in (schema 1's collectives all went through torch.distributed).
-READABLE_SCHEMAS = (1, 2, 3)
+SCHEMA_VERSION = 4
+# Versions load() still reads: schema 3 lacks round, schema 2 also params, schema 1 also api,
+# engine, numa and time_fastest_rank_s, which are filled in (schema 1's collectives all went
+# through torch.distributed; before schema 4 every point was measured in one round).
+READABLE_SCHEMAS = (1, 2, 3, 4)
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Sample:
     time_s: float = math.nan
     iters: int = 0
     trial: int = -1
+    round: int = 0               # the round of interleaved measurement the trial belongs to (pipeline); else 0
     part: str = "total"          # bidirectional rows: one per direction plus 'total' (their sum)
     memory: str = ""             # pinned | pageable | device | host
     mode: str = ""               # p2p: peer | staged; collectives: nccl | socket | gloo
@@ -75,11 +77,12 @@ COLUMNS = [f.name for f in fields(Sample)]
 # What identifies a point (one sweep step); trials and parts are rows within it.
 POINT_KEYS = ["suite", "op", "memory", "mode", "backend", "src", "dst", "world_size", "nnodes",
               "dtype", "launch", "api", "engine", "numa", "params", "size_bytes"]
-_INT_COLUMNS = {"size_bytes", "iters", "trial", "world_size", "nnodes"}
+_INT_COLUMNS = {"size_bytes", "iters", "trial", "round", "world_size", "nnodes"}
 _FLOAT_COLUMNS = {"time_s", "time_fastest_rank_s", "algbw_gbps", "busbw_gbps"}
 # Older files lack these columns: the values they had implicitly.
 _SCHEMA1_DEFAULTS = {"api": "", "engine": "", "numa": "", "time_fastest_rank_s": math.nan}
 _SCHEMA2_DEFAULTS = {"params": ""}
+_SCHEMA3_DEFAULTS = {"round": 0}
 
 
 def params(rows: pd.DataFrame) -> list[dict]:
@@ -426,6 +429,8 @@ def read_samples(path: str | Path) -> pd.DataFrame:
         frame.loc[frame["suite"] == "collectives", "api"] = "torch"
     if "params" not in frame.columns and "suite" in frame.columns:  # schemas 1 and 2
         frame = frame.assign(**_SCHEMA2_DEFAULTS)
+    if "round" not in frame.columns and "suite" in frame.columns:  # schemas 1 to 3
+        frame = frame.assign(**_SCHEMA3_DEFAULTS)
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ResultsError(f"{path}: not an xferbench samples file (missing columns: {', '.join(missing)})")
