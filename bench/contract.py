@@ -11,8 +11,8 @@ Everything else has a default, and a suite overrides what its story needs:
   (points measured as one, e.g. in interleaved rounds);
 - the plan: `op_time` (a model of one operation where no reference run has it), `overhead`;
 - reading its rows: `bandwidth`, `latency_sizes`, `tables`, `figures`, `headline`, `noise`,
-  `link_limit`, `efficiency` and `expectation` (what the analysis side needs; it gets them from
-  the registry, never by importing a suite).
+  `link_limit`, `efficiency`, `expectation` and `judged` (what the analysis side needs; it gets
+  them from the registry, never by importing a suite).
 """
 from __future__ import annotations
 
@@ -224,6 +224,13 @@ class Suite:
     def link_limit(self, row: Mapping[str, Any]) -> tuple[float, str]:
         """The link a variant's peak crosses, in GB/s per direction, and its name; NaN, '' where none."""
         return float("nan"), ""
+
+    def judged(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """The rows the doctor and the gate judge this suite by (its rows of one or more runs, as
+        results.load gives them): by default the rows themselves. A suite whose absolute figures
+        move with the host rather than the machine gives figures relative to what the host gave
+        (the pipeline: each loop's fraction of its own bound)."""
+        return rows
 
     def expectation(self, row: Mapping[str, Any]) -> tuple[float, float, str] | None:
         """Link theory for one point, for judging a machine no reference run describes
