@@ -4,13 +4,14 @@ over its rounds (each round's the median of its trials) and its spread the lowes
 round (lo_gbps, hi_gbps): docs/method.md."""
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Callable
 
 import numpy as np
 import pandas as pd
 
-from bench.results import params
+from bench.results import params, params_text
 from bench.sizes import format_size
 from bench.suites.pipeline.model import (H2D, PACE_OP, STAGE_NAMES, STAGES, Loop, Producer, Stage,
                                          dataloader_defaults, descriptor, stages_of)
@@ -165,6 +166,41 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
                    "lo_gbps", "hi_gbps", "bottleneck", "on", "stage_gbps", "of_stage", "alone_gbps", "alone_lo_gbps",
                    "alone_hi_gbps", "bound_gbps", "of_bound", "link_gbps", "of_link"]
     return loops_[cols + ["what"]].dropna(axis="columns", how="all").reset_index(drop=True)   # no link without a GPU
+
+
+def judged(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows the doctor and the gate judge the pipeline by: each loop's trials, their GB/s
+    replaced by the fraction of the loop's bound that trial reached (the bound from the stage
+    times the loop read in that trial, the stages it did not time from their median alone), as
+    if the bound were 1 GB/s: a figure of what the host gave, not of the host's pace. Stages
+    alone and the host's pace are kept out; so are loops without stage times (older runs)."""
+    rows = frame[(frame["suite"] == SUITE) & (frame["status"] == "ok") & (frame["params"] != "")]
+    loops_ = rows[(rows["part"] == "total") & ~rows["op"].isin(STAGES + (PACE_OP,))]
+    if loops_.empty:
+        return loops_
+    med, runs = rounds(frame)
+    alone = {tuple(getattr(r, k) for k in runs) + (r.size_bytes, r.what): r.gbps
+             for r in med[med["op"].isin(STAGES)].itertuples(index=False)}
+    trial_keys = ["run_dir", "params", "size_bytes", "trial"]
+    parts = rows[rows["part"].isin(STAGE_NAMES)]
+    parts = parts.assign(run_dir=parts.get("run_dir", "")).groupby(trial_keys + ["part"], sort=False)["algbw_gbps"]
+    spent = parts.first().to_dict() if len(parts) else {}
+    loops_ = loops_.assign(run_dir=loops_.get("run_dir", ""))
+    shares = []
+    for row in loops_.to_dict("records"):
+        loop, key = descriptor(json.loads(row["params"])), tuple(row[k] for k in runs)
+        trial = tuple(row[k] for k in trial_keys)
+
+        def rate(st: Stage) -> float | None:
+            return spent.get(trial + (st.name,)) or alone.get(key + (row["size_bytes"], st))
+
+        att = attribute(loop, row["backend"] == "cuda", rate)
+        shares.append(row["algbw_gbps"] / att["bound_gbps"] if att else np.nan)
+    # params as this version writes them (older runs' loops lack the newer switches, at their defaults)
+    out = loops_.assign(algbw_gbps=shares, busbw_gbps=shares,
+                        params=[params_text(descriptor(d)) for d in params(loops_)])
+    out = out[out["algbw_gbps"] > 0]
+    return out.assign(time_s=out["size_bytes"] / (out["algbw_gbps"] * 1e9))
 
 
 def _spread(lo: float, hi: float) -> str:
