@@ -756,3 +756,28 @@ def test_overlap_and_pipeline_print_their_tables(runs_frame, capsys):
     with pytest.raises(SystemExit) as no_runs:
         summary.main([])
     assert no_runs.value.code == 2
+
+
+def test_the_doctor_and_the_gate_judge_a_loop_by_the_fraction_of_its_bound():
+    """Each loop's judged figure is the share of its bound it reached (the loops here: 95%),
+    whatever its GB/s; stages alone and the host's pace are not judged."""
+    frame = pd.DataFrame([vars(r) for r in _pipeline_run()])
+    judged = PIPELINE.judged(frame)
+    assert set(judged.op) == {"loader_to_gpu"} and len(judged) == 8 * len(PIPE_SIZES)
+    assert judged.algbw_gbps.to_numpy() == pytest.approx(0.95)
+    assert (judged.size_bytes / judged.time_s / 1e9).to_numpy() == pytest.approx(0.95)   # a row as any other
+    slow_host = frame.assign(time_s=frame.time_s * 1.4, algbw_gbps=frame.algbw_gbps / 1.4)   # the host's pace moved
+    assert PIPELINE.judged(slow_host).algbw_gbps.to_numpy() == pytest.approx(0.95)
+
+
+def test_advice_names_the_thread_setting_that_moves_a_loop_beyond_its_spread():
+    rows = _pipeline_run()
+    defaults = [r for r in rows if r.op == "loader_to_gpu" and r.mode == "numpy workers=0 blocking"]
+    loop = replace(pipeline.dataloader_defaults(pipeline.Producer.numpy, PIPE_SAMPLE), threads=1)
+    twin = [replace(r, mode=loop.mode(), params=params_text(loop), time_s=r.time_s / 3, algbw_gbps=r.algbw_gbps * 3)
+            for r in defaults]
+    lines = pipeline.advice_lines(pipeline.advice(pd.DataFrame([vars(r) for r in rows + twin])))
+    said = [line for line in lines if line.strip().startswith("threads:")]
+    assert len(said) == len(PIPE_SIZES)
+    assert "pageable numpy workers=0 blocking delivers" in said[0] and "with 1 intra-op thread" in said[0]
+    assert "3.00x: set pipeline.threads=[1]" in said[0]
