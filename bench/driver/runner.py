@@ -43,7 +43,8 @@ def run_suite(planned: Planned, state: Any, writer: RunWriter | None, progress: 
     for group in _together(suite, todo):
         bar.set_postfix_str(group[0].label(), refresh=False)
         try:
-            measured = suite.measure_together(group, settings, ctx, state)
+            measured = (suite.measure_together(group, settings, ctx, state) if len(group) > 1
+                        else [suite.measure(group[0], settings, ctx, state)])
         except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
             if distributed or not _out_of_memory(exc):  # distributed: the ranks must agree
                 raise
