@@ -349,7 +349,7 @@ def test_a_prefilled_queue_reads_at_the_producers_steady_rate_not_its_burst(monk
     workers queue 4 batches while the loop waits; the warm-up drains them and the trials, cut
     from one stream, read the steady rate."""
     monkeypatch.setattr(psource, "NumpySamples", _Paced)
-    settings = pipeline.Settings(min_trial_s=0.05)
+    settings = pipeline.Settings(min_trial_s=0.05, rounds=1)   # the three trials in one segment
     ctx = Context("cpu", TimingConfig(warmup=1, trials=3, min_trial_s=0.004), [1])
     feed = pfeed.Feed(2, 1024, pipeline.Loop(pipeline.Producer.numpy, workers=2), torch.device("cpu"))
     try:
@@ -560,7 +560,8 @@ def test_a_producer_made_slow_is_named_the_bottleneck(monkeypatch):
     monkeypatch.setattr(_Paced, "SAMPLE_S", 0.01)
     settings = pipeline.Settings(producers=[pipeline.Producer.numpy], sample_sizes=["1KiB"], workers=[2],
                                  pin_memory=[False], non_blocking=[False], prefetch=[False],
-                                 grid=pipeline.Grid.full, min_size="4KiB", max_size="4KiB", min_trial_s=0.05)
+                                 threads=[0], grid=pipeline.Grid.full, min_size="4KiB", max_size="4KiB",
+                                 min_trial_s=0.05, rounds=1)
     ctx = Context("cpu", TimingConfig(warmup=1, trials=3), [1])
     rows = [r for point in PIPELINE.points(settings, ctx) for r in PIPELINE.measure(point, settings, ctx, None)]
     frame = pd.DataFrame([vars(r) for r in rows])
