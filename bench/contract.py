@@ -160,6 +160,7 @@ class Suite:
     # (platform, size class) -> between-run sigma; (platform, size class, tag): for families one of
     # whose variant values is tag (e.g. "pageable"), where those run noisier than the suite.
     noise: ClassVar[Mapping[tuple[str, ...], float]] = {}
+    host_own: ClassVar[tuple[str, ...]] = ()   # ops that measure the host itself: the doctor never judges them
     # The share of a link's theoretical figure a healthy machine reaches at bandwidth-bound sizes,
     # keyed by op for the default `expectation` (a suite that overrides it keys it as it reads it);
     # each figure's measured basis is in docs/judging.md.
@@ -298,7 +299,7 @@ def trial_rows(point: Point, trials: list[Trial], bytes_per_op: float, bus_facto
             algbw = nbytes * t.iters / seconds / 1e9 if verified and seconds > 0 else float("nan")
             rows.append(point.sample(
                 trial=i, iters=t.iters, part=part, time_s=seconds / t.iters,
-                time_fastest_rank_s=t.fastest_rank_s / t.iters,
+                time_fastest_rank_s=t.fastest_rank_s / t.iters, host_pace_s=t.host_pace_s,
                 algbw_gbps=algbw, busbw_gbps=algbw * bus_factor, verified=verified,
                 status="ok" if verified else "failed",
                 note="; ".join(n for n in (point_note, short) if n),

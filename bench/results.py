@@ -33,9 +33,11 @@ import pyarrow.csv
 import pyarrow.parquet
 
 SCHEMA_VERSION = 4
-# Versions load() still reads: schema 3 lacks round, schema 2 also params, schema 1 also api,
-# engine, numa and time_fastest_rank_s, which are filled in (schema 1's collectives all went
-# through torch.distributed; before schema 4 every point was measured in one round).
+# Versions load() still reads: schema 3 lacks host_pace_s and round, schema 2 also params, schema 1
+# also api, engine, numa and time_fastest_rank_s, which are filled in (schema 1's collectives all
+# went through torch.distributed; before schema 4 no pace was read and every point was measured in
+# one round). Schema 4 was written for a while with only one of host_pace_s and round (the two were
+# added side by side); the missing one is filled in the same way.
 READABLE_SCHEMAS = (1, 2, 3, 4)
 
 
@@ -67,6 +69,7 @@ class Sample:
     time_fastest_rank_s: float = math.nan   # collectives: the fastest rank's time per op (stragglers show)
     algbw_gbps: float = math.nan
     busbw_gbps: float = math.nan
+    host_pace_s: float = math.nan   # the host's pace just before the trial (timing.host_pace), where it sets the op's
     verified: bool = False
     status: str = "ok"           # ok | failed | skipped
     note: str = ""
@@ -78,11 +81,11 @@ COLUMNS = [f.name for f in fields(Sample)]
 POINT_KEYS = ["suite", "op", "memory", "mode", "backend", "src", "dst", "world_size", "nnodes",
               "dtype", "launch", "api", "engine", "numa", "params", "size_bytes"]
 _INT_COLUMNS = {"size_bytes", "iters", "trial", "round", "world_size", "nnodes"}
-_FLOAT_COLUMNS = {"time_s", "time_fastest_rank_s", "algbw_gbps", "busbw_gbps"}
+_FLOAT_COLUMNS = {"time_s", "time_fastest_rank_s", "algbw_gbps", "busbw_gbps", "host_pace_s"}
 # Older files lack these columns: the values they had implicitly.
 _SCHEMA1_DEFAULTS = {"api": "", "engine": "", "numa": "", "time_fastest_rank_s": math.nan}
 _SCHEMA2_DEFAULTS = {"params": ""}
-_SCHEMA3_DEFAULTS = {"round": 0}
+_SCHEMA3_DEFAULTS = {"host_pace_s": math.nan, "round": 0}
 
 
 def params(rows: pd.DataFrame) -> list[dict]:
@@ -91,9 +94,39 @@ def params(rows: pd.DataFrame) -> list[dict]:
     return [json.loads(text) if text else {} for text in rows["params"]]
 
 
+# A trial whose reading of the host's pace took this much longer than the run's usual reading
+# ran while the host was slow (timing.host_pace; docs/method.md, "The host's pace").
+PACE_SLACK = 1.25
+USUAL_PACE_QUANTILE = 0.1   # the run's usual pace: a low quantile of its readings, not the luckiest one
+
+
+def host_slow(rows: pd.DataFrame) -> pd.Series:
+    """Per row: its trial read the host's pace above PACE_SLACK x its run's usual reading (False
+    where no pace was read). Runs and world sizes are apart: a collective reads its slowest rank."""
+    pace = rows["host_pace_s"]
+    if pace.isna().all():
+        return pd.Series(False, index=rows.index)
+    usual = pace.groupby([rows["run_id"], rows["world_size"]]).transform(lambda s: s.quantile(USUAL_PACE_QUANTILE))
+    return pace > PACE_SLACK * usual
+
+
+def slow_throughout(rows: pd.DataFrame) -> pd.Series:
+    """Per row: no trial of its point (in its run) ran at the host's usual pace."""
+    slow = host_slow(rows)
+    if not slow.any():
+        return slow
+    point = rows.groupby(POINT_KEYS + ["run_id"], sort=False).ngroup()
+    return slow.groupby(point).transform("all")
+
+
 def usable_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    """Measured trials of whole operations: status ok, part total (directions are parts of it)."""
-    return frame[(frame["status"] == "ok") & (frame["part"] == "total")]
+    """Measured trials of whole operations: status ok, part total (directions are parts of it),
+    taken at the host's usual pace where the point has any such trial."""
+    rows = frame[(frame["status"] == "ok") & (frame["part"] == "total")]
+    slow = host_slow(rows)
+    if not slow.any():
+        return rows
+    return rows[~slow | slow_throughout(rows)]
 
 
 class ResultsError(ValueError):
@@ -429,8 +462,10 @@ def read_samples(path: str | Path) -> pd.DataFrame:
         frame.loc[frame["suite"] == "collectives", "api"] = "torch"
     if "params" not in frame.columns and "suite" in frame.columns:  # schemas 1 and 2
         frame = frame.assign(**_SCHEMA2_DEFAULTS)
-    if "round" not in frame.columns and "suite" in frame.columns:  # schemas 1 to 3
-        frame = frame.assign(**_SCHEMA3_DEFAULTS)
+    if "suite" in frame.columns:  # schemas 1 to 3, and early schema-4 files lacking one of the two
+        absent = {c: v for c, v in _SCHEMA3_DEFAULTS.items() if c not in frame.columns}
+        if absent:
+            frame = frame.assign(**absent)
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ResultsError(f"{path}: not an xferbench samples file (missing columns: {', '.join(missing)})")

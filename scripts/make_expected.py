@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from bench.analysis.causes import CLOCKS
-from bench.analysis.expected import NOISE, SHIPPED, clock_baselines, from_runs, unhealthy
+from bench.analysis.expected import NOISE, SHIPPED, clock_baselines, from_runs, machine_class, unhealthy
 from bench.cli.common import catalog
 from bench.results import ResultsError, find_runs, read_meta
 
@@ -32,6 +32,30 @@ def _changes_the_sweep(argv: list[str]) -> list[str]:
     return [k for k in keys if k not in NOT_MEASURING]
 
 
+def _label(meta: dict) -> str:
+    instance = meta.get("instance") or {}
+    # The suites it measured: an instance's default sweep and its training runs age apart.
+    suites = "+".join(sorted(str(x) for x in (meta.get("config") or {}).get("suites") or []))
+    return f"{instance.get('label') or instance.get('name', '')} ({suites or 'suites not recorded'})"
+
+
+def _newest(candidates: list[tuple[Path, dict]], label=_label) -> tuple[list[Path], list[str]]:
+    """Of (run, meta) pairs, per label (default: instance and set of suites), the runs of the tool
+    commit of the newest one; a line per run left out."""
+    newest: dict[str, str] = {}
+    for run, meta in sorted(candidates, key=lambda c: str(c[1].get("start_time", ""))):
+        newest[label(meta)] = str((meta.get("tool") or {}).get("git_commit", ""))
+    chosen, left = [], []
+    for run, meta in candidates:
+        label_, commit = label(meta), str((meta.get("tool") or {}).get("git_commit", ""))
+        if commit == newest[label_]:
+            chosen.append(run)
+        else:
+            left.append(f"{run}: an older version ({commit or 'no commit recorded'}; the newest of {label_} is "
+                        f"{newest[label_]})")
+    return chosen, left
+
+
 def choose(runs: list[Path]) -> tuple[list[Path], list[str]]:
     """(the runs that count, a line per run left out saying why)."""
     left, candidates = [], []
@@ -43,23 +67,16 @@ def choose(runs: list[Path]) -> tuple[list[Path], list[str]]:
             reason = why or (f"not a default sweep ({', '.join(changed)})" if changed else "imported")
             left.append(f"{run}: {reason}")
             continue
-        instance = meta.get("instance") or {}
-        # The suites it measured: an instance's default sweep and its training runs age apart.
-        suites = "+".join(sorted(str(x) for x in (meta.get("config") or {}).get("suites") or []))
-        label = f"{instance.get('label') or instance.get('name', '')} ({suites or 'suites not recorded'})"
-        candidates.append((label, str(meta.get("start_time", "")), str((meta.get("tool") or {}).get("git_commit", "")),
-                           run))
-    newest: dict[str, str] = {}
-    for label, _, commit, _ in sorted(candidates, key=lambda c: c[1]):
-        newest[label] = commit
-    chosen = []
-    for label, _, commit, run in candidates:
-        if commit == newest[label]:
-            chosen.append(run)
-        else:
-            left.append(f"{run}: an older version ({commit or 'no commit recorded'}; the newest of {label} is "
-                        f"{newest[label]})")
-    return chosen, left
+        candidates.append((run, meta))
+    chosen, older = _newest(candidates)
+    return chosen, left + older
+
+
+def noise_runs(folders: list[str]) -> tuple[list[Path], list[str]]:
+    """The healthy runs under an 'identical' folder of the noise studies, of each machine class's
+    newest version: a version that reads the host's pace measures its own noise."""
+    found = [(run, read_meta(run)) for run in find_runs(folders) if "identical" in run.parts]
+    return _newest([(run, meta) for run, meta in found if not unhealthy(meta)], lambda meta: machine_class(meta).key)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     table.write(args.out)
     clock_baselines(found).to_csv(args.clocks, index=False)
-    identical = [run for run in find_runs(args.noise) if "identical" in run.parts and not unhealthy(read_meta(run))]
+    identical, older = noise_runs(args.noise)
+    left += older
     if identical and args.out == str(SHIPPED):
         noise = from_runs(identical, catalog(), origin="noise runs")
         noise.frame = noise.frame[noise.frame["runs"] > 1]

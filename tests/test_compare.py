@@ -462,3 +462,21 @@ def test_runs_of_other_machine_classes_are_refused_unless_asked(runs, tmp_path, 
     assert script.main([str(runs["base0"]), str(other)]) == 2
     assert "different machine classes (--any-class to compare them anyway)" in capsys.readouterr().err
     assert script.main([str(runs["base0"]), str(other), "--any-class"]) in (0, 1)
+
+
+def test_a_point_measured_only_while_the_host_was_slow_is_shown_but_not_gated(tmp_path):
+    # Small h2d copies, host-bound: in "slow" every trial of 4 KiB read the host's pace at twice
+    # its run's usual and took twice as long; in "some" half of them did (those are left out).
+    def run(name: str, slow_trials: int) -> pd.DataFrame:
+        samples = [Sample(suite="copy", op="h2d", memory="pinned", backend="cuda", src="host", dst="cuda:0",
+                          size_bytes=size, trial=trial, iters=100, verified=True,
+                          time_s=5e-6 * (2 if size == 4096 and trial < slow_trials else 1),
+                          host_pace_s=2e-4 if size == 4096 and trial < slow_trials else 1e-4)
+                   for size in (1024, 2048, 4096, 8192) for trial in range(6)]
+        return load(write_run(tmp_path / name, samples))
+    base = run("base", 0)
+    slow = compare(base, run("slow", 6), CATALOG)
+    assert not slow.regressed
+    assert {p.size_class for p in slow.points if p.key["size_bytes"] == 4096} == {"host slow"}
+    some = compare(base, run("some", 3), CATALOG)
+    assert not some.regressed and max(abs(p.change) for p in some.points) < 1e-9   # only usual trials count

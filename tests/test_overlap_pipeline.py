@@ -535,9 +535,16 @@ def test_training_suite_on_a_cpu_runs_the_loader_and_its_stages(xferbench):
     measured = df[df.op != "host_pace"].groupby(["op", "mode", "part"])
     assert (measured["round"].apply(sorted) == pd.Series([[0, 0, 1, 1]] * measured.ngroups, index=measured.size().index)).all()
     assert (measured["trial"].apply(sorted) == pd.Series([[0, 1, 2, 3]] * measured.ngroups, index=measured.size().index)).all()
-    assert sorted(df[df.op == "host_pace"]["round"]) == [0, 1, 2]
-    assert (df.status == "ok").all() and df.verified.all() and (df.algbw_gbps > 0).all()
-    assert set(df.size_bytes) == {64 * 1024} and set(df.dtype) == {"uint8[65536]"}
+    pace = df[df.op == "host_pace"].sort_values("round")
+    assert list(pace["round"]) == [0, 1, 2]
+    # the pace is the timing core's (timing.host_pace), in host_pace_s, and every round's trials carry
+    # the reading taken before that round
+    assert (pace.host_pace_s > 0).all() and (pace.host_pace_s == pace.time_s).all() and pace.algbw_gbps.isna().all()
+    before = dict(zip(pace["round"], pace.host_pace_s))
+    assert (df[df.op != "host_pace"].host_pace_s == df[df.op != "host_pace"]["round"].map(before)).all()
+    assert (df.status == "ok").all() and df.verified.all() and (df[df.op != "host_pace"].algbw_gbps > 0).all()
+    assert set(df[df.op != "host_pace"].size_bytes) == {64 * 1024} and set(pace.size_bytes) == {0}
+    assert set(df.dtype) == {"uint8[65536]"}
     loops = df[(df.op == "loader") & (df.part == "total")]
     assert set(loops["mode"]) == {"free workers=0", "free workers=2 prefetch_factor=2"}
     assert (loops[loops["mode"] != "free workers=0"].iters >= 2 * 2 * 2).all()   # twice what 2 workers hold ahead

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from bench.results import (COLUMNS, SCHEMA_VERSION, ResultsError, ResultsWriteError, RunWriter, Sample, load,
-                           read_meta, read_samples, run_status, samples_file, write_json, write_meta)
+                           read_meta, read_samples, run_status, samples_file, slow_throughout, usable_rows, write_json,
+                           write_meta)
 from conftest import fill
 from bench.contract import Point, trial_rows
 from bench.measure.timing import Trial
@@ -317,3 +318,34 @@ def test_schema_1_runs_still_load_with_their_implicit_values(tmp_path):
     _meta(run, schema_version=1)
     df = load(run)
     assert list(df.api) == ["torch", ""] and df.time_fastest_rank_s.isna().all()
+
+
+def _paced_rows(paces: dict[int, list[float]], run_id: str = "r1") -> pd.DataFrame:
+    """Trials of points of sizes `paces` keys, each trial with its reading of the host's pace."""
+    return pd.DataFrame([Sample("copy", "h2d", size, trial=i, time_s=pace * 1e-5, verified=True, host_pace_s=pace,
+                                run_id=run_id).__dict__
+                         for size, readings in paces.items() for i, pace in enumerate(readings)])
+
+
+def test_readers_keep_the_trials_taken_at_the_hosts_usual_pace():
+    rows = _paced_rows({8: [1.0, 1.1, 1.9, 2.0], 16: [1.0, 1.0, 1.0, 1.0], 32: [1.9, 2.0, 2.1, 1.8]})
+    kept = usable_rows(rows)
+    # 8 B: its two slow trials go; 32 B: no trial at the usual pace, so all stay, marked slow throughout
+    assert list(kept.groupby("size_bytes").size()) == [2, 4, 4]
+    assert list(slow_throughout(rows).groupby(rows.size_bytes).all()) == [False, False, True]
+    other_run = _paced_rows({8: [3.0, 3.0, 3.1]}, run_id="r2")   # a slower host throughout is its own usual
+    assert len(usable_rows(pd.concat([rows, other_run]))) == 10 + 3
+
+
+def test_runs_without_pace_readings_keep_every_trial():
+    rows = _paced_rows({8: [1.0, 5.0]}).assign(host_pace_s=math.nan)
+    assert len(usable_rows(rows)) == 2 and not slow_throughout(rows).any()
+
+
+def test_schema_3_runs_load_without_pace_readings(tmp_path):
+    run = tmp_path / "old"
+    run.mkdir()
+    pd.DataFrame([Sample("copy", "h2d", 8, trial=0, time_s=1e-5, verified=True).__dict__]).drop(
+        columns=["host_pace_s"]).to_csv(run / "samples.csv", index=False)
+    _meta(run, schema_version=3)
+    assert load(run).host_pace_s.isna().all()

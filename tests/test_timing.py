@@ -7,6 +7,9 @@ import pytest
 import torch
 
 from bench import ConfigError
+import math
+
+from bench.measure import timing
 from bench.measure.timing import HostClock, TimingConfig, calibrate, measure
 
 
@@ -203,3 +206,68 @@ def test_bad_timing_config(kwargs, key):
 
     with pytest.raises(ConfigError, match=key):
         TimingSettings(**kwargs)
+
+
+class ScriptedEvents(timing.EventClock):
+    """A device clock (waits for the host, as GPU work does) reading scripted times."""
+
+    def __init__(self, work: ScriptedWork) -> None:
+        self.work = work
+
+    def start(self) -> None:
+        pass
+
+    def stop(self, part_events=None) -> tuple[float, dict]:
+        return self.work.stop()
+
+
+@pytest.fixture
+def host(monkeypatch):
+    """The host's pace as scripted readings: `host.readings` is consumed, then `host.after` forever."""
+    class Host:
+        readings: list = []
+        after = 1.0
+
+        def __call__(self) -> float:
+            return self.readings.pop(0) if self.readings else self.after
+
+    scripted = Host()
+    monkeypatch.setattr(timing, "host_pace", scripted)
+    monkeypatch.setattr(timing, "_quickest", [1.0])
+    monkeypatch.setattr(timing, "_clock", {"first": time.perf_counter() - 100, "waited": 0.0})
+    monkeypatch.setattr(timing, "_POLL_S", 0.001)
+    return scripted
+
+
+def test_small_and_host_clocked_ops_read_the_hosts_pace_before_each_trial(host):
+    warmed = replace(CFG, warmup=3)
+    host.readings = [1.0, 1.1, 3.0]
+    work = ScriptedWork(1e-5)
+    trials = measure(work.enqueue, work, warmed)
+    assert [t.host_pace_s for t in trials[:3]] == [1.0, 1.1, 3.0] and all(t.host_pace_s == 1.0 for t in trials[3:])
+    mid_op = ScriptedWork(2e-4)   # not split, but still within the host's reach: read
+    assert all(t.host_pace_s == 1.0 for t in measure(mid_op.enqueue, mid_op, warmed))
+    slow_op = ScriptedWork(2e-3)   # device-bound: its trials read nothing
+    assert all(math.isnan(t.host_pace_s) for t in measure(slow_op.enqueue, slow_op, warmed))
+    copied = measure(lambda n: None, HostClock(), replace(CFG, trials=2, min_trial_s=1e-4))
+    assert all(t.host_pace_s == 1.0 for t in copied)   # the host does the work: its pace beside every trial
+
+
+def test_a_gpu_op_measured_while_the_host_was_slow_is_measured_again_once_it_is_back(host):
+    warmed = replace(CFG, warmup=3)
+    host.readings = [2.0] * 9 + [2.0, 2.0]   # nine trials in a slow mood, two polls still slow
+    work = ScriptedWork(1e-5)
+    trials = measure(work.enqueue, ScriptedEvents(work), warmed)
+    assert [t.host_pace_s for t in trials] == [2.0] * 9 + [1.0] * 9   # the second round, at the usual pace
+    assert not timing.at_pace(2.0) and timing.at_pace(1.2)
+
+
+def test_a_host_that_stays_slow_costs_a_bounded_wait_and_keeps_the_trials(host, monkeypatch):
+    monkeypatch.setattr(timing, "WAIT_FOR_HOST_S", 0.05)
+    host.after = 2.0
+    work = ScriptedWork(1e-5)
+    trials = measure(work.enqueue, ScriptedEvents(work), replace(CFG, warmup=3))
+    assert len(trials) == 9 and timing.WAIT_FOR_HOST_S <= timing._clock["waited"] < 1   # waited once, then gave up
+    timing._clock["waited"] = 100.0   # the run's share of waiting spent: no more waiting
+    assert len(measure(work.enqueue, ScriptedEvents(work), replace(CFG, warmup=3))) == 9
+    assert timing._clock["waited"] == 100.0   # it did not wait

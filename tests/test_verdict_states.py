@@ -154,3 +154,19 @@ def test_held_out_four_gpu_runs_with_a_slow_link_name_only_the_link_that_explain
     odd = _starting(lines, "INCONSISTENT copy h2d pinned ce")
     assert code == 1 and odd and "PCIe Gen3 x8 as recorded" in odd[0]
     assert not any("ran at Gen3 x8" in line for line in _starting(lines, "LOW ") if "GB/s against" in line)
+
+
+def test_a_point_measured_only_while_the_host_was_slow_is_not_judged_and_says_why(tmp_path, capsys):
+    def slow_small_h2d(frame: pd.DataFrame) -> pd.DataFrame:
+        frame["host_pace_s"] = 1e-4
+        hit = (frame.op == "h2d") & (frame.memory == "pinned") & (frame.engine == "ce") & (frame.launch == "eager")
+        frame.loc[hit, "host_pace_s"] = 2e-4
+        frame.loc[hit, "time_s"] *= 2   # what the slow mood did to them: not the machine's figure
+        return frame
+
+    run = _copy(H200X1, tmp_path / "run", rows=slow_small_h2d)
+    code, _ = _doctor(capsys, run, "--json", tmp_path / "v.json")
+    verdicts = {v["family"]: v for v in json.loads((tmp_path / "v.json").read_text())[0]["families"]}
+    hit = [v for name, v in verdicts.items() if name.startswith("copy h2d pinned ce numa=local eager")]
+    assert hit and all(v["verdict"] == "not judged" and "host was slow" in v["reason"] for v in hit)
+    assert not any(v["verdict"] == "low" for v in verdicts.values())

@@ -47,6 +47,7 @@ class SuiteView(Protocol):
     curves: bool                                    # its rows drawn as the common curves against size
     headline: tuple[Metric, ...]
     noise: Mapping[tuple[str, str], float]          # (platform, size class) -> between-run sigma
+    host_own: tuple[str, ...]                       # ops that measure the host itself: no machine kind sets them
 
     def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]: ...
 
@@ -71,6 +72,7 @@ class _Unknown:
     curves = True
     headline: tuple[Metric, ...] = ()
     noise: Mapping[tuple[str, str], float] = {}
+    host_own: tuple[str, ...] = ()
 
     def tables(self, frame):
         return []

@@ -42,7 +42,7 @@ import pandas as pd
 
 from bench.analysis.cache import cache_resident, short_of_hbm
 from bench.analysis.catalog import Catalog, bandwidth_column, view
-from bench.results import POINT_KEYS, ResultsError, find_runs, load, read_meta, usable_rows
+from bench.results import POINT_KEYS, ResultsError, find_runs, load, read_meta, slow_throughout, usable_rows
 from bench.sizes import format_size
 
 VARIANT_KEYS = [k for k in POINT_KEYS if k != "size_bytes"]
@@ -209,13 +209,15 @@ def _judged(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
 
 def point_levels(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     """One row per point: its POINT_KEYS, runs n, level y (median over runs of -log median time),
-    the |differences| of y between its runs (pairs), the value shown (median bandwidth, or time)
-    and its metric."""
+    the |differences| of y between its runs (pairs), whether every trial of it ran while the host
+    was slow (host_slow) and whether any read the host's pace (paced), the value shown (median
+    bandwidth, or time) and its metric. Each suite's rows as it asks to be judged (_judged), then
+    of those the trials taken at the host's usual pace (results.usable_rows)."""
     rows = usable_rows(_judged(frame, catalog))
     rows = rows[rows["time_s"] > 0]
     if rows.empty:   # nothing judged: a suite's judged rows may be none (an older run's pipeline)
-        return pd.DataFrame(columns=POINT_KEYS + ["y", "n", "pairs", "cache_resident", "short_of_hbm", "metric",
-                                                  "value"])
+        return pd.DataFrame(columns=POINT_KEYS + ["y", "n", "pairs", "cache_resident", "short_of_hbm", "host_slow",
+                                                  "paced", "metric", "value"])
     # Integer ids for points and runs: grouping by the 15 key columns once, not at every step.
     point = rows.groupby(POINT_KEYS, sort=False).ngroup().to_numpy()
     metric = rows["suite"].map(lambda suite: bandwidth_column(catalog, suite)).to_numpy()
@@ -233,6 +235,8 @@ def point_levels(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     keys = rows.iloc[first][POINT_KEYS].set_axis(out.index)
     out["cache_resident"] = pd.Series(cache_resident(rows)).groupby(point).any().to_numpy()
     out["short_of_hbm"] = pd.Series(short_of_hbm(rows)).groupby(point).any().to_numpy()
+    out["host_slow"] = pd.Series(slow_throughout(rows).to_numpy()).groupby(point).any().to_numpy()
+    out["paced"] = rows["host_pace_s"].notna().groupby(point).any().to_numpy()
     has_bw = out["bw"] > 0
     out["metric"] = np.where(has_bw, metric[first], "time_s")
     out["value"] = out["bw"].where(has_bw, out["time"])
@@ -350,8 +354,10 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, catalog: Catalog, tol
                            f"(baseline has {len(base)} points, current {len(cur)})")
     # A copy the L2 holds measures the cache's state from one run to the next, not the link: it
     # is shown but not gated, as it is kept out of peaks.
-    joined["size_class"] = np.where(joined["cache_resident_base"] | joined["cache_resident_cur"], "cache",
-                                    size_classes(joined, "y_base"))
+    # Nor is a point whose every trial on one side ran while the host was slow: it measured the host's mood.
+    joined["size_class"] = np.select(
+        [joined["cache_resident_base"] | joined["cache_resident_cur"], joined["host_slow_base"] | joined["host_slow_cur"]],
+        ["cache", "host slow"], size_classes(joined, "y_base"))
     records = joined.to_dict("records")
     families_of: dict[tuple, list[dict]] = {}
     for r in records:
@@ -501,6 +507,10 @@ def _markdown(result: Comparison) -> list[str]:
     if result.failed_now:
         lines += ["### Failing now", "", "Measured in the baseline; now fails its data check:", ""]
         lines += [f"- {label}" for label in result.failed_now] + [""]
+    slow = [p for p in result.points if p.size_class == "host slow"]
+    if slow:
+        lines += [f"{len(slow)} point(s) not gated: on one side, every trial ran while the host was slow "
+                  "(host_pace_s; docs/method.md).", ""]
     lines += ["### Verdict per op", ""] + _verdict_table(result) + [""]
     largest = sorted(result.points, key=lambda p: abs(math.log1p(p.change)), reverse=True)[:5]
     lines += ["### Largest changes", ""] + _point_rows(largest) + [""]

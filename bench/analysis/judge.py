@@ -47,7 +47,7 @@ import pandas as pd
 from bench.analysis import causes
 from bench.analysis.cache import short_of_hbm
 from bench.analysis.catalog import Catalog, view
-from bench.analysis.compare import (JUDGED_CLASSES, PAIR_MEDIAN_TO_SIGMA, VARIANT_KEYS, default_noise,
+from bench.analysis.compare import (GPU_BACKENDS, JUDGED_CLASSES, PAIR_MEDIAN_TO_SIGMA, VARIANT_KEYS, default_noise,
                                     family_sigma, median_factor, point_levels, run_noise, size_classes, variant_label)
 from bench.analysis.expected import (ROLE_KEYS, Expected, Learned, alternatives, machine_class, machine_row,
                                      pair_class, roles, shipped, shipped_noise)
@@ -126,8 +126,13 @@ class Judgement:
 
     @property
     def measured(self) -> list[Verdict]:
-        """Families with measured figures: every family but the failed ones."""
-        return [v for v in self.verdicts if v.verdict != FAILED]
+        """Families with measured figures that a machine's kind sets: every family but the failed
+        ones and the host's own (HOST_OWN)."""
+        return [v for v in self.verdicts if v.verdict != FAILED and v.reason != HOST_OWN]
+
+    @property
+    def host_own(self) -> list[Verdict]:
+        return [v for v in self.verdicts if v.reason == HOST_OWN]
 
     @property
     def judged_share(self) -> float:
@@ -179,11 +184,13 @@ class Judgement:
         counts = Counter(v.verdict for v in self.verdicts)
         if self.verdicts:
             parts = [f"{counts[s]} {s}" for s in (NORMAL, LOW, HIGH, INCONSISTENT, FAILED) if counts[s]]
+            own = f" ({len(self.host_own)} more the host's own, reported, not judged)" if self.host_own else ""
             summary = (f"verdict: {len(self.verdicts)} families: {', '.join(parts) or 'none judged'}; judged "
-                       f"{len(self.judged)} of {len(self.measured)} measured ({self.judged_share:.0%})")
+                       f"{len(self.judged)} of {len(self.measured)} measured{own} ({_share(self.judged_share)})")
         else:
             summary = "verdict: nothing measured to judge"
         reasons = self.not_judged()
+        reasons.pop(HOST_OWN, None)
         if reasons:
             grouped = "; ".join(f"{reason}: {n}" for reason, n in reasons.most_common())
             summary += f"; {sum(reasons.values())} not judged ({grouped})"
@@ -192,9 +199,20 @@ class Judgement:
         code = self.exit_code()
         why = {0: "checked and normal",
                1: ", ".join(self.wrong()),
-               3: f"nothing wrong found, but {self.judged_share:.0%} of the measured families judged, under "
+               3: f"nothing wrong found, but {_share(self.judged_share)} of the measured families judged, under "
                   f"{self.min_judged:.0%} (--min-judged)"}[code]
         return out + [summary, f"result: {self.result} (xferbench-doctor exits {code}): {why}"]
+
+
+def _older(meta: Mapping) -> str:
+    """Why a run is too old to judge, or ''."""
+    schema = meta.get("schema_version")
+    return OLDER.format(schema) if isinstance(schema, int) and schema < OLDEST_JUDGED else ""
+
+
+def _share(share: float) -> str:
+    """A share as a percentage that never rounds across a limit: 89.7%, not 90%."""
+    return f"{share:.0%}" if round(share * 100, 6).is_integer() else f"{math.floor(share * 1000) / 10:.1f}%"
 
 
 def _number(value: float) -> str:
@@ -256,6 +274,7 @@ class _Point:
     physical_link: str = ""
     reason: str = ""              # why no expectation
     in_cache: bool = False        # an on-GPU copy the L2 holds (cache.py): no plateau of device memory
+    set_aside: bool = False       # judged by nothing: it measured the host, or by a method since changed
 
 
 def _reference(point: _Point, role: dict, table: Expected, machine: str) -> str:
@@ -332,6 +351,9 @@ def _points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expect
     role_rows = roles(levels, links).to_dict("records")
     own = size_classes(levels)   # where no reference curve says
     hooks = machine_row(meta)
+    # A GPU run made before xferbench read the host's pace: its host-bound figures hold the host's moods.
+    unpaced = levels["backend"].isin(GPU_BACKENDS).any() and not levels["paced"].any()
+    older = _older(meta)
     out = []
     for record, role, own_class in zip(levels.to_dict("records"), role_rows, own):
         bandwidth = record["metric"] != "time_s"
@@ -347,6 +369,11 @@ def _points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expect
         if point.reason:
             why = _learned(point, role, table, machine, theory, own_class)
             point.reason = f"{point.reason}; {why}" if why else ""
+        aside = (older or (HOST_OWN if record["op"] in view(catalog, record["suite"]).host_own else "")
+                 or (HOST_SLOW if record["host_slow"] and point.size_class == "latency" else "")   # the host's mood
+                 or (UNPACED if unpaced and point.size_class == "latency" and record["launch"] == "eager" else ""))
+        if aside:
+            point.y_expected, point.reason, point.set_aside = math.nan, aside, True
         out.append(point)
     return out
 
@@ -397,7 +424,8 @@ def _siblings(families: list[_Family]) -> None:
     for group in by_role.values():
         if len(group) < 3:
             continue
-        levels = [{p.size: p.y for p in f.points} for f in group]
+        # A point that measured the host (its own memory, its moods) is no sibling's yardstick.
+        levels = [{p.size: p.y for p in f.points if not p.set_aside} for f in group]
         # Within one run siblings share its host, not its moments: a host-bound launch cost comes
         # in moods that catch some siblings and not others. Their spread about their median, read
         # at its 90th percentile, is the noise one of them is judged against.
@@ -408,6 +436,8 @@ def _siblings(families: list[_Family]) -> None:
             f.sibling_sigma = max(sigma, SIBLING_FLOOR)
             diffs, peers = [], []
             for p in f.points:
+                if p.size not in levels[k]:
+                    continue
                 others = [lv[p.size] for j, lv in enumerate(levels) if j != k and p.size in lv]
                 if len(others) >= 2:
                     f.peer_y[p.size] = float(np.median(others))
@@ -417,6 +447,12 @@ def _siblings(families: list[_Family]) -> None:
                 f.sibling_change, f.peers = float(np.median(diffs)), min(peers)
 
 
+HOST_SLOW = "every trial ran while the host was slow (host_pace_s): it measured the host's mood"
+HOST_OWN = "the host's own memory: hosts of one kind differ, so no kind sets it (reported, not judged)"
+UNPACED = ("recorded before xferbench read the host's pace (schema 3 or older): a host-bound figure cannot be "
+           "told from the host's moods")
+OLDER = "made by an older xferbench (schema {}): its methods have changed since; run it again to judge it"
+OLDEST_JUDGED = 3   # the first schema whose graph, bidirectional and collective timings still stand
 PLATEAU = 0.9   # a bandwidth-bound family is judged where its expected rate is this near its peak
 
 
@@ -601,6 +637,8 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
     machine = machine_class(meta).key
     run = str(run_dir or meta.get("run_id", ""))
     status = run_status(dict(meta))
+    if _older(meta):
+        planned, unplanned = None, _older(meta)
     measured_ops = set(zip(rows["suite"], rows["op"])) if len(rows) else set()
     missing = sorted(f"{suite} {op}: asked for and measurable here, not measured"
                      for suite, op in (planned or set()) - measured_ops)

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Mapping, Protocol
 
-from bench import lazy
+from bench import lazy, results
 
 torch = lazy.module("torch")
 
@@ -55,6 +55,7 @@ class Trial:
     parts: Mapping[str, float] = field(default_factory=dict)
     short: bool = False   # shorter than half of min_trial_s, twice: timer resolution may show in it
     fastest_rank_s: float = math.nan   # a collective's fastest rank's trial time (time_s is the slowest's)
+    host_pace_s: float = math.nan      # host_pace() just before the trial, where the host's pace sets the op's
 
     @property
     def per_op_s(self) -> float:
@@ -169,8 +170,71 @@ def _checked_trial(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig,
     return replace(trial, short=True)
 
 
-def _trials(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig, agree: Callable[[float], float]) -> list[Trial]:
-    return [_checked_trial(enqueue, clock, n, cfg, agree) for _ in range(cfg.trials)]
+def _trials(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig, agree: Callable[[float], float],
+            paced: bool = False) -> list[Trial]:
+    """cfg.trials trials; `paced`: each after a reading of the host's pace (agreed: the slowest rank's)."""
+    if not paced:
+        return [_checked_trial(enqueue, clock, n, cfg, agree) for _ in range(cfg.trials)]
+    trials = []
+    for _ in range(cfg.trials):
+        pace = _paced(agree)
+        trials.append(replace(_checked_trial(enqueue, clock, n, cfg, agree), host_pace_s=pace))
+    return trials
+
+
+# ---------------------------------------------------------------- the host's pace
+# A shared host's CPUs come in moods: a fixed piece of Python work takes far longer for seconds at
+# a time, and every eager launch slows with it (docs/method.md, "The host's pace"). Ops whose time
+# the host may set (under HOST_BOUND_S, or host-clocked) read the pace before each trial; where no
+# trial of a short GPU op ran at the host's usual pace, it waits (at most WAIT_FOR_HOST_S, and all
+# waits at most WAIT_SHARE of the time) for the host to come back and measures again. Readers keep
+# the trials taken at the host's usual pace (results.usable_rows).
+PACE_WORK = 5000          # iterations of the probe: short beside a trial, long beside a timer's tick
+PACE_SLACK = results.PACE_SLACK   # a reading this much above the quickest: the host in a slow mood
+WAIT_FOR_HOST_S = 2.0     # for one point
+WAIT_SHARE = 0.1          # of the time since the first reading, at most, spent waiting (a slow host's cost)
+_POLL_S = 0.02
+_quickest = [math.inf]    # this process's quickest agreed reading so far
+_clock = {"first": math.nan, "waited": 0.0}   # when the first reading was taken; seconds waited since
+
+
+def host_pace() -> float:
+    """Seconds the host takes for a fixed piece of single-thread Python work: its pace now."""
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(PACE_WORK):
+        x += i
+    return time.perf_counter() - t0
+
+
+def _paced(agree: Callable[[float], float]) -> float:
+    if math.isnan(_clock["first"]):
+        _clock["first"] = time.perf_counter()
+    pace = agree(host_pace())
+    _quickest[0] = min(_quickest[0], pace)
+    return pace
+
+
+def at_pace(pace: float) -> bool:
+    """Whether a reading of host_pace() is the host at its usual pace, by the quickest one so far."""
+    return not pace > PACE_SLACK * _quickest[0]
+
+
+def _wait_for_host(agree: Callable[[float], float]) -> bool:
+    """Polls the host's pace until it is back to usual (True) or WAIT_FOR_HOST_S passed (False).
+    Every decision is taken on agreed readings, so every rank polls as often."""
+    budget = WAIT_SHARE * (time.perf_counter() - _clock["first"]) - _clock["waited"]
+    if agree(float(budget > 0)) == 0:   # every rank waits where any may: they stay in step
+        return False
+    start = time.perf_counter()
+    try:
+        for _ in range(int(WAIT_FOR_HOST_S / _POLL_S)):
+            if at_pace(_paced(agree)):
+                return True
+            time.sleep(_POLL_S)
+        return False
+    finally:
+        _clock["waited"] += time.perf_counter() - start
 
 
 # Ops faster than this are bound by the host's launch cost, which comes in moods (a slow mode
@@ -181,6 +245,11 @@ def _trials(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig, agree: Ca
 # shorter trials directly.
 SMALL_OP_S = 100e-6
 SMALL_OP_SPLIT = 3
+# Ops under this may still be set by the host's launch path (a 45 µs copy read 74 µs in a slow
+# mood, warm-up and all, so SMALL_OP_S alone would miss it): their trials read the host's pace.
+HOST_BOUND_S = 1e-3
+# Ops this short are the host's launch path's: only they wait for a slow host to come back.
+WAIT_BELOW_S = 300e-6
 
 
 def warm_up(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Callable[[float], float] = _same) -> float:
@@ -202,11 +271,22 @@ def measure(
 ) -> list[Trial]:
     """Warm up, calibrate N, then cfg.trials trials of N back-to-back operations each (ops the
     warm-up finds under SMALL_OP_S: SMALL_OP_SPLIT times as many trials of a SMALL_OP_SPLIT-th
-    of min_trial_s; without a warm-up no op is known to be small)."""
+    of min_trial_s; without a warm-up no op is known to be small). Small ops and host-clocked
+    ones read the host's pace before each trial; when none of a GPU op's trials ran at the host's
+    usual pace, as many again follow once it is back (if it comes back within WAIT_FOR_HOST_S)."""
     per_op = warm_up(enqueue, clock, cfg, agree)   # agreed: every rank decides alike
-    if per_op < SMALL_OP_S:
+    small = per_op < SMALL_OP_S
+    if small:
         cfg = replace(cfg, trials=cfg.trials * SMALL_OP_SPLIT, min_trial_s=cfg.min_trial_s / SMALL_OP_SPLIT)
-    return _trials(enqueue, clock, calibrate(enqueue, clock, cfg, agree, per_op), cfg, agree)
+    paced = per_op < HOST_BOUND_S or isinstance(clock, HostClock)
+    n = calibrate(enqueue, clock, cfg, agree, per_op)
+    trials = _trials(enqueue, clock, n, cfg, agree, paced)
+    # Only GPU work waits: the device's clock is what a slow host must not set; work the host does
+    # itself (and tests on CPUs shared with other tests) keeps its readings for the readers to sort.
+    waits = isinstance(clock, EventClock) and per_op < WAIT_BELOW_S
+    if paced and waits and not any(at_pace(t.host_pace_s) for t in trials) and _wait_for_host(agree):
+        trials += _trials(enqueue, clock, n, cfg, agree, paced)
+    return trials
 
 
 _CAPTURE_STREAMS: dict[int, torch.cuda.Stream] = {}

@@ -22,7 +22,8 @@ events on the consuming stream, or the host's clock without a GPU.
 
 Rounds (rounds.py). A batch size's points (its stages alone and its loops) are measured in
 pipeline.rounds interleaved rounds, A B C ... A B C ..., each a short segment of each point,
-with the host's single-thread pace read before each round and after the last (op host_pace): a
+with the host's single-thread pace (timing.host_pace, in host_pace_s) read before each round and
+after the last (op host_pace): a
 point's figure is the median over its rounds, its spread the slowest and fastest round.
 
 Stages alone (measure.py), at each batch size, each isolated as the loop runs it, on what it
@@ -53,10 +54,10 @@ from bench import ConfigError, lazy
 from bench.contract import Context, Point, Suite
 from bench.measure.memory import format_bytes, host_available_bytes
 from bench.results import Sample
-from bench.sizes import format_size, parse_size
+from bench.sizes import parse_size
 from bench.suites.pipeline.figure import pipeline_figure
 from bench.suites.pipeline.measure import Segment, measure_point
-from bench.suites.pipeline.model import (COLLATE, CONSUME, H2D, HANDOFF, LOOP_OP, MAKE, PIN, PACE_BYTES, PACE_OP, STAGES, Grid, Loop, Pace,
+from bench.suites.pipeline.model import (COLLATE, CONSUME, H2D, HANDOFF, LOOP_OP, MAKE, PIN, PACE_OP, STAGES, Grid, Loop, Pace,
                                          Producer, Settings, Stage, batch_sizes, dataloader_defaults, descriptor,
                                          loops, sample_dtype, stages_of)
 from bench.suites.pipeline.rounds import measure_rounds, round_timing
@@ -130,7 +131,7 @@ def sweep(p: Settings, ctx: Context) -> list[Point]:
         needed = dict.fromkeys(st for lp in measured for group in stages_of(lp, gpu).values() for st in group)
         order = sorted(needed, key=lambda st: (STAGES.index(st.op), st.memory, str(st.producer), st.workers, st.threads))
         for size in batch_sizes(p, ctx, sample, most):
-            out.append(Point(Pipeline.name, PACE_OP, PACE_BYTES, mode=f"np.full {format_size(PACE_BYTES)} 1 thread",
+            out.append(Point(Pipeline.name, PACE_OP, 0, mode="timing.host_pace 1 thread",
                              backend=ctx.device, src="host", dst="host", dtype=dtype,
                              params=Pace(sample, size, p.user)))
             out += [Point(Pipeline.name, st.op, size, memory=st.memory, mode=st.mode(), backend=ctx.device,

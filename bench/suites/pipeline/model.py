@@ -178,14 +178,13 @@ class Stage:
 
 @dataclass(frozen=True)
 class Pace:
-    """The host's single-thread pace, read between the rounds of one batch size's points."""
+    """The host's single-thread pace (timing.host_pace), read between the rounds of one batch
+    size's points."""
 
     sample_size: int
     batch_bytes: int
     dataset: str = ""
 
-
-PACE_BYTES = 64 * 1024   # the pace's unit of work: np.full of this many bytes, one thread
 
 
 def descriptor(described: dict) -> Loop | Stage | Pace:

@@ -69,16 +69,17 @@ def stage_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def pace_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per run: the host's pace read between rounds, µs per unit (np.full of 64 KiB, one
-    thread): median, fastest and slowest reading, and how many."""
+    """Per run: the host's pace read between rounds, µs per reading of timing.host_pace (a
+    fixed piece of single-thread Python work): median, fastest and slowest reading, and how many."""
     rows = frame[(frame["suite"] == SUITE) & (frame["op"] == PACE_OP) & (frame["status"] == "ok")]
     if rows.empty:
         return pd.DataFrame()
     runs = runs_of(frame[frame["suite"] == SUITE])
     us = rows.assign(us=rows["time_s"] * 1e6)
-    groups = us.groupby(runs, sort=False)["us"] if runs else [((), us["us"])]
-    out = [{**dict(zip(runs, key if isinstance(key, tuple) else (key,))), "unit": rows["mode"].iloc[0],
-            "us": float(np.median(g)), "fastest_us": float(g.min()), "slowest_us": float(g.max()), "readings": len(g)}
+    groups = us.groupby(runs, sort=False) if runs else [((), us)]
+    out = [{**dict(zip(runs, key if isinstance(key, tuple) else (key,))), "unit": g["mode"].iloc[0],
+            "us": float(np.median(g["us"])), "fastest_us": float(g["us"].min()), "slowest_us": float(g["us"].max()),
+            "readings": len(g)}
            for key, g in groups]
     return pd.DataFrame(out)
 
