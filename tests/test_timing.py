@@ -253,6 +253,12 @@ def test_small_and_host_clocked_ops_read_the_hosts_pace_before_each_trial(host):
     assert all(t.host_pace_s == 1.0 for t in copied)   # the host does the work: its pace beside every trial
 
 
+def test_an_op_whose_first_call_is_slow_still_reads_the_hosts_pace(host):
+    work = ScriptedWork(1e-5, {0: 0.02})   # the warm-up's first call sets up (peers, NCCL): 20 ms
+    trials = measure(work.enqueue, work, replace(CFG, warmup=3))
+    assert trials and all(t.host_pace_s == 1.0 for t in trials)
+
+
 def test_a_gpu_op_measured_while_the_host_was_slow_is_measured_again_once_it_is_back(host):
     warmed = replace(CFG, warmup=3)
     host.readings = [2.0] * 9 + [2.0, 2.0]   # nine trials in a slow mood, two polls still slow

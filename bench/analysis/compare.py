@@ -56,6 +56,9 @@ GPU_BACKENDS = ("cuda", "nccl")
 # one run, and counts as PRIOR_DF degrees of freedom against the spread measured between several
 # runs, so that a few runs that happened to agree cannot make the threshold tiny.
 PRIOR_DF = 4
+# A latency-bound family with a side that never read the host's pace (runs before schema 4) holds
+# the host's moods in its trials: its declared noise, which is of trials read at the usual pace, twice.
+UNPACED_NOISE = 2.0
 FALLBACK_NOISE = 0.2      # sigma where no suite of the catalog says: a fifth, loose on purpose
 # The median of |y_i - y_j| for two draws of N(0, sigma^2) is sigma * sqrt(2) * z(0.75).
 PAIR_MEDIAN_TO_SIGMA = math.sqrt(2) * NormalDist().inv_cdf(0.75)
@@ -305,6 +308,8 @@ def _family(rows: list[dict], tolerance: float, z: float, catalog: Catalog) -> F
         rows = plateau(rows)
     df = sum(r["n_base"] - 1 + r["n_cur"] - 1 for r in rows)
     prior = default_noise(catalog, key, size_class)
+    if size_class == "latency" and not all(r["paced_base"] and r["paced_cur"] for r in rows):
+        prior *= UNPACED_NOISE
     measured = run_noise(np.concatenate([r[p] for r in rows for p in ("pairs_base", "pairs_cur")])) if df else 0.0
     sigma = family_sigma(prior, measured, df)
     m, n = min(r["n_base"] for r in rows), min(r["n_cur"] for r in rows)

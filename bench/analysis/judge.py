@@ -52,7 +52,7 @@ from bench.analysis.compare import (GPU_BACKENDS, JUDGED_CLASSES, PAIR_MEDIAN_TO
 from bench.analysis.expected import (ROLE_KEYS, Expected, Learned, alternatives, machine_class, machine_row,
                                      pair_class, roles, shipped, shipped_noise)
 from bench.links import pcie_gbps
-from bench.results import COMPLETE, run_status
+from bench.results import COMPLETE, SCHEMA_VERSION, run_status
 from bench.sizes import format_size
 
 TOLERANCE = 0.05          # as xferbench-compare: a smaller drop never counts
@@ -452,7 +452,7 @@ HOST_OWN = "the host's own memory: hosts of one kind differ, so no kind sets it 
 UNPACED = ("recorded before xferbench read the host's pace (schema 3 or older): a host-bound figure cannot be "
            "told from the host's moods")
 OLDER = "made by an older xferbench (schema {}): its methods have changed since; run it again to judge it"
-OLDEST_JUDGED = 3   # the first schema whose graph, bidirectional and collective timings still stand
+OLDEST_JUDGED = 2   # schema 1's graph timings have changed since
 PLATEAU = 0.9   # a bandwidth-bound family is judged where its expected rate is this near its peak
 
 
@@ -637,8 +637,8 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
     machine = machine_class(meta).key
     run = str(run_dir or meta.get("run_id", ""))
     status = run_status(dict(meta))
-    if _older(meta):
-        planned, unplanned = None, _older(meta)
+    if meta.get("schema_version") != SCHEMA_VERSION:
+        planned, unplanned = None, f"made by an older xferbench (schema {meta.get('schema_version')}), whose plan differs"
     measured_ops = set(zip(rows["suite"], rows["op"])) if len(rows) else set()
     missing = sorted(f"{suite} {op}: asked for and measurable here, not measured"
                      for suite, op in (planned or set()) - measured_ops)
