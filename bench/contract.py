@@ -7,11 +7,12 @@ Everything else has a default, and a suite overrides what its story needs:
 
 - its sweep: `sizes` (a `sizes.<name>` range and ladder) or None when its settings size it;
 - running: `start` (its typed state, made once per run and rank), `finish`, `distribution`
-  (ranks: world sizes, backend, timeout, environment);
+  (ranks: world sizes, backend, timeout, environment); `together` and `measure_together`
+  (points measured as one, e.g. in interleaved rounds);
 - the plan: `op_time` (a model of one operation where no reference run has it), `overhead`;
 - reading its rows: `bandwidth`, `latency_sizes`, `tables`, `figures`, `headline`, `noise`,
-  `link_limit`, `efficiency` and `expectation` (what the analysis side needs; it gets them from
-  the registry, never by importing a suite).
+  `link_limit`, `efficiency`, `expectation` and `judged` (what the analysis side needs; it gets
+  them from the registry, never by importing a suite).
 """
 from __future__ import annotations
 
@@ -191,6 +192,16 @@ class Suite:
     def finish(self, state: Any) -> None:
         """Release what start() made that needs more than garbage collection (communicators)."""
 
+    def together(self, point: Point) -> Any:
+        """Points of equal key, consecutive in points(), are measured as one (measure_together):
+        e.g. in interleaved rounds, so that a host whose pace drifts moves all of them alike.
+        None: the point alone."""
+        return None
+
+    def measure_together(self, points: list[Point], settings: Any, ctx: Context, state: Any) -> list[list[Sample]]:
+        """The rows of each of `points` (those of one `together` key not yet measured), in order."""
+        return [self.measure(point, settings, ctx, state) for point in points]
+
     def distribution(self, settings: Any, ctx: Context) -> Distribution | None:
         """None: measured in this process. A Distribution: in ranks, one world after another."""
         return None
@@ -214,6 +225,13 @@ class Suite:
     def link_limit(self, row: Mapping[str, Any]) -> tuple[float, str]:
         """The link a variant's peak crosses, in GB/s per direction, and its name; NaN, '' where none."""
         return float("nan"), ""
+
+    def judged(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """The rows the doctor and the gate judge this suite by (its rows of one or more runs, as
+        results.load gives them): by default the rows themselves. A suite whose absolute figures
+        move with the host rather than the machine gives figures relative to what the host gave
+        (the pipeline: each loop's fraction of its own bound)."""
+        return rows
 
     def expectation(self, row: Mapping[str, Any]) -> tuple[float, float, str] | None:
         """Link theory for one point, for judging a machine no reference run describes

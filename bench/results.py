@@ -33,9 +33,11 @@ import pyarrow.csv
 import pyarrow.parquet
 
 SCHEMA_VERSION = 4
-# Versions load() still reads: schema 3 lacks host_pace_s, schema 2 also params, schema 1 also api,
-# engine, numa and time_fastest_rank_s, which are filled in (schema 1's collectives all went
-# through torch.distributed).
+# Versions load() still reads: schema 3 lacks host_pace_s and round, schema 2 also params, schema 1
+# also api, engine, numa and time_fastest_rank_s, which are filled in (schema 1's collectives all
+# went through torch.distributed; before schema 4 no pace was read and every point was measured in
+# one round). Schema 4 was written for a while with only one of host_pace_s and round (the two were
+# added side by side); the missing one is filled in the same way.
 READABLE_SCHEMAS = (1, 2, 3, 4)
 
 
@@ -49,6 +51,7 @@ class Sample:
     time_s: float = math.nan
     iters: int = 0
     trial: int = -1
+    round: int = 0               # the round of interleaved measurement the trial belongs to (pipeline); else 0
     part: str = "total"          # bidirectional rows: one per direction plus 'total' (their sum)
     memory: str = ""             # pinned | pageable | device | host
     mode: str = ""               # p2p: peer | staged; collectives: nccl | socket | gloo
@@ -77,12 +80,12 @@ COLUMNS = [f.name for f in fields(Sample)]
 # What identifies a point (one sweep step); trials and parts are rows within it.
 POINT_KEYS = ["suite", "op", "memory", "mode", "backend", "src", "dst", "world_size", "nnodes",
               "dtype", "launch", "api", "engine", "numa", "params", "size_bytes"]
-_INT_COLUMNS = {"size_bytes", "iters", "trial", "world_size", "nnodes"}
+_INT_COLUMNS = {"size_bytes", "iters", "trial", "round", "world_size", "nnodes"}
 _FLOAT_COLUMNS = {"time_s", "time_fastest_rank_s", "algbw_gbps", "busbw_gbps", "host_pace_s"}
 # Older files lack these columns: the values they had implicitly.
 _SCHEMA1_DEFAULTS = {"api": "", "engine": "", "numa": "", "time_fastest_rank_s": math.nan}
 _SCHEMA2_DEFAULTS = {"params": ""}
-_SCHEMA3_DEFAULTS = {"host_pace_s": math.nan}
+_SCHEMA3_DEFAULTS = {"host_pace_s": math.nan, "round": 0}
 
 
 def params(rows: pd.DataFrame) -> list[dict]:
@@ -459,8 +462,10 @@ def read_samples(path: str | Path) -> pd.DataFrame:
         frame.loc[frame["suite"] == "collectives", "api"] = "torch"
     if "params" not in frame.columns and "suite" in frame.columns:  # schemas 1 and 2
         frame = frame.assign(**_SCHEMA2_DEFAULTS)
-    if "host_pace_s" not in frame.columns and "suite" in frame.columns:  # schemas 1 to 3
-        frame = frame.assign(**_SCHEMA3_DEFAULTS)
+    if "suite" in frame.columns:  # schemas 1 to 3, and early schema-4 files lacking one of the two
+        absent = {c: v for c, v in _SCHEMA3_DEFAULTS.items() if c not in frame.columns}
+        if absent:
+            frame = frame.assign(**absent)
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ResultsError(f"{path}: not an xferbench samples file (missing columns: {', '.join(missing)})")

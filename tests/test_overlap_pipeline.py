@@ -17,6 +17,8 @@ from bench import ConfigError, suites
 from bench.measure.timing import Trial, TimingConfig, measure_stream
 from bench.results import load, params_text
 from bench.suites import overlap, pipeline
+from bench.suites.pipeline import feed as pfeed, measure as pmeasure, source as psource, tables as ptables
+from bench.suites.pipeline.rounds import round_timing
 from bench.contract import Context, Point
 from synthetic import write_run
 
@@ -73,27 +75,30 @@ def test_overlap_settings_are_checked(kw, message):
 
 def test_pipeline_grid_is_the_base_loop_each_switch_changed_alone_and_the_defaults():
     Loop, Producer, sample = pipeline.Loop, pipeline.Producer, 64 * 1024
-    base = Loop(Producer.numpy, sample, 8, True, True, True, 2, False)
+    base = Loop(Producer.numpy, sample, 8, True, True, True, 2, False, 1)
     ablation = pipeline.loops(pipeline.Settings(), "cuda", sample, cores=16)
     numpy_loops = [lp for lp in ablation if lp.producer == Producer.numpy]
-    assert numpy_loops[0] == base and len(numpy_loops) == 7 and len(ablation) == 14
-    assert numpy_loops[-1] == pipeline.dataloader_defaults(Producer.numpy, sample) == Loop(Producer.numpy, sample, 0)
-    changed = [{f for f in ("workers", "pin_memory", "non_blocking", "prefetch") if getattr(lp, f) != getattr(base, f)}
-               for lp in numpy_loops[1:-1]]
-    assert all(len(c) == 1 for c in changed)
-    assert sorted(lp.workers for lp in numpy_loops) == [0, 0, 4, 8, 8, 8, 8]
+    assert numpy_loops[0] == base and len(numpy_loops) == 9 and len(ablation) == 18
+    # the DataLoader's defaults, at torch's default threads and at each other thread setting
+    assert numpy_loops[-2] == pipeline.dataloader_defaults(Producer.numpy, sample) == Loop(Producer.numpy, sample, 0)
+    assert numpy_loops[-1] == Loop(Producer.numpy, sample, 0, threads=1)
+    changed = [{f for f in ("workers", "pin_memory", "non_blocking", "prefetch", "threads")
+                if getattr(lp, f) != getattr(base, f)} for lp in numpy_loops[1:-2]]
+    assert all(len(c) == 1 for c in changed) and {"threads"} in changed
+    assert sorted(lp.workers for lp in numpy_loops) == [0, 0, 0, 4, 8, 8, 8, 8, 8]
     assert {lp.workers for lp in pipeline.loops(pipeline.Settings(), "cuda", sample, cores=2)} == {0, 2}   # capped
     full = pipeline.loops(pipeline.Settings(grid=pipeline.Grid.full, producers=[Producer.free]), "cuda", sample,
                           cores=16)
-    assert len(full) == 24
+    assert len(full) == 48
     knobs = pipeline.Settings(prefetch_factor=[2, 4], persistent_workers=[False, True], epoch_batches=8)
     varied = pipeline.loops(knobs, "cuda", sample, cores=16)
-    assert Loop(Producer.numpy, sample, 8, True, True, True, 2, True) in varied   # each changed alone from the base ...
-    assert Loop(Producer.numpy, sample, 8, True, True, True, 4, False) in varied
+    assert Loop(Producer.numpy, sample, 8, True, True, True, 2, True, 1) in varied   # each changed alone from the base ...
+    assert Loop(Producer.numpy, sample, 8, True, True, True, 4, False, 1) in varied
     # ... where they matter
     assert all(lp.prefetch_factor == 2 and not lp.persistent_workers for lp in varied if not lp.workers)
     cpu = pipeline.loops(pipeline.Settings(producers=[Producer.numpy]), "cpu", sample, cores=16)
-    assert cpu == [Loop(Producer.numpy, sample, 8), Loop(Producer.numpy, sample, 0), Loop(Producer.numpy, sample, 4)]
+    assert cpu == [Loop(Producer.numpy, sample, 8, threads=1), Loop(Producer.numpy, sample, 0, threads=1),
+                   Loop(Producer.numpy, sample, 4, threads=1), Loop(Producer.numpy, sample, 8), Loop(Producer.numpy, sample, 0)]
     for lp in full + varied + cpu:   # a row's params name its loop
         assert _described(lp) == lp
     for grid, device in ((full, "cuda"), (varied, "cuda"), (cpu, "cpu")):   # and its memory and mode tell loops apart
@@ -128,7 +133,7 @@ def test_pipeline_sizes_points_and_the_cpu_cap(monkeypatch):
     from bench.config.schema import Config
     from bench.driver.sweep import size_cap
 
-    monkeypatch.setattr(pipeline, "usable_cores", lambda: 16)
+    monkeypatch.setattr(pipeline.model, "usable_cores", lambda: 16)
     settings = pipeline.Settings()
     sample = 64 * 1024
     assert pipeline.batch_sizes(settings, _ctx(), sample) == [64 * 1024 * 4 ** i for i in range(5)]   # 64KiB .. 16MiB
@@ -139,19 +144,21 @@ def test_pipeline_sizes_points_and_the_cpu_cap(monkeypatch):
     cpu_cap = size_cap(Config(), "cpu")   # sizes.cpu_max, as the driver hands it to a suite without a GPU
     assert pipeline.batch_sizes(small, _ctx("cpu", 0, size_cap=cpu_cap), sample)[-1] == 16 * MiB
     pts = PIPELINE.points(settings, _ctx())
-    first = [p for p in pts if p.size_bytes == sample]
-    is_stage = [p.op in pipeline.STAGES for p in first]
-    assert is_stage == sorted(is_stage, reverse=True)   # a size's stages first, then its loops
-    assert sorted({p.op for p in first}) == sorted(pipeline.STAGES + ("loader_to_gpu",))
+    first = [p for p in pts if PIPELINE.together(p) == ("uint8[65536]", sample)]
+    assert first[0].op == "host_pace" and first[0].params == pipeline.Pace(sample, sample)   # the pace, then ...
+    is_stage = [p.op in pipeline.STAGES for p in first[1:]]
+    assert is_stage == sorted(is_stage, reverse=True)   # ... a size's stages, then its loops
+    assert sorted({p.op for p in first}) == sorted(pipeline.STAGES + ("loader_to_gpu", "host_pace"))
+    assert {PIPELINE.together(p) for p in first} == {("uint8[65536]", sample)}   # measured together, in rounds
     loop = next(p for p in first if p.op == "loader_to_gpu")
-    assert (loop.memory, loop.mode, loop.dtype) == ("pinned", "numpy workers=8 prefetch_factor=2 non_blocking prefetch",
-                                                    "uint8[65536]")
+    assert (loop.memory, loop.mode, loop.dtype) == (
+        "pinned", "numpy workers=8 prefetch_factor=2 threads=1 non_blocking prefetch", "uint8[65536]")
     link = [p for p in first if p.op == "stage_h2d" and p.memory == "pinned"]
     assert len(link) == 1 and link[0].mode == "" and link[0].dst == "cuda:0"
-    assert loop.params == pipeline.Loop(pipeline.Producer.numpy, sample, 8, True, True, True)   # the loop it names
+    assert loop.params == pipeline.Loop(pipeline.Producer.numpy, sample, 8, True, True, True, threads=1)
     assert len({p for p in pts}) == len(pts)   # every point is its own in the results
     cpu = PIPELINE.points(settings, _ctx(device="cpu", gpus=0))
-    assert {p.op for p in cpu} == {"loader", "stage_make", "stage_collate", "stage_handoff", "stage_consume"}
+    assert {p.op for p in cpu} == {"loader", "stage_make", "stage_collate", "stage_handoff", "stage_consume", "host_pace"}
     assert {p.mode for p in cpu if p.op == "loader"} >= {"numpy workers=0", "free workers=0"}
 
 
@@ -170,7 +177,7 @@ def test_pipeline_settings_are_checked(kw, message):
 
 def test_pipeline_refuses_batches_that_do_not_fit_in_shared_memory(monkeypatch):
     monkeypatch.setattr(pipeline, "_free_bytes", lambda path: 64 * MiB)   # docker's default /dev/shm
-    monkeypatch.setattr(pipeline, "usable_cores", lambda: 16)
+    monkeypatch.setattr(pipeline.model, "usable_cores", lambda: 16)
     with pytest.raises(ConfigError, match="/dev/shm, which has 64.0 MiB free"):
         PIPELINE.check(pipeline.Settings(), _ctx(device="cpu", gpus=0))
 
@@ -269,7 +276,7 @@ def test_matmul_check_passes_a_product_and_catches_a_wrong_one():
 # ---------------------------------------------------------------- the loader loop, for real
 
 
-class _Swapped(pipeline.NumpySamples):
+class _Swapped(psource.NumpySamples):
     """Two samples exchanged, as a loader that reorders would deliver them."""
 
     swap = {5: 6, 6: 5}
@@ -280,7 +287,7 @@ class _Swapped(pipeline.NumpySamples):
 
 @pytest.mark.parametrize("producer, workers", [("numpy", 0), ("numpy", 2), ("free", 2)])
 def test_feed_delivers_checked_batches_in_order(producer, workers):
-    feed = pipeline.Feed(4, 1024, pipeline.Loop(pipeline.Producer(producer), workers=workers), torch.device("cpu"))
+    feed = pfeed.Feed(4, 1024, pipeline.Loop(pipeline.Producer(producer), workers=workers), torch.device("cpu"))
     try:
         feed(3 + feed.queued)
         assert feed.consumed == 3 + 2 * workers and feed.correct()
@@ -289,8 +296,8 @@ def test_feed_delivers_checked_batches_in_order(producer, workers):
 
 
 def test_feed_check_catches_reordered_samples(monkeypatch):
-    monkeypatch.setattr(pipeline, "NumpySamples", _Swapped)
-    feed = pipeline.Feed(4, 1024, pipeline.Loop(), torch.device("cpu"))
+    monkeypatch.setattr(psource, "NumpySamples", _Swapped)
+    feed = pfeed.Feed(4, 1024, pipeline.Loop(), torch.device("cpu"))
     feed(1)
     assert feed.correct()      # samples 0..3 are untouched
     feed(1)
@@ -305,9 +312,9 @@ class _LastSwapped(_Swapped):
 def test_every_batch_of_a_point_is_checked_to_the_last(monkeypatch):
     """A point's stream checks each batch it consumes, the last included: one wrong batch among
     40 fails the point, in workers too."""
-    monkeypatch.setattr(pipeline, "NumpySamples", _LastSwapped)
+    monkeypatch.setattr(psource, "NumpySamples", _LastSwapped)
     for workers in (0, 2):
-        feed = pipeline.Feed(4, 1024, pipeline.Loop(pipeline.Producer.numpy, workers=workers), torch.device("cpu"))
+        feed = pfeed.Feed(4, 1024, pipeline.Loop(pipeline.Producer.numpy, workers=workers), torch.device("cpu"))
         try:
             feed(39)
             assert feed.correct() and feed.consumed == 39
@@ -319,7 +326,7 @@ def test_every_batch_of_a_point_is_checked_to_the_last(monkeypatch):
 
 def test_epochs_restart_the_loader_and_the_check_follows(monkeypatch):
     loop = pipeline.Loop(pipeline.Producer.free, workers=2, persistent_workers=True)
-    feed = pipeline.Feed(4, 1024, loop, torch.device("cpu"), epoch_batches=3)
+    feed = pfeed.Feed(4, 1024, loop, torch.device("cpu"), epoch_batches=3)
     try:
         feed(10)   # three epochs and a batch: sample indices start again at each epoch
         assert feed.correct() and feed.consumed == 10 and feed.next_sample == 4
@@ -327,7 +334,7 @@ def test_epochs_restart_the_loader_and_the_check_follows(monkeypatch):
         feed.close()
 
 
-class _Paced(pipeline.NumpySamples):
+class _Paced(psource.NumpySamples):
     """A producer of known rate: each sample takes SAMPLE_S to make, in whichever worker."""
 
     SAMPLE_S = 0.02
@@ -341,17 +348,17 @@ def test_a_prefilled_queue_reads_at_the_producers_steady_rate_not_its_burst(monk
     """2 workers, each making a batch of 2 samples in 40 ms: one batch every 20 ms steady. The
     workers queue 4 batches while the loop waits; the warm-up drains them and the trials, cut
     from one stream, read the steady rate."""
-    monkeypatch.setattr(pipeline, "NumpySamples", _Paced)
-    settings = pipeline.Settings(min_trial_s=0.05)
+    monkeypatch.setattr(psource, "NumpySamples", _Paced)
+    settings = pipeline.Settings(min_trial_s=0.05, rounds=1)   # the three trials in one segment
     ctx = Context("cpu", TimingConfig(warmup=1, trials=3, min_trial_s=0.004), [1])
-    feed = pipeline.Feed(2, 1024, pipeline.Loop(pipeline.Producer.numpy, workers=2), torch.device("cpu"))
+    feed = pfeed.Feed(2, 1024, pipeline.Loop(pipeline.Producer.numpy, workers=2), torch.device("cpu"))
     try:
         time.sleep(0.3)                      # the queue fills: 2 workers x prefetch_factor 2
         start = time.perf_counter()
         feed(2)
         burst = (time.perf_counter() - start) / 2
         time.sleep(0.3)
-        trials = pipeline.loop_stream(feed, ctx, settings)
+        trials = pmeasure.loop_stream(feed, pmeasure.Segment(round_timing(ctx, settings)))
         assert feed.correct()
     finally:
         feed.close()
@@ -367,10 +374,10 @@ def test_a_loop_on_one_thread_accounts_for_its_time_stage_by_stage():
     """Without workers the main thread runs every stage: the stages the loop timed add up to
     nearly all of its time per batch, never more."""
     loop = pipeline.Loop(pipeline.Producer.numpy, 64 * 1024)
-    feed = pipeline.Feed(16, 64 * 1024, loop, torch.device("cpu"))
+    feed = pfeed.Feed(16, 64 * 1024, loop, torch.device("cpu"))
     ctx = Context("cpu", TimingConfig(warmup=1, trials=3, min_trial_s=0.02), [1])
     try:
-        trials = pipeline.loop_stream(feed, ctx, pipeline.Settings(min_trial_s=0.02))
+        trials = pmeasure.loop_stream(feed, pmeasure.Segment(round_timing(ctx, pipeline.Settings(min_trial_s=0.02, rounds=1))))
         assert feed.correct()
     finally:
         feed.close()
@@ -400,7 +407,7 @@ def test_the_hand_off_times_the_receiver_rebuilding_the_batch():
     that rebuild; what was spent before travels with the batch."""
     import pickle
 
-    got = pickle.loads(pickle.dumps(pipeline.LoaderBatch(_SlowToRebuild(), {"make": 0.25})))
+    got = pickle.loads(pickle.dumps(pfeed.LoaderBatch(_SlowToRebuild(), {"make": 0.25})))
     assert got.data == "batch" and got.spent["make"] == 0.25
     assert _SlowToRebuild.REBUILD_S <= got.spent["handoff"] < 10 * _SlowToRebuild.REBUILD_S
 
@@ -408,9 +415,9 @@ def test_the_hand_off_times_the_receiver_rebuilding_the_batch():
 def test_workers_send_their_stage_times_with_each_batch(monkeypatch):
     """Through real workers: make, collate and the hand-off arrive with each batch, and make
     reads the producer's pace (2 samples of SAMPLE_S a batch), however long the loop waited."""
-    monkeypatch.setattr(pipeline, "NumpySamples", _Paced)
+    monkeypatch.setattr(psource, "NumpySamples", _Paced)
     loop = pipeline.Loop(pipeline.Producer.numpy, 1024, workers=2)
-    feed = pipeline.Feed(2, 1024, loop, torch.device("cpu"))
+    feed = pfeed.Feed(2, 1024, loop, torch.device("cpu"))
     try:
         feed(2)
         time.sleep(0.2)   # the workers fill their queue meanwhile: no stage's time, only waiting
@@ -457,7 +464,7 @@ def test_measure_stream_cuts_one_stream_into_trials_of_whole_epochs():
 
 
 def test_worker_busy_sums_the_rates_of_processes_at_once():
-    marks = pipeline.WorkerBusy()
+    marks = pmeasure.WorkerBusy()
     a = marks.mark()
     marks.add(0, 0.10, 100)    # 1 ms an operation
     marks.add(1, 0.10, 50)     # 2 ms an operation
@@ -468,9 +475,9 @@ def test_worker_busy_sums_the_rates_of_processes_at_once():
 
 def test_disagreeing_trials_say_so():
     agree = [Trial(10, 0.1 * (1 + 0.01 * i)) for i in range(5)]
-    assert pipeline.disagreement(agree) == ""
+    assert pmeasure.disagreement(agree) == ""
     spread = agree[:4] + [Trial(10, 0.16)]
-    assert pipeline.disagreement(spread) == "trials disagree: 0.98x to 1.57x their median time"
+    assert pmeasure.disagreement(spread) == "trials disagree: 0.98x to 1.57x their median time"
 
 
 def _stage_rates(**slow) -> dict:
@@ -500,30 +507,44 @@ def _loop(producer: str, workers: int, pin_memory: bool, non_blocking: bool) -> 
     (_loop("free", 4, True, True), {"consume": 0.5}, "consume", "main thread"),
 ])
 def test_attribution_names_the_stage_made_slow(loop, slow, bottleneck, on):
-    att = pipeline.attribute(loop, True, _rate_of(_stage_rates(**slow)))
+    att = ptables.attribute(loop, True, _rate_of(_stage_rates(**slow)))
     assert (att["bottleneck"], att["on"]) == (bottleneck, on)
     assert att["bound_gbps"] <= att["stage_gbps"]
 
 
 def test_attribution_adds_the_stages_one_thread_runs():
     loop = _loop("free", 0, False, False)   # all on the main thread
-    att = pipeline.attribute(loop, True, _rate_of(_stage_rates(make=10.0, collate=10.0, h2d_pageable=10.0)))
+    att = ptables.attribute(loop, True, _rate_of(_stage_rates(make=10.0, collate=10.0, h2d_pageable=10.0)))
     assert att["on"] == "main thread" and att["stage_gbps"] == 10.0
     assert att["bound_gbps"] == pytest.approx(1 / (3 / 10 + 1 / 40 + 1 / 400))   # and the loader's own work
-    assert pipeline.attribute(loop, True, lambda st: None) is None   # a stage not measured: no attribution
+    assert ptables.attribute(loop, True, lambda st: None) is None   # a stage not measured: no attribution
 
 
 def test_training_suite_on_a_cpu_runs_the_loader_and_its_stages(xferbench):
     proc, runs = xferbench("suite=training", "pipeline.producers=[free]", "pipeline.workers=[0,2]",
-                           "pipeline.max_size=64KiB", "pipeline.min_trial_s=0.01", "timing.trials=3", timeout=120)
+                           "pipeline.threads=[0]", "pipeline.rounds=2", "pipeline.max_size=64KiB",
+                           "pipeline.min_trial_s=0.01", "timing.trials=3", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "overlap: skipped, needs a CUDA GPU" in proc.stderr
     df = load(runs)
     assert set(df.suite) == {"pipeline"} and set(df[df.op != "loader"].part) == {"total"}
     assert set(df[df.op == "loader"].part) == {"total", "make", "collate", "handoff", "consume"}   # as the loop ran them
-    assert set(df.op) == {"loader", "stage_make", "stage_collate", "stage_handoff", "stage_consume"}
-    assert (df.status == "ok").all() and df.verified.all() and (df.algbw_gbps > 0).all()
-    assert set(df.size_bytes) == {64 * 1024} and set(df.dtype) == {"uint8[65536]"}
+    assert set(df.op) == {"loader", "stage_make", "stage_collate", "stage_handoff", "stage_consume", "host_pace"}
+    # two rounds of two trials each (3 trials over 2 rounds), trial numbers running on; the pace
+    # read before each round and after the last
+    measured = df[df.op != "host_pace"].groupby(["op", "mode", "part"])
+    assert (measured["round"].apply(sorted) == pd.Series([[0, 0, 1, 1]] * measured.ngroups, index=measured.size().index)).all()
+    assert (measured["trial"].apply(sorted) == pd.Series([[0, 1, 2, 3]] * measured.ngroups, index=measured.size().index)).all()
+    pace = df[df.op == "host_pace"].sort_values("round")
+    assert list(pace["round"]) == [0, 1, 2]
+    # the pace is the timing core's (timing.host_pace), in host_pace_s, and every round's trials carry
+    # the reading taken before that round
+    assert (pace.host_pace_s > 0).all() and (pace.host_pace_s == pace.time_s).all() and pace.algbw_gbps.isna().all()
+    before = dict(zip(pace["round"], pace.host_pace_s))
+    assert (df[df.op != "host_pace"].host_pace_s == df[df.op != "host_pace"]["round"].map(before)).all()
+    assert (df.status == "ok").all() and df.verified.all() and (df[df.op != "host_pace"].algbw_gbps > 0).all()
+    assert set(df[df.op != "host_pace"].size_bytes) == {64 * 1024} and set(pace.size_bytes) == {0}
+    assert set(df.dtype) == {"uint8[65536]"}
     loops = df[(df.op == "loader") & (df.part == "total")]
     assert set(loops["mode"]) == {"free workers=0", "free workers=2 prefetch_factor=2"}
     assert (loops[loops["mode"] != "free workers=0"].iters >= 2 * 2 * 2).all()   # twice what 2 workers hold ahead
@@ -534,18 +555,20 @@ def test_training_suite_on_a_cpu_runs_the_loader_and_its_stages(xferbench):
     assert table.bottleneck.notna().all() and (table.bound_gbps > 0).all()
     one = loops[loops["mode"] == "free workers=0"]
     row = table[table["mode"] == "free workers=0"].iloc[0]
-    assert row.batch == 1 and row.samples_per_s == round(1 / one.time_s.median())   # whole samples a second
+    per_round = one.groupby("round").time_s.median()   # the figure: the median over rounds
+    assert row.batch == 1 and row.samples_per_s == round(1 / per_round.median())   # whole samples a second
     assert "loader" in proc.stdout   # the run's summary
 
 
 def test_a_producer_made_slow_is_named_the_bottleneck(monkeypatch):
     """The numpy producer at 10 ms a sample: make (in 2 workers) names the loop's bottleneck,
     and the loop delivers about what make alone does."""
-    monkeypatch.setattr(pipeline, "NumpySamples", _Paced)
+    monkeypatch.setattr(psource, "NumpySamples", _Paced)
     monkeypatch.setattr(_Paced, "SAMPLE_S", 0.01)
     settings = pipeline.Settings(producers=[pipeline.Producer.numpy], sample_sizes=["1KiB"], workers=[2],
                                  pin_memory=[False], non_blocking=[False], prefetch=[False],
-                                 grid=pipeline.Grid.full, min_size="4KiB", max_size="4KiB", min_trial_s=0.05)
+                                 threads=[0], grid=pipeline.Grid.full, min_size="4KiB", max_size="4KiB",
+                                 min_trial_s=0.05, rounds=1)
     ctx = Context("cpu", TimingConfig(warmup=1, trials=3), [1])
     rows = [r for point in PIPELINE.points(settings, ctx) for r in PIPELINE.measure(point, settings, ctx, None)]
     frame = pd.DataFrame([vars(r) for r in rows])
@@ -626,7 +649,7 @@ def _pipeline_run(stage_gbps: dict = PIPE_STAGES) -> list:
             gbps = rate(st)
             rows.append(point.sample(trial=0, iters=10, time_s=size / (gbps * 1e9), algbw_gbps=gbps, verified=True))
         for lp in loops:
-            gbps = 0.95 * pipeline.attribute(lp, True, rate)["bound_gbps"]
+            gbps = 0.95 * ptables.attribute(lp, True, rate)["bound_gbps"]
             point = Point("pipeline", "loader_to_gpu", size, memory=lp.memory, mode=lp.mode(), backend="cuda",
                           src="host", dst="cuda:0", dtype=dtype, params=lp)
             rows.append(point.sample(trial=0, iters=10, time_s=size / (gbps * 1e9), algbw_gbps=gbps, verified=True))
@@ -742,3 +765,28 @@ def test_overlap_and_pipeline_print_their_tables(runs_frame, capsys):
     with pytest.raises(SystemExit) as no_runs:
         summary.main([])
     assert no_runs.value.code == 2
+
+
+def test_the_doctor_and_the_gate_judge_a_loop_by_the_fraction_of_its_bound():
+    """Each loop's judged figure is the share of its bound it reached (the loops here: 95%),
+    whatever its GB/s; stages alone and the host's pace are not judged."""
+    frame = pd.DataFrame([vars(r) for r in _pipeline_run()])
+    judged = PIPELINE.judged(frame)
+    assert set(judged.op) == {"loader_to_gpu"} and len(judged) == 8 * len(PIPE_SIZES)
+    assert judged.algbw_gbps.to_numpy() == pytest.approx(0.95)
+    assert (judged.size_bytes / judged.time_s / 1e9).to_numpy() == pytest.approx(0.95)   # a row as any other
+    slow_host = frame.assign(time_s=frame.time_s * 1.4, algbw_gbps=frame.algbw_gbps / 1.4)   # the host's pace moved
+    assert PIPELINE.judged(slow_host).algbw_gbps.to_numpy() == pytest.approx(0.95)
+
+
+def test_advice_names_the_thread_setting_that_moves_a_loop_beyond_its_spread():
+    rows = _pipeline_run()
+    defaults = [r for r in rows if r.op == "loader_to_gpu" and r.mode == "numpy workers=0 blocking"]
+    loop = replace(pipeline.dataloader_defaults(pipeline.Producer.numpy, PIPE_SAMPLE), threads=1)
+    twin = [replace(r, mode=loop.mode(), params=params_text(loop), time_s=r.time_s / 3, algbw_gbps=r.algbw_gbps * 3)
+            for r in defaults]
+    lines = pipeline.advice_lines(pipeline.advice(pd.DataFrame([vars(r) for r in rows + twin])))
+    said = [line for line in lines if line.strip().startswith("threads:")]
+    assert len(said) == len(PIPE_SIZES)
+    assert "pageable numpy workers=0 blocking delivers" in said[0] and "with 1 intra-op thread" in said[0]
+    assert "3.00x: set pipeline.threads=[1]" in said[0]

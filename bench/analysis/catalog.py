@@ -57,6 +57,8 @@ class SuiteView(Protocol):
 
     def expectation(self, row: Mapping[str, Any]) -> tuple[float, float, str] | None: ...
 
+    def judged(self, rows: pd.DataFrame) -> pd.DataFrame: ...
+
 
 Catalog = Mapping[str, SuiteView]
 
@@ -83,6 +85,9 @@ class _Unknown:
 
     def expectation(self, row):
         return None
+
+    def judged(self, rows):
+        return rows
 
 
 UNKNOWN = _Unknown()

@@ -201,12 +201,26 @@ def _pair_differences(y: np.ndarray) -> np.ndarray:
     return np.abs(y[i] - y[j])
 
 
+def _judged(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
+    """Each suite's rows as it asks to be judged (its `judged` hook: e.g. the pipeline's loops by
+    the fraction of their own bound, not by GB/s that move with the host's pace)."""
+    if frame.empty:
+        return frame
+    parts = [view(catalog, suite).judged(rows) for suite, rows in frame.groupby("suite", sort=False)]
+    return pd.concat(parts, ignore_index=True) if parts else frame
+
+
 def point_levels(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     """One row per point: its POINT_KEYS, runs n, level y (median over runs of -log median time),
-    the |differences| of y between its runs (pairs), the value shown (median bandwidth, or time)
-    and its metric."""
-    rows = usable_rows(frame)
+    the |differences| of y between its runs (pairs), whether every trial of it ran while the host
+    was slow (host_slow) and whether any read the host's pace (paced), the value shown (median
+    bandwidth, or time) and its metric. Each suite's rows as it asks to be judged (_judged), then
+    of those the trials taken at the host's usual pace (results.usable_rows)."""
+    rows = usable_rows(_judged(frame, catalog))
     rows = rows[rows["time_s"] > 0]
+    if rows.empty:   # nothing judged: a suite's judged rows may be none (an older run's pipeline)
+        return pd.DataFrame(columns=POINT_KEYS + ["y", "n", "pairs", "cache_resident", "short_of_hbm", "host_slow",
+                                                  "paced", "metric", "value"])
     # Integer ids for points and runs: grouping by the 15 key columns once, not at every step.
     point = rows.groupby(POINT_KEYS, sort=False).ngroup().to_numpy()
     metric = rows["suite"].map(lambda suite: bandwidth_column(catalog, suite)).to_numpy()

@@ -41,9 +41,10 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
             row["peak_note"] = f"no HBM peak: up to {format_size(int(medians.index[-1]))}, in or near L2"
         row["gbps@max"] = round(float(medians.bw.iloc[-1]), 2)
         row["max_size"] = format_size(int(medians.index[-1]))
-        for size in suite.latency_sizes:
+        sized = [s for s in medians.index if s > 0]   # rows of no size (the pipeline's host pace) have no latency
+        for size in suite.latency_sizes if sized else ():
             # Split collectives round sizes to whole elements per rank: take the nearest size.
-            nearest = min(medians.index, key=lambda s: abs(math.log2(s / size)))
+            nearest = min(sized, key=lambda s: abs(math.log2(s / size)))
             if abs(math.log2(nearest / size)) < 0.5:
                 row[f"lat_us@{format_size(size)}"] = round(float(medians.t[nearest]) * 1e6, 2)
         rows.append(row)

@@ -37,20 +37,39 @@ def run_suite(planned: Planned, state: Any, writer: RunWriter | None, progress: 
     todo = [p for p in suite.points(settings, ctx) if point_key(p) not in done]
     stream = stream or sys.stderr
     # In a log file (CI) a bar redrawn ten times a second is noise: one line every 10 s there.
-    bar = tqdm(todo, desc=f"{suite.name:<11}", unit="pt", disable=not progress or ctx.rank != 0, file=stream,
+    bar = tqdm(total=len(todo), desc=f"{suite.name:<11}", unit="pt", disable=not progress or ctx.rank != 0, file=stream,
                dynamic_ncols=True, leave=True, mininterval=0.1 if stream.isatty() else 10)
     distributed = planned.distribution() is not None
-    for point in bar:
-        bar.set_postfix_str(point.label(), refresh=False)
+    for group in _together(suite, todo):
+        bar.set_postfix_str(group[0].label(), refresh=False)
         try:
-            rows = suite.measure(point, settings, ctx, state)
+            measured = (suite.measure_together(group, settings, ctx, state) if len(group) > 1
+                        else [suite.measure(group[0], settings, ctx, state)])
         except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
             if distributed or not _out_of_memory(exc):  # distributed: the ranks must agree
                 raise
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             where = "GPU" if isinstance(exc, torch.cuda.OutOfMemoryError) else "host"
-            rows = [point.skipped(f"out of memory ({where}): {(str(exc) or type(exc).__name__).splitlines()[0]}")]
+            reason = f"out of memory ({where}): {(str(exc) or type(exc).__name__).splitlines()[0]}"
+            measured = [[point.skipped(reason)] for point in group]
         if writer is not None:
-            writer.add_point(rows)
+            for rows in measured:
+                writer.add_point(rows)
+        bar.update(len(group))
+    bar.close()
     return len(todo)
+
+
+def _together(suite, todo: list) -> list[list]:
+    """The points to measure, in runs of consecutive points the suite measures as one."""
+    groups: list[list] = []
+    last = None
+    for point in todo:
+        key = suite.together(point)
+        if key is not None and groups and key == last:
+            groups[-1].append(point)
+        else:
+            groups.append([point])
+        last = key
+    return groups

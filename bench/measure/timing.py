@@ -415,12 +415,22 @@ def measure_stream(step: Callable[[int], None], marks, cfg: TimingConfig, warmup
     with a `parts(start, end)` method give each trial's parts: seconds the stream's own stages
     spent inside the segment, read at the same cuts.
     """
+    n = stream_iters(step, marks, cfg, warmup, min_ops, multiple)
+    return stream_trials(step, marks, cfg, n)
+
+
+def stream_iters(step: Callable[[int], None], marks, cfg: TimingConfig, warmup: int = 0, min_ops: int = 1,
+                 multiple: int = 1, known: int = 0) -> int:
+    """measure_stream's warm-up and calibration: the N of its trials. `known` (an N an earlier
+    stream of the same operation calibrated): the warm-up alone, and that N."""
     def whole(n: int) -> int:
         return -(-n // multiple) * multiple
 
     if max(warmup, cfg.warmup):
         step(whole(max(warmup, cfg.warmup)))
     least = whole(max(1, min_ops, cfg.min_iters))
+    if known:
+        return max(least, whole(known))
     n = least
     while True:
         start = marks.mark()
@@ -431,6 +441,11 @@ def measure_stream(step: Callable[[int], None], marks, cfg: TimingConfig, warmup
         n = whole(_grow(n, t, cfg))
     if t > 1.2 * cfg.min_trial_s:   # as calibrate(): fewer operations still last min_trial_s
         n = max(least, whole(math.ceil(n * 1.2 * cfg.min_trial_s / t)))
+    return n
+
+
+def stream_trials(step: Callable[[int], None], marks, cfg: TimingConfig, n: int) -> list[Trial]:
+    """measure_stream's trials: cfg.trials of n operations, cut at marks."""
     cuts = [marks.mark()]
     for _ in range(cfg.trials):
         step(n)

@@ -1,0 +1,71 @@
+"""A batch size's points measured in interleaved rounds (A B C ... A B C ...), the host's pace
+read between rounds.
+
+A host's single-thread pace moves by tens of percent within seconds on shared machines
+(results/noise/pipeline-h200-x1/host-pace/study.md): a point measured in one go reads the pace
+of its moment, and two runs then disagree by more than the trials of one point. In rounds, each
+point is read at several moments spread over the batch size's whole span, and every point of
+that size meets the same moments: the median over rounds is the figure, and the lowest and
+highest round its spread (docs/method.md). The pace (the timing core's host_pace(), the one
+probe every suite reads, over PACE_S) is read before each round and after the last, so a run
+records what the host gave, in the host_pace_s column as every suite does."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+import numpy as np
+
+from bench.contract import Context, Point
+from bench.measure.timing import TimingConfig, host_pace
+from bench.results import Sample
+from bench.suites.pipeline.measure import Segment, measure_point
+from bench.suites.pipeline.model import Pace, Settings
+
+PACE_S = 0.02           # one reading of the host's pace: host_pace() again and again for this long
+
+
+def read_pace() -> tuple[float, int]:
+    """One reading of the host's pace: (the median of timing.host_pace() over PACE_S, readings)."""
+    paces, start = [host_pace()], time.perf_counter()
+    while time.perf_counter() - start < PACE_S:
+        paces.append(host_pace())
+    return float(np.median(paces)), len(paces)
+
+
+def _pace_row(point: Point, reading: int, pace: float, readings: int) -> Sample:
+    """A Pace point's row: the reading in time_s and host_pace_s (no bytes move, so no GB/s)."""
+    return point.sample(trial=reading, round=reading, iters=readings, time_s=pace, host_pace_s=pace, verified=True)
+
+
+def round_timing(ctx: Context, p: Settings) -> TimingConfig:
+    """A round's share of a point: the run's trials spread over the rounds (at least one a
+    round), each at least pipeline.min_trial_s long."""
+    cfg = ctx.timing
+    return TimingConfig(cfg.warmup, max(1, math.ceil(cfg.trials / p.rounds)), max(cfg.min_trial_s, p.min_trial_s),
+                        cfg.min_iters, cfg.max_iters)
+
+
+def measure_rounds(points: list[Point], p: Settings, ctx: Context, epoch_batches: int) -> list[list[Sample]]:
+    """Rows of each point, in order: p.rounds rounds over the points, each point's trials
+    numbered on across rounds and its rows carrying their round and, in host_pace_s, the pace
+    read before it (as every suite's trials carry the pace they met: results.usable_rows keeps
+    those taken at the host's usual pace); a Pace point's rows the pace before each round and
+    after the last."""
+    cfg = round_timing(ctx, p)
+    segments = [Segment(cfg) for _ in points]
+    rows: list[list[Sample]] = [[] for _ in points]
+    paces = [i for i, point in enumerate(points) if isinstance(point.params, Pace)]
+    for r in range(p.rounds + 1):
+        pace, readings = read_pace()
+        for i in paces:
+            rows[i].append(_pace_row(points[i], r, pace, readings))
+        if r == p.rounds:
+            break
+        for i, point in enumerate(points):
+            if i in paces:
+                continue
+            got = measure_point(point, segments[i], ctx, epoch_batches)
+            rows[i] += [replace(s, trial=s.trial + r * cfg.trials, round=r, host_pace_s=pace) for s in got]
+    return rows
