@@ -500,7 +500,7 @@ class Collectives(Suite):
                               "collectives.api=[torch] (gloo)")
         if Api.nccl in s.api and ctx.device == "cuda" and ctx.here:
             try:
-                nccl.load()
+                nccl.require()
             except nccl.NcclUnavailable as exc:
                 raise ConfigError(f"collectives.api includes nccl: {exc}") from None
         if s.transport == "socket" and ctx.device != "cuda":

@@ -92,7 +92,7 @@ from bench import ConfigError, lazy
 from bench.config.settings import Choice, nonempty, positive, require
 from bench.measure import timing
 from bench.measure.checks import same_data
-from bench.measure.memory import format_bytes, host_available_bytes
+from bench.measure.memory import format_bytes, gpu_free_bytes, host_available_bytes
 from bench.measure.timing import BusyMarks, EventMarks, HostMarks, Trial
 from bench.results import Sample, params
 from bench.sizes import format_size, parse_size
@@ -1184,7 +1184,7 @@ def _check(p: Settings, ctx: Context) -> None:
         raise ConfigError(f"pipeline.max_size: the pipeline needs about {format_bytes(need)} of host memory but "
                           f"only {format_bytes(available)} is available; lower pipeline.max_size or pipeline.workers")
     if gpu:
-        free = torch.cuda.mem_get_info(0)[0]
+        free = gpu_free_bytes(0)
         if 6 * big > free:   # the link's buffer, batches in flight, the check's temporaries
             raise ConfigError(f"pipeline.max_size: the pipeline needs about {format_bytes(6 * big)} on cuda:0 but "
                               f"only {format_bytes(free)} is free; lower pipeline.max_size")
