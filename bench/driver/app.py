@@ -15,8 +15,6 @@ from omegaconf import OmegaConf
 
 import bench
 from bench import suites
-from bench.analysis.judge import judge
-from bench.analysis.tables import format_summary
 from bench.config.files import INSTANCES
 from bench.config.schema import config_dict
 from bench.driver import plan as planning
@@ -234,6 +232,8 @@ def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int 
         print(f"xferbench: error: {failed_write.sentence(meta_note)}", file=sys.stderr)
     elif meta_note:
         print(f"xferbench: {meta_note}", file=sys.stderr)
+    from bench.analysis.tables import format_summary   # the analysis loads once measuring is over
+
     catalog = {suite.name: suite for suite in suites.all()}
     print(format_summary(_final_rows(run_dir, meta["run_id"], status, write=failed_write is None), catalog))
     _verdicts(run_dir, meta, catalog, suite_ops(planned))
@@ -244,6 +244,8 @@ def _verdicts(run_dir: Path, meta: dict, catalog: dict, planned: set[tuple[str, 
     """Is this normal? The run judged as xferbench-doctor judges it, printed and kept in
     verdicts.json; the run's exit status stays the measurement's (the doctor's is the verdict's).
     A run that ended early has said why in one line: verdicts.json not written is not another."""
+    from bench.analysis.judge import judge   # the analysis loads once measuring is over
+
     try:
         rows = load(run_dir, warn=lambda line: None)
     except ResultsError:

@@ -33,8 +33,6 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Callable, List
 
-import pandas as pd
-
 from bench import ConfigError, lazy
 from bench.config.settings import Choice, HostMemory, nonempty, positive, require
 from bench.links import bus_factor
@@ -47,6 +45,7 @@ from bench.results import Sample, params, usable_rows
 from bench.sizes import format_size, parse_size
 from bench.contract import Context, Distribution, Point, Suite, trial_rows
 
+pd = lazy.module("pandas")
 torch = lazy.module("torch")
 tdist = lazy.module("torch.distributed")
 

@@ -85,9 +85,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Callable, List
 
-import numpy as np
-import pandas as pd
-
 from bench import ConfigError, lazy
 from bench.config.settings import Choice, nonempty, positive, require
 from bench.measure import timing
@@ -99,6 +96,8 @@ from bench.sizes import format_size, parse_size
 from bench.sizes import sweep as size_sweep
 from bench.contract import Context, Point, Suite, trial_rows
 
+np = lazy.module("numpy")
+pd = lazy.module("pandas")
 torch = lazy.module("torch")
 
 PERIOD = 251            # sample i holds i % PERIOD: a prime, so consecutive batches of 2^k samples differ
