@@ -1,10 +1,11 @@
-"""Modules imported when first used: torch (and Triton) load only once a measurement needs them.
+"""Modules imported when first used: torch (and Triton) load only once a measurement needs them,
+pandas, numpy and pyarrow once rows are read or written.
 
 Measurement code names torch at its top (`torch = lazy.module("torch")`) but importing that code
 costs nothing: the registry reads every suite's declarations, `--help` lists them, bad input is
-refused and the analysis commands read a suite's tables and figures without the seconds torch
-takes to import. The first attribute read imports the module and copies its namespace in, so
-later reads cost a plain attribute lookup.
+refused, `plan=true` plans and the analysis commands read a suite's tables and figures without
+the seconds torch takes to import. The first attribute read imports the module and copies its
+namespace in, so later reads cost a plain attribute lookup.
 """
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ warning) a run folder it cannot read rather than losing every other run with it.
 from __future__ import annotations
 
 import errno
+import functools
 import io
 import json
 import math
@@ -26,11 +27,15 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Iterable
 
-import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.csv
-import pyarrow.parquet
+from bench import lazy
+
+# Loaded when rows are first read or written: the registry, the schema and a plan need none of them.
+np = lazy.module("numpy")
+pd = lazy.module("pandas")
+pa = lazy.module("pyarrow")
+arrow_csv = lazy.module("pyarrow.csv")
+arrow_parquet = lazy.module("pyarrow.parquet")
+
 
 SCHEMA_VERSION = 4
 # Versions load() still reads: schema 3 lacks host_pace_s and round, schema 2 also params, schema 1
@@ -317,7 +322,7 @@ def _journal(path: Path) -> bytes:
 
 def _csv_bytes(table: pa.Table, header: bool) -> bytes:
     sink = pa.BufferOutputStream()
-    pyarrow.csv.write_csv(table, sink, pyarrow.csv.WriteOptions(include_header=header))
+    arrow_csv.write_csv(table, sink, arrow_csv.WriteOptions(include_header=header))
     return sink.getvalue().to_pybytes()
 
 
@@ -378,7 +383,7 @@ class RunWriter:
         for s in samples:
             s.run_id = self.run_id
         # Straight to Arrow: through pandas this cost ~4 ms a point, 2 s of a 2-GPU sweep.
-        rows = pa.Table.from_pylist([asdict(s) for s in samples], schema=_ARROW_SCHEMA)
+        rows = pa.Table.from_pylist([asdict(s) for s in samples], schema=_arrow_schema())
         data = _csv_bytes(rows, header=False)
         crc = zlib.crc32(data, self._crc)
         try:
@@ -399,17 +404,19 @@ class RunWriter:
         behind by another that appended since would otherwise drop that writer's rows."""
         table = self._table = self._table.combine_chunks()  # one row group, not one per point
         try:
-            _atomic_write(self.run_dir / "samples.parquet", lambda tmp: pyarrow.parquet.write_table(table, tmp))
+            _atomic_write(self.run_dir / "samples.parquet", lambda tmp: arrow_parquet.write_table(table, tmp))
         except OSError as exc:
             raise ResultsWriteError(self.run_dir, exc, len(self.done)) from exc
 
 
 def _arrow(frame: pd.DataFrame) -> pa.Table:
-    return pa.Table.from_pandas(_typed(frame), schema=_ARROW_SCHEMA, preserve_index=False)
+    return pa.Table.from_pandas(_typed(frame), schema=_arrow_schema(), preserve_index=False)
 
 
-_ARROW_SCHEMA = pa.schema([(c, pa.int64() if c in _INT_COLUMNS else pa.float64() if c in _FLOAT_COLUMNS
-                            else pa.bool_() if c == "verified" else pa.string()) for c in COLUMNS])
+@functools.cache
+def _arrow_schema() -> pa.Schema:
+    return pa.schema([(c, pa.int64() if c in _INT_COLUMNS else pa.float64() if c in _FLOAT_COLUMNS
+                       else pa.bool_() if c == "verified" else pa.string()) for c in COLUMNS])
 
 
 def _typed(frame: pd.DataFrame) -> pd.DataFrame:
@@ -434,7 +441,7 @@ def samples_file(run_dir: str | Path) -> Path | None:
         return parquet if parquet.exists() else None
     if parquet.exists():
         try:
-            if pyarrow.parquet.ParquetFile(parquet).metadata.num_rows == _journal(csv).count(b"\n") - 1:
+            if arrow_parquet.ParquetFile(parquet).metadata.num_rows == _journal(csv).count(b"\n") - 1:
                 return parquet
         except Exception:  # noqa: BLE001 - a torn or foreign Parquet file: the CSV still holds every row
             pass

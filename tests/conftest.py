@@ -51,10 +51,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _meta(run_id: str) -> dict:
-    from bench.driver.machine import detected_label
+    from bench.driver.machine import cuda_gpus, detected_label
     from bench.driver.system import describe
 
-    label = detected_label()
+    label = detected_label(cuda_gpus())
     return {"schema_version": SCHEMA_VERSION, "run_id": run_id, "status": "complete",
             "start_time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "instance": {"name": label, "label": label}, "system": describe(),

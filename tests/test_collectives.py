@@ -74,13 +74,15 @@ def test_the_nccl_api_stops_at_its_max_size():
 
 def _planned_worlds(capsys, *overrides: str) -> tuple[list[int], str]:
     """The world sizes a run would spawn (the run's checks, nothing started), and its stderr."""
-    from bench.driver.machine import detect_device, this_machine
+    from bench.driver.machine import cuda_gpus, detect_device, this_machine
     from bench.driver.sweep import plan_suites
     from bench.driver.system import describe
     from test_plan import _cfg
 
     cfg = _cfg("suite=collectives", *overrides)
-    [planned], _ = plan_suites(cfg, this_machine(cfg.instance, detect_device(cfg.device), describe()))
+    gpus = cuda_gpus()
+    machine = this_machine(cfg.instance, detect_device(cfg.device, gpus), describe(), gpus)
+    [planned], _ = plan_suites(cfg, machine)
     return collectives.world_sizes(planned.settings, planned.ctx), capsys.readouterr().err
 
 

@@ -14,10 +14,11 @@ Graph-mode d2d stops at timing.graph_max_size (16 MiB by default), so it has no 
 """
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
-
+from bench import lazy
 from bench.sizes import format_size
+
+np = lazy.module("numpy")
+pd = lazy.module("pandas")
 
 NOTE = "cache-resident"
 PAST_L2 = 4

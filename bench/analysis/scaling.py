@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-import pandas as pd
-
+from bench import lazy
 from bench.analysis.catalog import Catalog, view
 from bench.results import usable_rows
 from bench.sizes import format_size
+
+np = lazy.module("numpy")
+pd = lazy.module("pandas")
 
 ALL = "all"
 FAMILY = ["suite", "op", "memory", "mode", "engine", "numa", "dtype", "launch", "api"]

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-import pandas as pd
-
+from bench import lazy
 from bench.analysis.cache import short_of_hbm
 from bench.analysis.catalog import Catalog, view
 from bench.analysis.scaling import TITLE as SCALING_TITLE
 from bench.analysis.scaling import format_scaling, scaling_table
 from bench.results import usable_rows
 from bench.sizes import format_size
+
+np = lazy.module("numpy")
+pd = lazy.module("pandas")
 
 _GROUP = ["suite", "op", "memory", "mode", "backend", "dtype", "launch", "api", "engine", "numa", "world_size"]
 VARIANT = ["suite", "op", "memory", "mode", "engine", "numa"]

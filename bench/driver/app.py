@@ -15,19 +15,17 @@ from omegaconf import OmegaConf
 
 import bench
 from bench import suites
-from bench.analysis.judge import judge
-from bench.analysis.tables import format_summary
 from bench.config.files import INSTANCES
 from bench.config.schema import config_dict
 from bench.driver import plan as planning
 from bench.driver import ranks, telemetry
 from bench.driver.folders import explicit_keys, hold_run, make_run_dir
 from bench.driver.launcher import external_rank
-from bench.driver.machine import Machine, catalogue_machine, detect_device, gpu_names, instance_mismatch, local_gpus, \
-    this_machine
+from bench.driver.machine import Machine, catalogue_machine, cuda_gpus, detect_device, instance_mismatch, this_machine
 from bench.driver.runner import run_suite
 from bench.driver.sweep import Planned, plan_suites, suite_ops
-from bench.driver.system import describe
+from bench.driver.system import Topology, describe, host
+from bench.gpus import nvml_gpus
 from bench.results import (SCHEMA_VERSION, ResultsError, ResultsWriteError, RunWriter, load, point_key, read_meta,
                            run_samples, write_json, write_meta)
 
@@ -146,17 +144,21 @@ def _measure(planned: Planned, run_dir: Path, run_id: str, writer: RunWriter, pr
 def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int | None = None) -> int:
     """The whole run; returns the process exit code. `argv`: the user's arguments (recorded, and
     the settings they name are the ones a suite says it cannot honour)."""
-    if cfg.plan and cfg.instance.gpu_count is not None and cfg.instance.gpu_count != local_gpus():
+    visible = nvml_gpus() if cfg.plan else None   # a plan imports no torch and starts no CUDA
+    if visible is not None and cfg.instance.gpu_count not in (None, len(visible)):
         # A catalogued machine that is not this one: plan for it, from its catalogue entry.
         machine = catalogue_machine(cfg.instance)
         planned, skipped = plan_suites(cfg, machine)
         print(planning.format_plan(planning.estimate(cfg, planned, machine, skipped)))
         return 0
+    topology = Topology()   # nvidia-smi runs meanwhile: while torch loads and CUDA starts
+    if visible is None:
+        visible = cuda_gpus()
     # The settings the user named: on resume, those of the command that started the run.
     explicit = explicit_keys(resumed[1].get("argv", []) if resumed else argv)
-    device = detect_device(cfg.device)
-    system = describe()
-    machine = this_machine(cfg.instance, device, system)
+    device = detect_device(cfg.device, visible)
+    system = host(bool(visible), topology) if cfg.plan else describe(topology)
+    machine = this_machine(cfg.instance, device, system, visible)
     planned, skipped = plan_suites(cfg, machine, explicit)
     if device == "cuda" and any(p.distribution() is not None for p in planned):
         # NCCL's support for mixing graph and eager launches slows graph replays of collectives
@@ -179,7 +181,8 @@ def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int 
             print(f"xferbench: {resumed[0]} was finished by another xferbench meanwhile: nothing left to measure",
                   file=sys.stderr)
             return 0
-    mismatch = "" if resumed else instance_mismatch(cfg.instance, gpu_names(device))
+    names = [g.name for g in visible] if device == "cuda" else []
+    mismatch = "" if resumed else instance_mismatch(cfg.instance, names)
     if mismatch:
         print(f"xferbench: warning: {mismatch}", file=sys.stderr)
     finished = _finished_points(resumed)
@@ -229,6 +232,8 @@ def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int 
         print(f"xferbench: error: {failed_write.sentence(meta_note)}", file=sys.stderr)
     elif meta_note:
         print(f"xferbench: {meta_note}", file=sys.stderr)
+    from bench.analysis.tables import format_summary   # the analysis loads once measuring is over
+
     catalog = {suite.name: suite for suite in suites.all()}
     print(format_summary(_final_rows(run_dir, meta["run_id"], status, write=failed_write is None), catalog))
     _verdicts(run_dir, meta, catalog, suite_ops(planned))
@@ -239,6 +244,8 @@ def _verdicts(run_dir: Path, meta: dict, catalog: dict, planned: set[tuple[str, 
     """Is this normal? The run judged as xferbench-doctor judges it, printed and kept in
     verdicts.json; the run's exit status stays the measurement's (the doctor's is the verdict's).
     A run that ended early has said why in one line: verdicts.json not written is not another."""
+    from bench.analysis.judge import judge   # the analysis loads once measuring is over
+
     try:
         rows = load(run_dir, warn=lambda line: None)
     except ResultsError:

@@ -1,6 +1,7 @@
 """The machine a run measures, or a plan is for: its label, device, GPUs and their links, NUMA
-nodes, and the ranks a launcher started. This machine's facts come from torch, sysfs and
-`nvidia-smi topo -m` (no CUDA context); a catalogued machine's from its conf/instance entry."""
+nodes, and the ranks a launcher started. This machine's facts come from its GPUs as CUDA numbers
+them (NVML's answer for a plan, torch's for a run), sysfs and `nvidia-smi topo -m`; a
+catalogued machine's from its conf/instance entry."""
 from __future__ import annotations
 
 import os
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from bench import ConfigError, lazy
 from bench.config.settings import InstanceSettings, check_name
 from bench.driver.launcher import Layout, launcher_layout
+from bench.gpus import Gpu
 from bench.links import NVLINK_LINK_GBPS, Speeds
 from bench.measure import numa
 
@@ -40,11 +42,20 @@ class Machine:
         return f"{self.gpus} GPU(s){links}{ranks}"
 
 
-def detect_device(choice: str) -> str:
-    if choice == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("device=cuda but no CUDA GPU is visible (torch.cuda.is_available() is False)")
+def cuda_gpus() -> list[Gpu]:
+    """The CUDA GPUs this process sees, as CUDA says through torch (which starts CUDA): a run's.
+    A plan takes NVML's answer (bench.gpus.nvml_gpus), with neither torch nor CUDA."""
+    count = local_gpus()
+    buses = numa.gpu_bus_ids() if count else []
+    return [Gpu(torch.cuda.get_device_name(i), buses[i] if i < len(buses) else "") for i in range(count)]
+
+
+def detect_device(choice: str, visible: list[Gpu]) -> str:
+    """The device a run uses: `choice` (auto, cuda, cpu) with the GPUs `visible`."""
+    if choice == "cuda" and not visible:
+        raise ConfigError("device=cuda but no CUDA GPU is visible")
     if choice == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return "cuda" if visible else "cpu"
     return str(choice)
 
 
@@ -53,46 +64,40 @@ def local_gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def gpu_names(device: str) -> list[str]:
-    """The GPUs this run measures on, by name (none when it runs on the CPU)."""
-    return [torch.cuda.get_device_name(i) for i in range(local_gpus())] if device == "cuda" else []
-
-
 def slug(gpu_name: str) -> str:
     """The model's first word ('NVIDIA H100 80GB HBM3' -> h100), as the catalogue names them."""
     words = gpu_name.lower().replace("nvidia", "").split()
     return re.sub(r"[^a-z0-9]+", "-", words[0] if words else "gpu").strip("-")
 
 
-def detected_label() -> str:
-    """A name for an uncatalogued machine: 'h100-x1', or 'cpu' without a GPU."""
-    if not torch.cuda.is_available():
-        return "cpu"
-    return f"{slug(torch.cuda.get_device_name(0))}-x{torch.cuda.device_count()}"
+def detected_label(visible: list[Gpu]) -> str:
+    """A name for an uncatalogued machine with the GPUs `visible`: 'h100-x1', or 'cpu' without."""
+    return f"{slug(visible[0].name)}-x{len(visible)}" if visible else "cpu"
 
 
-def instance_label(name: str) -> str:
+def instance_label(name: str, visible: list[Gpu]) -> str:
     """The run folder's parent name: the instance's name, or for `local` the detected label
     (checked like any name, as it becomes a folder)."""
     if name != "local":
         return name
-    label = detected_label()
+    label = detected_label(visible)
     check_name("instance label (detected)", label)
     return label
 
 
-def this_machine(instance: InstanceSettings, device: str, system: dict) -> Machine:
-    """This machine from its description (bench.driver.system.describe): GPUs, their link classes
-    and NUMA nodes; the catalogue's link figures where the instance names them, else NVML's."""
-    gpus = local_gpus() if device == "cuda" else 0
+def this_machine(instance: InstanceSettings, device: str, system: dict, visible: list[Gpu]) -> Machine:
+    """This machine from its description (bench.driver.system) and the GPUs `visible` (CUDA's or
+    NVML's answer): GPUs, their link classes and NUMA nodes; the catalogue's link figures where
+    the instance names them, else NVML's."""
+    count = len(visible) if device == "cuda" else 0
     first = (system.get("gpus") or [{}])[0]
     speeds = Speeds(instance.pcie_gen or first.get("pcie_gen_max"), instance.pcie_width or first.get("pcie_width_max"),
                     instance.nvlink_gbps_per_gpu, system.get("links") or {})
     topo = numa.read_topology()
-    nodes = tuple(numa.gpu_node(topo, bus) for bus in numa.gpu_bus_ids()[:gpus]) if gpus else ()
-    label = instance_label(instance.name)
+    nodes = tuple(numa.gpu_node(topo, gpu.bus_id) if gpu.bus_id else None for gpu in visible[:count])
+    label = instance_label(instance.name, visible)
     model = re.fullmatch(r"(.+)-x\d+", label)
-    return Machine(label, device, gpus, speeds, model.group(1) if model else "", launcher_layout(os.environ),
+    return Machine(label, device, count, speeds, model.group(1) if model else "", launcher_layout(os.environ),
                    True, topo, nodes)
 
 

@@ -22,9 +22,7 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
-
+from bench import lazy
 from bench.driver.machine import Machine
 from bench.driver.sweep import Planned
 from bench.links import Speeds, bus_factor
@@ -32,6 +30,9 @@ from bench.measure import timing
 from bench.measure.timing import TimingConfig
 from bench.results import ResultsError, point_key, read_meta, read_samples, samples_file, usable_rows
 from bench.contract import DEFAULT_OVERHEAD, Overhead, Point
+
+np = lazy.module("numpy")
+pd = lazy.module("pandas")
 
 REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "results" / "reference"
 LONG_S = 600.0          # above this, a run says plainly that it is long

@@ -4,13 +4,12 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from tqdm import tqdm
-
 from bench import lazy
 from bench.driver.sweep import Planned
 from bench.results import RunWriter, point_key
 
 torch = lazy.module("torch")
+tqdm = lazy.module("tqdm")
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -37,7 +36,7 @@ def run_suite(planned: Planned, state: Any, writer: RunWriter | None, progress: 
     todo = [p for p in suite.points(settings, ctx) if point_key(p) not in done]
     stream = stream or sys.stderr
     # In a log file (CI) a bar redrawn ten times a second is noise: one line every 10 s there.
-    bar = tqdm(total=len(todo), desc=f"{suite.name:<11}", unit="pt", disable=not progress or ctx.rank != 0, file=stream,
+    bar = tqdm.tqdm(total=len(todo), desc=f"{suite.name:<11}", unit="pt", disable=not progress or ctx.rank != 0, file=stream,
                dynamic_ncols=True, leave=True, mininterval=0.1 if stream.isatty() else 10)
     distributed = planned.distribution() is not None
     for group in _together(suite, todo):

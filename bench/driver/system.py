@@ -3,7 +3,10 @@
 NVML (nvidia-ml-py) reads links without creating a CUDA context; anything it cannot read is
 left out rather than guessed. Each GPU's L2 size (`l2_bytes`) comes from CUDA, as NVML has no
 call for it: the analysis keeps copies whose working set fits in it out of HBM peaks. Without a
-GPU the description says so and names the CPU.
+GPU the description says so and names the CPU. A plan takes `host()`, what NVML, nvidia-smi and
+the OS say (no torch); a run `describe()`, that and torch's facts. `nvidia-smi topo -m` is a
+process of its own, started before torch loads (`Topology`) and read when the run describes the
+machine, before anything is measured.
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import re
 import shutil
 import socket
 import subprocess
+import time
 from typing import Any
 
 from bench import lazy
@@ -77,14 +81,28 @@ def _nvml_gpus() -> list[dict[str, Any]]:
     return gpus
 
 
-def _topology() -> str:
-    if not shutil.which("nvidia-smi"):
-        return ""
-    try:
-        out = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return out.stdout.strip() if out.returncode == 0 else ""
+class Topology:
+    """`nvidia-smi topo -m`, started when made and read by `text()` (at most 30 s in all)."""
+
+    def __init__(self) -> None:
+        self._started = time.monotonic()
+        try:
+            self._proc = subprocess.Popen(["nvidia-smi", "topo", "-m"], stdout=subprocess.PIPE,
+                                          stderr=subprocess.DEVNULL, text=True) if shutil.which("nvidia-smi") else None
+        except OSError:
+            self._proc = None
+
+    def text(self) -> str:
+        """Its output; '' where it failed, timed out or there is no nvidia-smi."""
+        if self._proc is None:
+            return ""
+        try:
+            out, _ = self._proc.communicate(timeout=max(0.0, 30 - (time.monotonic() - self._started)))
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.communicate()
+            return ""
+        return out.strip() if self._proc.returncode == 0 else ""
 
 
 def link_matrix(topology: str) -> dict[str, str]:
@@ -110,14 +128,33 @@ def p2p_access() -> list[list[bool]]:
     return [[i == j or torch.cuda.can_device_access_peer(i, j) for j in range(n)] for i in range(n)]
 
 
-def describe() -> dict[str, Any]:
-    """The machine, for meta.json."""
-    cuda = torch.cuda.is_available()
+def _head() -> dict[str, Any]:
+    return {"hostname": socket.gethostname(), "os": platform.platform(), "python": platform.python_version(),
+            "cpu": _cpu_name(), "cpu_count": os.cpu_count()}
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "CUDA_VISIBLE", "TORCH_SYMM", "NVSHMEM_"))}
+
+
+def host(cuda: bool, topology: Topology) -> dict[str, Any]:
+    """The machine as NVML, nvidia-smi and the OS see it, without torch or a CUDA context (a
+    plan's); `cuda`: whether it has GPUs to read."""
     gpus = _nvml_gpus() if cuda else []
+    text = topology.text() if cuda else ""
+    return {**_head(), "driver": gpus[0].pop("driver", "") if gpus else "", "gpus": gpus, "topology": text,
+            "links": link_matrix(text), "env": _env()}
+
+
+def describe(topology: Topology | None = None) -> dict[str, Any]:
+    """The machine, for meta.json: host()'s facts and torch's; `topology`: nvidia-smi's, if started."""
+    cuda = torch.cuda.is_available()
+    facts = host(cuda, topology or Topology())
+    gpus = facts["gpus"]
     if cuda and not gpus:  # NVML missing: take what torch knows
-        gpus = [{"index": i, "name": torch.cuda.get_device_name(i),
-                 "memory_bytes": torch.cuda.get_device_properties(i).total_memory}
-                for i in range(torch.cuda.device_count())]
+        gpus += [{"index": i, "name": torch.cuda.get_device_name(i),
+                  "memory_bytes": torch.cuda.get_device_properties(i).total_memory}
+                 for i in range(torch.cuda.device_count())]
     for i, gpu in enumerate(gpus[:torch.cuda.device_count() if cuda else 0]):
         try:
             gpu["l2_bytes"] = torch.cuda.get_device_properties(i).L2_cache_size
@@ -129,20 +166,5 @@ def describe() -> dict[str, Any]:
             nccl = ".".join(map(str, torch.cuda.nccl.version()))
         except Exception:
             pass
-    topology = _topology() if cuda else ""
-    return {
-        "hostname": socket.gethostname(),
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "cpu": _cpu_name(),
-        "cpu_count": os.cpu_count(),
-        "torch": torch.__version__,
-        "cuda": torch.version.cuda or "",
-        "nccl": nccl,
-        "driver": gpus[0].pop("driver", "") if gpus else "",
-        "gpus": gpus,
-        "p2p_access": p2p_access() if cuda else [],
-        "topology": topology,
-        "links": link_matrix(topology),
-        "env": {k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "CUDA_VISIBLE", "TORCH_SYMM", "NVSHMEM_"))},
-    }
+    return {**facts, "torch": torch.__version__, "cuda": torch.version.cuda or "", "nccl": nccl,
+            "p2p_access": p2p_access() if cuda else []}

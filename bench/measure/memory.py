@@ -5,6 +5,7 @@ import os
 from typing import Iterable
 
 from bench import ConfigError, lazy
+from bench.gpus import cuda_started, nvml_gpus
 
 torch = lazy.module("torch")
 
@@ -16,10 +17,18 @@ def format_bytes(n: int) -> str:
     return f"{n} B"
 
 
+def gpu_free_bytes(dev: int) -> int:
+    """Free memory on CUDA device `dev`: CUDA's count once this process has started CUDA (a run),
+    else NVML's (a plan, which must start neither torch nor CUDA to ask)."""
+    if cuda_started():
+        return torch.cuda.mem_get_info(dev)[0]
+    return int(nvml_gpus()[dev].free_bytes)
+
+
 def check_fits(what: str, need: int, devices: Iterable[int], key: str = "sizes.max") -> None:
     """ConfigError unless `need` bytes are free on every listed GPU."""
     for dev in devices:
-        free = torch.cuda.mem_get_info(dev)[0]
+        free = gpu_free_bytes(dev)
         if need > free:
             raise ConfigError(f"{key}: {what} needs {format_bytes(need)} on cuda:{dev} but only "
                               f"{format_bytes(free)} is free; lower {key}")

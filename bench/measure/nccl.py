@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import ctypes.util
 import functools
 import glob
 import os
@@ -28,6 +29,7 @@ import sys
 from collections.abc import Callable, Iterator
 
 from bench import lazy
+from bench.gpus import cuda_started
 
 torch = lazy.module("torch")
 tdist = lazy.module("torch.distributed")
@@ -182,6 +184,16 @@ def load() -> NCCL:
         why = "torch is built without CUDA" if torch.version.cuda is None else "no CUDA GPU is visible"
         raise NcclUnavailable(f"NCCL needs a CUDA GPU: {why} (torch {torch.__version__})")
     return _load()
+
+
+def require() -> None:
+    """NcclUnavailable unless NCCL can be used here, checked before any rank starts: bound, once
+    this process has started CUDA (a run); found, before (a plan, which starts neither torch nor
+    CUDA: the library torch would load is the wheel's on sys.path, else the loader's)."""
+    if cuda_started():
+        load()
+    elif library_path() is None and ctypes.util.find_library("nccl") is None:
+        raise NcclUnavailable("no libnccl.so.2: no nvidia/nccl/lib on sys.path and none the loader finds")
 
 
 def unique_id() -> bytes:

@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator
 
-import numpy
+from bench import lazy
+
+numpy = lazy.module("numpy")   # to touch pages when placing memory; reading the topology needs none
 
 if TYPE_CHECKING:   # torch is imported where it is used: reading the topology needs no torch
     import torch

@@ -19,8 +19,6 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import List, Optional
 
-import pandas as pd
-
 from bench import ConfigError, lazy
 from bench.analysis.catalog import Metric
 from bench.config.settings import Choice, Launch, SizeRange, nonempty, positive, require
@@ -33,6 +31,7 @@ from bench.results import Sample, usable_rows
 from bench.sizes import format_size, parse_size
 from bench.contract import Context, Distribution, Overhead, Point, Suite, trial_rows
 
+pd = lazy.module("pandas")
 torch = lazy.module("torch")
 tdist = lazy.module("torch.distributed")
 
@@ -501,7 +500,7 @@ class Collectives(Suite):
                               "collectives.api=[torch] (gloo)")
         if Api.nccl in s.api and ctx.device == "cuda" and ctx.here:
             try:
-                nccl.load()
+                nccl.require()
             except nccl.NcclUnavailable as exc:
                 raise ConfigError(f"collectives.api includes nccl: {exc}") from None
         if s.transport == "socket" and ctx.device != "cuda":

@@ -33,9 +33,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable, ContextManager, List
 
-import numpy as np
-import pandas as pd
-
 from bench import ConfigError, lazy
 from bench.analysis.cache import resident_note
 from bench.analysis.catalog import Metric
@@ -53,6 +50,8 @@ from bench.results import Sample, usable_rows
 from bench.sizes import format_size, machine_sizes
 from bench.contract import ALL, Context, Overhead, Point, Suite, counts_at_once, trial_rows
 
+np = lazy.module("numpy")
+pd = lazy.module("pandas")
 torch = lazy.module("torch")
 
 EACH = "each"

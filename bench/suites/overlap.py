@@ -33,20 +33,19 @@ import sys
 from dataclasses import dataclass, field, replace
 from typing import Callable, List
 
-import pandas as pd
-
 from bench import ConfigError, lazy
 from bench.config.settings import Choice, HostMemory, nonempty, positive, require
 from bench.links import bus_factor
 from bench.measure import nccl, timing
 from bench.measure.agree import Ranks
 from bench.measure.checks import same_data
-from bench.measure.memory import RANK_HOST_BYTES, format_bytes, host_available_bytes, local_rank_limit
+from bench.measure.memory import RANK_HOST_BYTES, format_bytes, gpu_free_bytes, host_available_bytes, local_rank_limit
 from bench.measure.timing import EventClock, HostClock, Trial
 from bench.results import Sample, params, usable_rows
 from bench.sizes import format_size, parse_size
 from bench.contract import Context, Distribution, Point, Suite, trial_rows
 
+pd = lazy.module("pandas")
 torch = lazy.module("torch")
 tdist = lazy.module("torch.distributed")
 
@@ -726,12 +725,12 @@ class Overlap(Suite):
                   file=sys.stderr)
         if ranks > 1:
             try:
-                nccl.load()
+                nccl.require()
             except nccl.NcclUnavailable as exc:
                 raise ConfigError(f"overlap.ops includes all_reduce: {exc}") from None
         big, made = _largest(o.sizes), _largest(o.make_sizes)
         need = 2 * big + 6 * o.matmul ** 2 + 6 * o.sync_matmul ** 2 + 2 * made  # buffers, A, B and C of each product
-        free = torch.cuda.mem_get_info(0)[0]
+        free = gpu_free_bytes(0)
         if need > free:
             raise ConfigError(f"overlap.sizes: the overlap suite needs {format_bytes(need)} on cuda:0 but only "
                               f"{format_bytes(free)} is free; lower overlap.sizes, overlap.matmul or overlap.make_sizes")

@@ -29,9 +29,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, List
 
-import numpy as np
-import pandas as pd
-
 from bench import ConfigError, lazy
 from bench.analysis.catalog import Metric
 from bench.analysis.tables import CONCURRENT_COLUMNS, VARIANT, format_concurrent, latency_table, median_by
@@ -49,6 +46,8 @@ from bench.results import Sample, usable_rows
 from bench.sizes import machine_sizes
 from bench.contract import ALL, Context, Overhead, Point, Suite, counts_at_once, trial_rows
 
+np = lazy.module("numpy")
+pd = lazy.module("pandas")
 torch = lazy.module("torch")
 
 class P2POp(Choice):

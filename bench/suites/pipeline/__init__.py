@@ -48,11 +48,10 @@ from __future__ import annotations
 
 import os
 
-import pandas as pd
 
 from bench import ConfigError, lazy
 from bench.contract import Context, Point, Suite
-from bench.measure.memory import format_bytes, host_available_bytes
+from bench.measure.memory import format_bytes, gpu_free_bytes, host_available_bytes
 from bench.results import Sample
 from bench.sizes import parse_size
 from bench.suites.pipeline.figure import pipeline_figure
@@ -63,6 +62,8 @@ from bench.suites.pipeline.model import (COLLATE, CONSUME, H2D, HANDOFF, LOOP_OP
 from bench.suites.pipeline.rounds import measure_rounds, round_timing
 from bench.suites.pipeline.source import PERIOD, user_dataset, user_sample
 from bench.suites.pipeline.tables import advice, advice_lines, judged, stage_table, summary_tables, table
+
+pd = lazy.module("pandas")
 
 torch = lazy.module("torch")
 
@@ -115,7 +116,7 @@ def _check(p: Settings, ctx: Context) -> None:
         raise ConfigError(f"pipeline.max_size: the pipeline needs about {format_bytes(need)} of host memory but "
                           f"only {format_bytes(available)} is available; lower pipeline.max_size or pipeline.workers")
     if gpu:
-        free = torch.cuda.mem_get_info(0)[0]
+        free = gpu_free_bytes(0)
         if 6 * big > free:   # the link's buffer, batches in flight, the check's temporaries
             raise ConfigError(f"pipeline.max_size: the pipeline needs about {format_bytes(6 * big)} on cuda:0 but "
                               f"only {format_bytes(free)} is free; lower pipeline.max_size")

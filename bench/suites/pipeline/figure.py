@@ -1,11 +1,14 @@
 """The pipeline's figure: what each loop delivers against the batch size, and each stage alone."""
 from __future__ import annotations
 
-import numpy as np
-import pandas as pd
+from bench import lazy
+
 
 from bench.suites.pipeline.model import STAGE_NAMES, WORKER_STAGES
 from bench.suites.pipeline.tables import stage_table, table
+
+np = lazy.module("numpy")
+pd = lazy.module("pandas")
 
 
 def pipeline_figure(frame: pd.DataFrame, canvas) -> list:

@@ -8,7 +8,6 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import Callable
 
-import numpy as np
 
 from bench import lazy
 from bench.contract import Context, Point, trial_rows
@@ -20,6 +19,8 @@ from bench.suites.pipeline.feed import Check, Feed, SpentMarks, check_of
 from bench.suites.pipeline.model import (CONSUME, COLLATE, H2D, HANDOFF, MAKE, PIN, WORKER_STAGES, Loop, Producer,
                                          Stage)
 from bench.suites.pipeline.source import (ENDLESS, FreeSamples, Wrapped, collate_of, intra_op, loader, samples)
+
+np = lazy.module("numpy")
 
 torch = lazy.module("torch")
 

@@ -11,17 +11,20 @@ probe every suite reads, over PACE_S) is read before each round and after the la
 records what the host gave, in the host_pace_s column as every suite does."""
 from __future__ import annotations
 
+from bench import lazy
+
 import math
 import time
 from dataclasses import replace
 
-import numpy as np
 
 from bench.contract import Context, Point
 from bench.measure.timing import TimingConfig, host_pace
 from bench.results import Sample
 from bench.suites.pipeline.measure import Segment, measure_point
 from bench.suites.pipeline.model import Pace, Settings
+
+np = lazy.module("numpy")
 
 PACE_S = 0.02           # one reading of the host's pace: host_pace() again and again for this long
 

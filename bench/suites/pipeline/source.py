@@ -9,10 +9,11 @@ import importlib
 import multiprocessing
 from typing import Any, Callable, Iterator
 
-import numpy as np
 
 from bench import ConfigError, lazy
 from bench.suites.pipeline.model import Producer
+
+np = lazy.module("numpy")
 
 torch = lazy.module("torch")
 

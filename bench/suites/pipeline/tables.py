@@ -4,17 +4,20 @@ over its rounds (each round's the median of its trials) and its spread the lowes
 round (lo_gbps, hi_gbps): docs/method.md."""
 from __future__ import annotations
 
+from bench import lazy
+
 import json
 from dataclasses import replace
 from typing import Callable
 
-import numpy as np
-import pandas as pd
 
 from bench.results import params, params_text
 from bench.sizes import format_size
 from bench.suites.pipeline.model import (H2D, PACE_OP, STAGE_NAMES, STAGES, Loop, Producer, Stage,
                                          dataloader_defaults, descriptor, stages_of)
+
+np = lazy.module("numpy")
+pd = lazy.module("pandas")
 
 SUITE = "pipeline"
 _ROW = ["op", "memory", "mode", "backend", "dtype", "params", "size_bytes"]
