@@ -63,6 +63,7 @@ ALPHA = 0.01
 MIN_JUDGED = 0.9          # exit 0 needs at least this share of the measured families judged
 CAN_CATCH = 0.55          # a family whose limit would not catch a halved figure by a margin: too noisy
 UNMEASURED = 1.5          # noise never measured on the class: the declared sigma, widened this much
+OTHER_HOSTS = 2.0         # and again for a latency learned from other classes: their hosts' launch paths differ
 FAR_ABOVE = 1.25          # this much above healthy machines of the class: not the class it says
 PHYSICAL_MARGIN = 1.03    # above the recorded link's figure by more than timing's error
 SIBLING_FLOOR = 0.01      # siblings never agree closer than timing itself repeats
@@ -517,12 +518,15 @@ def _noise(f: _Family, key: dict, catalog: Catalog, table: Expected, noise: Expe
     if any(p.learned is not None and p.learned.relaxed for p in f.expected):
         return max(widened, OTHER_WORLDS), (f"never measured on this class, its share learned from other world sizes: "
                                             f"at least {OTHER_WORLDS}")
+    times = ""
+    if f.size_class == "latency" and any(p.learned is not None for p in f.expected):
+        widened, times = widened * OTHER_HOSTS, f" x {OTHER_HOSTS} (other hosts' launch paths)"
     between = [p.learned.spread for p in f.expected if p.learned is not None and math.isfinite(p.learned.spread)]
     if between:
         across = float(np.median(between)) / PAIR_MEDIAN_TO_SIGMA
-        return max(widened, across), f"never measured on this class: declared {declared:.3f} x {UNMEASURED}, " \
+        return max(widened, across), f"never measured on this class: declared {declared:.3f} x {UNMEASURED}{times}, " \
                                      f"or how far the other classes differ ({across:.3f})"
-    return widened, f"never measured on this class: declared {declared:.3f} x {UNMEASURED}"
+    return widened, f"never measured on this class: declared {declared:.3f} x {UNMEASURED}{times}"
 
 
 def _above(f: _Family, limit: float) -> tuple[str, list[str]]:
