@@ -793,7 +793,3 @@ class Overlap(Suite):
     def figures(self, frame: pd.DataFrame, canvas) -> list:
         return overlap_figure(frame, canvas) + sync_figure(frame, canvas)
 
-
-if __name__ == "__main__":  # deprecated alias of xferbench-summary, imported only when run as a script
-    from bench.cli.deprecated import forward
-    forward("bench.suites.overlap", "xferbench-summary", "bench.cli.summary")
