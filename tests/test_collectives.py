@@ -83,7 +83,7 @@ def _planned_worlds(capsys, *overrides: str) -> tuple[list[int], str]:
     gpus = cuda_gpus()
     machine = this_machine(cfg.instance, detect_device(cfg.device, gpus), describe(), gpus)
     [planned], _ = plan_suites(cfg, machine)
-    return collectives.world_sizes(planned.settings, planned.ctx), capsys.readouterr().err
+    return collectives.world_sizes(planned.settings, planned.ctx, planned.max_ranks), capsys.readouterr().err
 
 
 def test_more_ranks_than_cores_are_capped_before_any_is_spawned(capsys):

@@ -58,7 +58,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def rank_main(suite_name: str, settings, ctx: Context, run_dir: str | None, run_id: str, progress: bool) -> None:
+def rank_main(suite_name: str, settings, ctx: Context, max_ranks: int, run_dir: str | None, run_id: str,
+              progress: bool) -> None:
     """A spawned rank's work (bench.driver.rank calls it): the suite's sweep in the world the
     parent started, its place in it from RANK and WORLD_SIZE."""
     from bench import suites   # the registry imports every suite: a rank loads them when it starts, not its parent
@@ -68,7 +69,7 @@ def rank_main(suite_name: str, settings, ctx: Context, run_dir: str | None, run_
     fd = os.environ.pop(_PROGRESS_FD, None)
     stream = os.fdopen(int(fd), "w", buffering=1) if fd else None
     try:
-        _run_rank(Planned(suites.get(suite_name), settings, ctx), Path(run_dir) if run_dir else None, run_id,
+        _run_rank(Planned(suites.get(suite_name), settings, ctx, max_ranks), Path(run_dir) if run_dir else None, run_id,
                   progress, stream)
     except BaseException as exc:
         _tell_parent(exc)
@@ -292,6 +293,6 @@ def run_distributed(planned: Planned, run_dir: Path | None, run_id: str, progres
            **distribution.env,
            **(NCCL_REPORT if distribution.backend == "nccl" and run_dir else {})}
     for nproc in distribution.world_sizes:
-        work = (planned.suite.name, planned.settings, replace(planned.ctx, world_size=nproc),
+        work = (planned.suite.name, planned.settings, replace(planned.ctx, world_size=nproc), planned.max_ranks,
                 str(run_dir) if run_dir else None, run_id, progress)
         spawn(nproc, env, work, run_dir / RANK_LOGS if run_dir else None, progress)

@@ -101,10 +101,10 @@ class Product:
         return 2.0 * self.matmul ** 3
 
 
-def world_sizes(s: Settings, ctx: Context) -> list[int]:
-    """One rank per GPU when all_reduce is asked for on 2 or more GPUs (no more than ctx.max_ranks,
-    which check() sets from this machine's cores and host memory); else rank 0 alone."""
-    ranks = min(ctx.gpu_count, ctx.max_ranks or ctx.gpu_count)
+def world_sizes(s: Settings, ctx: Context, max_ranks: int = 0) -> list[int]:
+    """One rank per GPU when all_reduce is asked for on 2 or more GPUs (no more than `max_ranks`,
+    rank_limit: this machine's cores and host memory); else rank 0 alone."""
+    ranks = min(ctx.gpu_count, max_ranks or ctx.gpu_count)
     return [ranks if OverlapOp.all_reduce in s.ops and ranks >= 2 else 1]
 
 
@@ -718,8 +718,18 @@ class Overlap(Suite):
             return "needs a CUDA GPU"
         if not ctx.here:
             return None
-        ctx.max_ranks, limited_by = local_rank_limit("overlap")
-        ranks = world_sizes(o, ctx)[0]
+        big, made = _largest(o.sizes), _largest(o.make_sizes)
+        need = 2 * big + 6 * o.matmul ** 2 + 6 * o.sync_matmul ** 2 + 2 * made  # buffers, A, B and C of each product
+        free = gpu_free_bytes(0)
+        if need > free:
+            raise ConfigError(f"overlap.sizes: the overlap suite needs {format_bytes(need)} on cuda:0 but only "
+                              f"{format_bytes(free)} is free; lower overlap.sizes, overlap.matmul or overlap.make_sizes")
+        return None
+
+    def rank_limit(self, o: Settings, ctx: Context) -> int:
+        """The ranks this machine holds; NCCL and the host memory of that many ranks checked."""
+        max_ranks, limited_by = local_rank_limit("overlap")
+        ranks = world_sizes(o, ctx, max_ranks)[0]
         if OverlapOp.all_reduce in o.ops and ctx.gpu_count >= 2 and ranks < ctx.gpu_count:
             print(f"xferbench: overlap's all_reduce capped at {limited_by}: {ranks} of the {ctx.gpu_count} GPUs",
                   file=sys.stderr)
@@ -729,17 +739,12 @@ class Overlap(Suite):
             except nccl.NcclUnavailable as exc:
                 raise ConfigError(f"overlap.ops includes all_reduce: {exc}") from None
         big, made = _largest(o.sizes), _largest(o.make_sizes)
-        need = 2 * big + 6 * o.matmul ** 2 + 6 * o.sync_matmul ** 2 + 2 * made  # buffers, A, B and C of each product
-        free = gpu_free_bytes(0)
-        if need > free:
-            raise ConfigError(f"overlap.sizes: the overlap suite needs {format_bytes(need)} on cuda:0 but only "
-                              f"{format_bytes(free)} is free; lower overlap.sizes, overlap.matmul or overlap.make_sizes")
         host = 2 * big * len(o.memory) + 2 * made + ranks * RANK_HOST_BYTES  # rank 0's buffers, every rank
         available = host_available_bytes()
         if available is not None and host > available:
             raise ConfigError(f"overlap.sizes: the overlap suite needs {format_bytes(host)} of host memory but only "
                               f"{format_bytes(available)} is available; lower overlap.sizes")
-        return None
+        return max_ranks
 
     def points(self, s: Settings, ctx: Context) -> list[Point]:
         """Pairs by size, the synchronizations, make_tensor; all_reduce last, so that every rank
@@ -771,8 +776,8 @@ class Overlap(Suite):
                     for text in s.sizes]
         return out
 
-    def distribution(self, s: Settings, ctx: Context) -> Distribution:
-        return Distribution(world_sizes(s, ctx), "nccl", s.timeout_s)
+    def distribution(self, s: Settings, ctx: Context, max_ranks: int = 0) -> Distribution:
+        return Distribution(world_sizes(s, ctx, max_ranks), "nccl", s.timeout_s)
 
     def start(self, s: Settings, ctx: Context) -> OverlapState:
         return OverlapState(s, ctx)
