@@ -34,7 +34,7 @@ from bench.sizes import format_size
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.analysis.catalog import Canvas, Metric
+    from bench.suite_view import Canvas, Metric
     from bench.links import Speeds
     from bench.measure.numa import Topology
 

@@ -76,7 +76,7 @@ def _planned_worlds(capsys, *overrides: str) -> tuple[list[int], str]:
     """The world sizes a run would spawn (the run's checks, nothing started), and its stderr."""
     from bench.driver.machine import cuda_gpus, detect_device, this_machine
     from bench.driver.sweep import plan_suites
-    from bench.driver.system import describe
+    from bench.driver.inventory import describe
     from test_plan import _cfg
 
     cfg = _cfg("suite=collectives", *overrides)

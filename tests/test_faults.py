@@ -20,7 +20,7 @@ from conftest import env, xferbench_cmd
 
 
 def _ranks(pid: int) -> list[int]:
-    """The rank processes `pid` spawned (`python -c "...bench.driver.rank..." ROOT RANK PARENT_PID`), in
+    """The rank processes `pid` spawned (`python -c "...bench.driver.rank_start..." ROOT RANK PARENT_PID`), in
     rank order: found by their command line, so also after the parent died (as orphans)."""
     ranks = {}
     for proc in Path("/proc").iterdir():
@@ -28,7 +28,7 @@ def _ranks(pid: int) -> list[int]:
             cmd = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if len(cmd) > 5 and cmd[1] == b"-c" and b"bench.driver.rank" in cmd[2] and cmd[5] == str(pid).encode():
+        if len(cmd) > 5 and cmd[1] == b"-c" and b"bench.driver.rank_start" in cmd[2] and cmd[5] == str(pid).encode():
             ranks[int(cmd[4])] = int(proc.name)
     return [ranks[r] for r in sorted(ranks)]
 

@@ -138,7 +138,7 @@ class SizesSettings:
 
 @dataclass
 class InstanceSettings:
-    """A catalogue entry (conf/instance/*.yaml): the machine's label, links and price."""
+    """An instance entry (conf/instance/*.yaml): the machine's label, links and price."""
 
     name: str = "local"
     provider: Optional[str] = None

@@ -1,5 +1,5 @@
 """What a run measures: each suite of the config with its settings and context, checked, on this
-machine or a catalogued one. The run and the plan both start here (`plan_suites`)."""
+machine or one of conf/instance. The run and the plan both start here (`plan_suites`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field, replace
 from typing import List, Optional
 
 from bench import ConfigError, lazy
-from bench.analysis.catalog import Metric
+from bench.suite_view import Metric
 from bench.config.settings import Choice, Launch, SizeRange, nonempty, positive, require
 from bench.links import Speeds, bus_factor, split_op
 from bench.measure import nccl, timing
-from bench.measure.agree import Ranks
+from bench.measure.consensus import Consensus
 from bench.measure.memory import check_fits, format_bytes, local_rank_limit
 from bench.measure.timing import EventClock, HostClock
 from bench.results import Sample, usable_rows
@@ -216,7 +216,7 @@ class CollectivesState:
     first nccl point (every rank gets there together)."""
 
     ctx: Context
-    ranks: Ranks
+    ranks: Consensus
     comm: nccl.Communicator | None = None
 
     def communicator(self) -> nccl.Communicator:
@@ -321,7 +321,7 @@ class _Op:
         return _matches(self.out, pat((self.rank - 1) % self.n))
 
 
-def _graph_correct(op: _Op, ranks: Ranks) -> bool:
+def _graph_correct(op: _Op, ranks: Consensus) -> bool:
     """One op captured in a graph, replayed on fresh data, gives the exact answer on every rank.
 
     A capture that recorded nothing (the op ran outside the capture stream) would time an empty
@@ -552,7 +552,7 @@ class Collectives(Suite):
                             transport_env(s.transport, ctx.nnodes))
 
     def start(self, s: Settings, ctx: Context) -> CollectivesState:
-        return CollectivesState(ctx, Ranks(_device(ctx)))
+        return CollectivesState(ctx, Consensus(_device(ctx)))
 
     def finish(self, state: CollectivesState) -> None:
         if state.comm is not None:

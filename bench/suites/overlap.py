@@ -37,7 +37,7 @@ from bench import ConfigError, lazy
 from bench.config.settings import Choice, HostMemory, nonempty, positive, require
 from bench.links import bus_factor
 from bench.measure import nccl, timing
-from bench.measure.agree import Ranks
+from bench.measure.consensus import Consensus
 from bench.measure.checks import same_data
 from bench.measure.memory import RANK_HOST_BYTES, format_bytes, gpu_free_bytes, host_available_bytes, local_rank_limit
 from bench.measure.timing import EventClock, HostClock, Trial
@@ -243,7 +243,7 @@ def _copy(point: Point, state: OverlapState) -> Transfer:
 # ---------------------------------------------------------------- ranks: one process, or all_reduce's
 
 
-def settle(trials: list[Trial], ranks: Ranks) -> list[Trial]:
+def settle(trials: list[Trial], ranks: Consensus) -> list[Trial]:
     """Each trial's parts summed over rounds ('copy3' -> 'copy'); with ranks, the slowest rank's
     times, and the fastest's beside them."""
     trials = [replace(t, parts=_summed(t.parts)) for t in trials]
@@ -320,7 +320,7 @@ def _median_op(trials: list[Trial]) -> float:
     return statistics.median(t.per_op_s for t in trials)
 
 
-def _pair(point: Point, ctx: Context, transfer: Transfer, product: Matmul, ranks: Ranks,
+def _pair(point: Point, ctx: Context, transfer: Transfer, product: Matmul, ranks: Consensus,
           streams: tuple) -> list[Sample]:
     if transfer.host_blocks:
         clock = HostClock(torch.cuda.synchronize)
@@ -378,7 +378,7 @@ def pair_rows(point: Point, copy_alone: list[Trial], compute_alone: list[Trial],
 def _all_reduce_point(point: Point, ctx: Context, state: OverlapState) -> list[Sample]:
     if ctx.world_size < 2:
         return [point.skipped("needs 2 or more GPUs, one rank each")] if ctx.rank == 0 else []
-    ranks = Ranks(_device(ctx))
+    ranks = Consensus(_device(ctx))
     try:  # everything allocated before any collective: a rank out of memory must not leave one waiting
         buf = torch.full((point.size_bytes // 2,), float(ctx.rank + 1), dtype=torch.bfloat16, device=_device(ctx))
         product, oom = state.product(point.params.matmul), ""
@@ -391,7 +391,7 @@ def _all_reduce_point(point: Point, ctx: Context, state: OverlapState) -> list[S
     return rows if ctx.rank == 0 else []
 
 
-def _all_reduce(buf, ctx: Context, ranks: Ranks, state: OverlapState) -> Transfer:
+def _all_reduce(buf, ctx: Context, ranks: Consensus, state: OverlapState) -> Transfer:
     """A bf16 all_reduce of buf (holding rank + 1) through NCCL on the current stream; checked once,
     before timing (the timed ones sum in place, so their values grow)."""
     comm, n = state.communicator(), ctx.world_size
@@ -539,7 +539,7 @@ def _measure(point: Point, s: Settings, ctx: Context, state: OverlapState) -> li
             return _sync_point(point, s, ctx, state)
         if point.op == "make_tensor":
             return _make_point(point, ctx)
-        return _pair(point, ctx, _copy(point, state), state.product(point.params.matmul), Ranks(), state.streams())
+        return _pair(point, ctx, _copy(point, state), state.product(point.params.matmul), Consensus(), state.streams())
     except torch.cuda.OutOfMemoryError as exc:  # rank 0 alone measures here: it alone skips
         torch.cuda.empty_cache()
         return [point.skipped(f"out of memory: {str(exc).splitlines()[0]}")]
