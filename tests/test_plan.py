@@ -18,7 +18,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from bench import ConfigError, suites
-from bench.config import schema
+from bench.driver import schema
 from bench.config.files import CONF_DIR
 from bench.driver import plan
 from bench.driver.machine import Machine, instance_machine

@@ -16,7 +16,7 @@ from omegaconf import OmegaConf
 import bench
 from bench import suites
 from bench.config.files import INSTANCES
-from bench.config.schema import config_dict
+from bench.driver.schema import config_dict
 from bench.driver import plan as planning
 from bench.driver import rank_group, telemetry
 from bench.driver.folders import explicit_keys, hold_run, make_run_dir
