@@ -34,7 +34,7 @@ from bench.sizes import format_size
 if TYPE_CHECKING:
     import pandas as pd
 
-    from bench.analysis.catalog import Canvas, Metric
+    from bench.suite_view import Canvas, Metric
     from bench.links import Speeds
     from bench.measure.numa import Topology
 
@@ -55,9 +55,10 @@ class SuiteError(ConfigError):
     """A suite that breaks the contract; the message names the module and what is wrong."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Context:
-    """What the driver tells a suite about this run and the machine it plans or measures for."""
+    """What the driver tells a suite about this run and the machine it plans or measures for; read
+    only: a hook hands what it learns to another through the driver (e.g. rank_limit's max_ranks)."""
 
     device: str                      # "cuda" or "cpu"
     timing: TimingConfig
@@ -72,7 +73,6 @@ class Context:
     here: bool = True                # False when planning for another machine: probe nothing here
     launcher: bool = False           # torchrun or srun started this process's ranks
     explicit: frozenset[str] = frozenset()   # the settings the user named (e.g. 'copy.memory')
-    max_ranks: int = 0               # local ranks this machine holds (check() sets it); 0: no limit known
     rank: int = 0
     world_size: int = 1
     nnodes: int = 1
@@ -202,9 +202,16 @@ class Suite:
         """The rows of each of `points` (those of one `together` key not yet measured), in order."""
         return [self.measure(point, settings, ctx, state) for point in points]
 
-    def distribution(self, settings: Any, ctx: Context) -> Distribution | None:
-        """None: measured in this process. A Distribution: in ranks, one world after another."""
+    def distribution(self, settings: Any, ctx: Context, max_ranks: int = 0) -> Distribution | None:
+        """None: measured in this process. A Distribution: in ranks, one world after another, of at
+        most `max_ranks` local ranks each (what `rank_limit` gave; 0: no limit known)."""
         return None
+
+    def rank_limit(self, settings: Any, ctx: Context) -> int:
+        """The most local ranks this machine holds for the suite's worlds (0: no limit known). The
+        driver asks it once, after check(), when it probes this machine (`ctx.here`), and passes it
+        to distribution(); ConfigError when the worlds cannot run here."""
+        return 0
 
     # ---- the plan
 

@@ -474,7 +474,7 @@ def number_trials(samples: list[Sample]) -> list[Sample]:
 
 
 def instance_meta(name: str | None, label: str | None = None) -> dict:
-    """meta.json's instance: the catalogue entry conf/instance/<name>.yaml when there is one."""
+    """meta.json's instance: the instance entry conf/instance/<name>.yaml when there is one."""
     entry: dict = {}
     if name and (INSTANCES / f"{name}.yaml").is_file():
         entry = yaml.safe_load((INSTANCES / f"{name}.yaml").read_text()) or {}

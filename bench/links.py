@@ -71,7 +71,7 @@ class Speeds:
 
     pcie_gen: int | None = None
     pcie_width: int | None = None
-    nvlink_gbps_per_gpu: float | None = None      # the instance catalogue's, one direction
+    nvlink_gbps_per_gpu: float | None = None      # the conf/instance entry's, one direction
     classes: Mapping[str, str] = field(default_factory=dict)
 
     def pcie(self) -> float:
@@ -79,7 +79,7 @@ class Speeds:
         return pcie_gbps(self.pcie_gen or 4, self.pcie_width or 16)
 
     def nvlink(self, link_class: str = "") -> float | None:
-        """NVLink per direction, GB/s: the pair's class (NV18: 18 links), else the catalogue's
+        """NVLink per direction, GB/s: the pair's class (NV18: 18 links), else the instance entry's
         figure, else the fewest links of any pair; None without NVLink."""
         links = nvlink_links(link_class)
         if links:

@@ -52,7 +52,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _meta(run_id: str) -> dict:
     from bench.driver.machine import cuda_gpus, detected_label
-    from bench.driver.system import describe
+    from bench.driver.inventory import describe
 
     label = detected_label(cuda_gpus())
     return {"schema_version": SCHEMA_VERSION, "run_id": run_id, "status": "complete",

@@ -76,14 +76,14 @@ def _planned_worlds(capsys, *overrides: str) -> tuple[list[int], str]:
     """The world sizes a run would spawn (the run's checks, nothing started), and its stderr."""
     from bench.driver.machine import cuda_gpus, detect_device, this_machine
     from bench.driver.sweep import plan_suites
-    from bench.driver.system import describe
+    from bench.driver.inventory import describe
     from test_plan import _cfg
 
     cfg = _cfg("suite=collectives", *overrides)
     gpus = cuda_gpus()
     machine = this_machine(cfg.instance, detect_device(cfg.device, gpus), describe(), gpus)
     [planned], _ = plan_suites(cfg, machine)
-    return collectives.world_sizes(planned.settings, planned.ctx), capsys.readouterr().err
+    return collectives.world_sizes(planned.settings, planned.ctx, planned.max_ranks), capsys.readouterr().err
 
 
 def test_more_ranks_than_cores_are_capped_before_any_is_spawned(capsys):

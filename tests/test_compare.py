@@ -1,4 +1,4 @@
-"""bench.analysis.compare and scripts/compare.py: families, noise measured between runs, the false-alarm
+"""bench.analysis.compare and xferbench-compare: families, noise measured between runs, the false-alarm
 bound and the power on synthetic runs of known noise, the committed runs, the CLI and its store."""
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ import pytest
 
 from bench.analysis import compare as cmp
 from bench.analysis.compare import compare, compare_paths, default_noise, size_classes
+from bench.cli import compare as cli_compare
 from bench.cli.common import catalog
 from bench.analysis.cache import resident_note
 from bench.results import ResultsError, Sample, load
 from synthetic import BANDWIDTH_SIZES, LATENCY_SIZES, MiB, collective_samples, copy_samples, noisy_runs, write_run
 
 REPO = Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "scripts" / "compare.py"
 H200_PAIR = [REPO / "results" / "reference" / "h200-x2" / r for r in ("20261122-214352", "20261122-214411")]
 # Noise studies live apart from results/reference, whose runs plots and reports take per instance.
 CPU_STUDY = REPO / "results" / "noise" / "cpu"
@@ -36,7 +36,7 @@ def _defaults(variant: dict, size_class: str) -> float:
     return default_noise(CATALOG, variant, size_class)
 
 
-def _load_script(path: Path = SCRIPT):
+def _load_script(path: Path):
     spec = importlib.util.spec_from_file_location(path.stem + "_script", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -286,7 +286,7 @@ def _env() -> dict:
 def test_real_regression_exits_1_names_the_families_and_appends_the_summary(runs, tmp_path):
     report, summary = tmp_path / "report.json", tmp_path / "summary.md"
     summary.write_text("earlier step's summary\n")
-    proc = subprocess.run([sys.executable, str(SCRIPT), str(runs["base0"]), str(runs["regressed"]),
+    proc = subprocess.run([sys.executable, "-m", "bench.cli.compare", str(runs["base0"]), str(runs["regressed"]),
                            "--json", str(report), "--markdown", str(summary)],
                           capture_output=True, text=True, env=_env(), timeout=60)
     assert proc.returncode == 1, proc.stderr
@@ -306,7 +306,7 @@ def test_real_regression_exits_1_names_the_families_and_appends_the_summary(runs
 def test_noise_between_reruns_passes(runs):
     result = compare_paths(runs["base0"], runs["noise"], CATALOG)
     assert result.regressions == [] and result.improvements == [] and len(result.families) == 28
-    assert _load_script().main([str(runs["base0"]), str(runs["noise"])]) == 0
+    assert cli_compare.main([str(runs["base0"]), str(runs["noise"])]) == 0
 
 
 def test_a_gain_is_an_improvement_and_exits_0(runs):
@@ -317,7 +317,7 @@ def test_a_gain_is_an_improvement_and_exits_0(runs):
 
 
 def test_several_runs_on_either_side(runs, capsys):
-    script = _load_script()
+    script = cli_compare
     assert script.main([str(runs["bases"]), "--current", str(runs["noise"])]) == 0
     assert "Baseline: 3 run(s)" in capsys.readouterr().out
     assert script.main([str(runs["base0"]), str(runs["base1"]), "--current", str(runs["regressed"])]) == 1
@@ -329,7 +329,7 @@ def test_several_runs_on_either_side(runs, capsys):
 
 
 def test_baseline_store_is_seeded_grows_on_a_pass_and_not_on_a_fail(runs, tmp_path, capsys):
-    script, store = _load_script(), tmp_path / "store"
+    script, store = cli_compare, tmp_path / "store"
     assert script.main(["--baseline-dir", str(store), str(runs["base0"])]) == 2   # empty, and not asked to seed
     assert script.main(["--baseline-dir", str(store), str(runs["base0"]), "--add-on-pass"]) == 0
     assert script.main(["--baseline-dir", str(store), str(runs["base1"]), "--add-on-pass"]) == 0
@@ -355,7 +355,7 @@ def test_a_point_whose_data_check_now_fails_exits_1(runs, tmp_path):
     result = compare_paths(runs["base0"], run, CATALOG)
     assert result.regressions == [] and result.failed_now == ["copy d2d device eager 4MiB"]
     assert result.regressed and "### Failing now" in result.to_markdown()
-    assert _load_script().main([str(runs["base0"]), str(run)]) == 1
+    assert cli_compare.main([str(runs["base0"]), str(run)]) == 1
 
 
 def _run_with_meta(path: Path, **changes) -> Path:
@@ -407,7 +407,7 @@ def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
             args.append("--add-on-pass")
     else:
         args, extra = [base, str(runs["noise"])], ["--alpha", "0"]
-    assert _load_script().main(args + extra) == 2
+    assert cli_compare.main(args + extra) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("compare: ") and len(err.splitlines()) == 1
 
@@ -418,7 +418,7 @@ def test_compare_refuses_a_bad_tolerance(runs):
 
 
 def test_a_store_copy_that_fails_leaves_no_half_run_and_exits_2(runs, tmp_path, monkeypatch, capsys):
-    script, store = _load_script(), tmp_path / "store"
+    script, store = cli_compare, tmp_path / "store"
     assert script.main(["--baseline-dir", str(store), str(runs["base0"]), "--add-on-pass"]) == 0
     real_copytree = cmp.shutil.copytree
 
@@ -435,7 +435,7 @@ def test_a_store_copy_that_fails_leaves_no_half_run_and_exits_2(runs, tmp_path, 
 
 
 def test_a_store_holding_the_current_run_leaves_it_out_of_its_baseline(runs, capsys):
-    script = _load_script()
+    script = cli_compare
     assert script.main(["--baseline-dir", str(runs["bases"]), str(runs["base1"])]) == 0
     out = capsys.readouterr()
     assert "the baseline holds 1 of the current run(s) itself: left out of its own baseline" in out.err
@@ -443,7 +443,7 @@ def test_a_store_holding_the_current_run_leaves_it_out_of_its_baseline(runs, cap
 
 
 def test_an_incomplete_run_is_never_judged_whole_nor_stored(runs, tmp_path, capsys):
-    script, store = _load_script(), tmp_path / "store"
+    script, store = cli_compare, tmp_path / "store"
     assert script.main(["--baseline-dir", str(store), str(runs["base0"]), "--add-on-pass"]) == 0
     for status in ("failed", "interrupted", "running"):
         run = tmp_path / status
@@ -456,7 +456,7 @@ def test_an_incomplete_run_is_never_judged_whole_nor_stored(runs, tmp_path, caps
 
 
 def test_runs_of_other_machine_classes_are_refused_unless_asked(runs, tmp_path, capsys):
-    script = _load_script()
+    script = cli_compare
     other = tmp_path / "h100"
     shutil.copytree(runs["noise"], other)
     meta = json.loads((other / "meta.json").read_text())

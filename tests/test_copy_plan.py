@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 from bench import ConfigError, suites
 from bench.analysis.tables import format_summary, latency_table, summarize
 from bench.cli.common import catalog
-from bench.config.schema import to_config
+from bench.driver.schema import to_config
 from bench.measure import kernels, lanes, numa
 from bench.measure.timing import TimingConfig, Trial
 from bench.results import Sample, point_key

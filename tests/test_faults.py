@@ -20,7 +20,7 @@ from conftest import env, xferbench_cmd
 
 
 def _ranks(pid: int) -> list[int]:
-    """The rank processes `pid` spawned (`python -c "...bench.driver.rank..." ROOT RANK PARENT_PID`), in
+    """The rank processes `pid` spawned (`python -c "...bench.driver.rank_start..." ROOT RANK PARENT_PID`), in
     rank order: found by their command line, so also after the parent died (as orphans)."""
     ranks = {}
     for proc in Path("/proc").iterdir():
@@ -28,7 +28,7 @@ def _ranks(pid: int) -> list[int]:
             cmd = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if len(cmd) > 5 and cmd[1] == b"-c" and b"bench.driver.rank" in cmd[2] and cmd[5] == str(pid).encode():
+        if len(cmd) > 5 and cmd[1] == b"-c" and b"bench.driver.rank_start" in cmd[2] and cmd[5] == str(pid).encode():
             ranks[int(cmd[4])] = int(proc.name)
     return [ranks[r] for r in sorted(ranks)]
 
@@ -161,7 +161,7 @@ def test_out_of_memory_point_is_skipped_and_sweep_goes_on(tmp_path):
             raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2 bytes")
         return [point.sample(trial=0, time_s=1.0, verified=True)]
 
-    suite = SimpleNamespace(name="copy", measure=measure, together=lambda point: None, distribution=lambda settings, ctx: None,
+    suite = SimpleNamespace(name="copy", measure=measure, together=lambda point: None, distribution=lambda settings, ctx, max_ranks=0: None,
                             points=lambda settings, ctx: [Point("copy", "h2d", s) for s in (1, 2, 3)])
     planned = Planned(suite, None, Context("cpu", TimingConfig(), [1, 2, 3]))
     writer = RunWriter(tmp_path, "r")
@@ -179,7 +179,7 @@ def test_host_out_of_memory_point_is_skipped_and_other_errors_are_not(tmp_path):
             raise RuntimeError("a real bug")
         return [point.sample(trial=0, time_s=1.0, verified=True)]
 
-    suite = SimpleNamespace(name="copy", measure=measure, together=lambda point: None, distribution=lambda settings, ctx: None,
+    suite = SimpleNamespace(name="copy", measure=measure, together=lambda point: None, distribution=lambda settings, ctx, max_ranks=0: None,
                             points=lambda settings, ctx: [Point("copy", "h2d", s) for s in (1, 2, 3)])
     planned = Planned(suite, None, Context("cpu", TimingConfig(), [1, 2, 3]))
     writer = RunWriter(tmp_path, "r")

@@ -1,6 +1,8 @@
-"""The layout's rules, read off the code: no import circle, no suite importing another, and the
-analysis side importing no suite, driver, measurement or torch (also when it draws)."""
+"""The layout's rules, read off the code: the floors of docs/ARCHITECTURE.md (no module importing
+from a floor above its own, lazy imports included), no import circle, no suite importing another,
+and the analysis side importing no suite, driver, measurement or torch (also when it draws)."""
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +38,78 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
 def _graph() -> dict[str, set[str]]:
     modules = _modules()
     return {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+
+
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+
+
+def _floors(doc: str) -> tuple[list[list[list[str]]], set[tuple[str, str]]]:
+    """The floors table of docs/ARCHITECTURE.md, bottom floor first: each floor's rooms, each room's
+    module names; and the declared exceptions (`module -> module` pairs on the Exceptions line)."""
+    table = doc.split("<!-- floors:", 1)[1].split("\n\n", 1)[0]
+    rows = [line for line in table.splitlines()[1:] if line.startswith("|") and not line.startswith("|---")][1:]
+    floors = []
+    for row in rows:
+        modules = re.split(r"(?<!\\)\|", row)[2]
+        floors.append([re.findall(r"`([\w.]+)`", room) for room in modules.split("\\|")])
+    line = next(line for line in doc.splitlines() if line.startswith("Exceptions, where a module may reach above"))
+    exceptions = set(re.findall(r"`([\w.]+)` -> `([\w.]+)`", line))
+    return floors[::-1], exceptions
+
+
+def _place(module: str, floors: list[list[list[str]]]) -> tuple[int, int] | None:
+    """(floor, room) of `module`: the longest name declared that is it or a package holding it
+    (`bench` holds only the package's own __init__: a new top-level module must be placed)."""
+    best, where = "", None
+    for level, rooms in enumerate(floors):
+        for room, names in enumerate(rooms):
+            for name in names:
+                if (module == name or (name != "bench" and module.startswith(name + "."))) and len(name) > len(best):
+                    best, where = name, (level, room)
+    return where
+
+
+def _violations(graph: dict[str, set[str]], floors, exceptions=frozenset()) -> list[str]:
+    out = []
+    for module, deps in sorted(graph.items()):
+        here = _place(module, floors)
+        for dep in sorted(deps):
+            there = _place(dep, floors)
+            if (module, dep) in exceptions or dep.startswith(module + "."):
+                continue
+            if there[0] > here[0] or (there[0] == here[0] and there[1] != here[1]):
+                out.append(f"{module} imports {dep}, a floor {'above' if there[0] > here[0] else 'beside'} it")
+    return out
+
+
+def test_every_module_stands_on_a_declared_floor():
+    floors, exceptions = _floors(ARCHITECTURE.read_text())
+    assert [len(rooms) for rooms in floors] == [1, 2, 1, 1, 1, 1]   # base, measure | analysis, ..., cli
+    modules = _modules()
+    assert not [m for m in modules if _place(m, floors) is None], "place new modules in ARCHITECTURE.md's floors"
+    declared = {name for rooms in floors for names in rooms for name in names}
+    assert declared <= set(modules), declared - set(modules)
+    assert {a for pair in exceptions for a in pair} <= set(modules)
+
+
+def test_no_module_imports_from_a_floor_above_its_own():
+    floors, exceptions = _floors(ARCHITECTURE.read_text())
+    assert not _violations(_graph(), floors, exceptions)
+
+
+def test_the_floor_check_sees_lazy_imports_and_rooms_side_by_side(tmp_path):
+    """The check itself: an import inside a function counts, as does one into the other room."""
+    floors, _ = _floors(ARCHITECTURE.read_text())
+    lazy = tmp_path / "results.py"
+    lazy.write_text("def load():\n    from bench.cli.common import catalog\n    return catalog\n")
+    deps = _imports("bench.results", lazy, {"bench.cli.common", "bench.results"})
+    assert deps == {"bench.cli.common"}
+    graph = {"bench.results": deps, "bench.measure.timing": {"bench.analysis.tables"},
+             "bench.suites.copy": {"bench.analysis.tables", "bench.measure.timing"}}
+    assert _violations(graph, floors) == ["bench.measure.timing imports bench.analysis.tables, a floor beside it",
+                                          "bench.results imports bench.cli.common, a floor above it"]
+    assert not _violations(graph, floors, {("bench.results", "bench.cli.common"),
+                                           ("bench.measure.timing", "bench.analysis.tables")})
 
 
 def test_no_import_circle():

@@ -130,7 +130,7 @@ def test_stages_of_a_loop_are_grouped_by_who_runs_them():
 
 
 def test_pipeline_sizes_points_and_the_cpu_cap(monkeypatch):
-    from bench.config.schema import Config
+    from bench.driver.schema import Config
     from bench.driver.sweep import size_cap
 
     monkeypatch.setattr(pipeline.model, "usable_cores", lambda: 16)

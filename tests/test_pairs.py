@@ -1,6 +1,6 @@
 """bench.pairs: the default P2P pairs per size, on link matrices of real topologies' shapes."""
 from bench.pairs import UNKNOWN, all_pairs, class_pairs, class_representatives, link_class, pairs_at_size
-from bench.driver.system import link_matrix
+from bench.driver.inventory import link_matrix
 
 
 # `nvidia-smi topo -m` of a PCIe box with two sockets: pairs behind one switch (PIX), across

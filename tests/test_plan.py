@@ -18,10 +18,10 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from bench import ConfigError, suites
-from bench.config import schema
+from bench.driver import schema
 from bench.config.files import CONF_DIR
 from bench.driver import plan
-from bench.driver.machine import Machine, catalogue_machine
+from bench.driver.machine import Machine, instance_machine
 from bench.driver.sweep import plan_suites, suite_sizes
 from bench.links import Speeds
 from bench.measure import timing as timing_module
@@ -234,11 +234,11 @@ def test_p2p_by_link_class_is_what_lets_8_gpus_scale():
     assert auto.seconds < every.seconds / 3
 
 
-def test_catalogue_machine_is_nvswitch_where_it_has_nvlink():
+def test_instance_machine_is_nvswitch_where_it_has_nvlink():
     cfg = _cfg("instance=p5.48xlarge")
-    machine = catalogue_machine(cfg.instance)
+    machine = instance_machine(cfg.instance)
     assert machine.gpus == 8 and set(machine.speeds.classes.values()) == {"NV18"} and machine.gpu_model == "h100"
-    pcie_only = catalogue_machine(_cfg("instance=g6e.48xlarge").instance)
+    pcie_only = instance_machine(_cfg("instance=g6e.48xlarge").instance)
     assert set(pcie_only.speeds.classes.values()) == {"SYS"}
 
 

@@ -15,7 +15,7 @@ from bench import ConfigError
 from bench.driver.folders import make_run_dir
 from bench.results import (COLUMNS, POINT_KEYS, ResultsError, RunWriter, Sample, load, read_meta, read_samples,
                            run_status, samples_file)
-from bench.config.schema import normalize_overrides
+from bench.driver.schema import normalize_overrides
 from conftest import env, xferbench_cmd
 from test_faults import LONG_COLLECTIVES, _alive, _ranks, _start, _wait_for_points
 
@@ -145,7 +145,7 @@ def test_a_bad_catalogue_entry_is_one_line_naming_the_key(xferbench_in_process, 
 
 
 def test_stored_values_are_taken_as_they_are():
-    from bench.config.schema import to_config
+    from bench.driver.schema import to_config
 
     for text in ("${oc.env:HOME}", "a\\${x}", "C:\\dir\\", "}${${}}"):
         assert to_config({"instance": {"gpu": text}}).instance.gpu == text

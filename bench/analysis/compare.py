@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.cache import cache_resident, short_of_hbm
-from bench.analysis.catalog import Catalog, bandwidth_column, view
+from bench.suite_view import Catalog, bandwidth_column, view
 from bench.results import POINT_KEYS, ResultsError, find_runs, load, read_meta, slow_throughout, usable_rows
 from bench.sizes import format_size
 

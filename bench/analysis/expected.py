@@ -29,7 +29,7 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from bench.analysis.catalog import Catalog, view
+from bench.suite_view import Catalog, view
 from bench.analysis.compare import BANDWIDTH_SHARE, LATENCY_RATIO, point_levels
 from bench.links import NVLINK_LINK_GBPS, hbm_gbps
 from bench.analysis.causes import limiting_env

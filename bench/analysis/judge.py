@@ -46,7 +46,7 @@ import pandas as pd
 
 from bench.analysis import causes
 from bench.analysis.cache import short_of_hbm
-from bench.analysis.catalog import Catalog, view
+from bench.suite_view import Catalog, view
 from bench.analysis.compare import (GPU_BACKENDS, JUDGED_CLASSES, PAIR_MEDIAN_TO_SIGMA, VARIANT_KEYS, default_noise,
                                     family_sigma, median_factor, point_levels, run_noise, size_classes, variant_label)
 from bench.analysis.expected import (ROLE_KEYS, Expected, Learned, alternatives, machine_class, machine_row,

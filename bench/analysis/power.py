@@ -25,7 +25,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from bench.analysis.catalog import Catalog
+from bench.suite_view import Catalog
 from bench.analysis.compare import (VARIANT_KEYS, Comparison, Family, compare, default_noise, family_sigma,
                                     log_limit, point_levels, run_noise)
 

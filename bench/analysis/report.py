@@ -20,7 +20,7 @@ import pandas as pd
 import bench
 from bench.analysis.cache import RULE as CACHE_RULE
 from bench.analysis.cache import hbm_rows
-from bench.analysis.catalog import Catalog, Metric, view
+from bench.suite_view import Catalog, Metric, view
 from bench.analysis.figures import render
 from bench.analysis.figures.style import SMALL_BYTES, VALUE_ORDER, rank_in, with_bandwidth
 from bench.analysis.judge import judge

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from bench import lazy
-from bench.analysis.catalog import Catalog, view
+from bench.suite_view import Catalog, view
 from bench.results import usable_rows
 from bench.sizes import format_size
 

@@ -6,7 +6,7 @@ import math
 
 from bench import lazy
 from bench.analysis.cache import short_of_hbm
-from bench.analysis.catalog import Catalog, view
+from bench.suite_view import Catalog, view
 from bench.analysis.scaling import TITLE as SCALING_TITLE
 from bench.analysis.scaling import format_scaling, scaling_table
 from bench.results import usable_rows

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from bench import ConfigError, suites
-from bench.analysis.catalog import Catalog
+from bench.suite_view import Catalog
 from bench.results import COMPLETE
 
 

@@ -69,7 +69,7 @@ def planned_ops(meta: dict) -> tuple[set[tuple[str, str]] | None, str]:
     if not isinstance(meta.get("config"), dict):
         return None, "the run stored no config (an import)"
     # The schema imports every suite and the plan the driver: only this question needs them.
-    from bench.config.schema import renamed, to_config
+    from bench.driver.schema import renamed, to_config
     from bench.driver.machine import recorded_machine
     from bench.driver.sweep import plan_suites, suite_ops
 

@@ -28,7 +28,7 @@ from bench import ConfigError
 from bench.config.files import CONF_DIR
 
 try:   # building the schema reads every suite: a suite file that breaks the contract is one line
-    from bench.config import schema
+    from bench.driver import schema
     from bench.driver import app, folders
 except ConfigError as exc:
     print(f"xferbench: error: {exc}", file=sys.stderr)

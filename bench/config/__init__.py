@@ -1,2 +1,2 @@
-"""From input to a typed Config: the settings every suite shares, the root schema built from the
-suite registry, and where the YAML files are."""
+"""The settings every suite shares and where the YAML files are; the root schema, built from the
+suite registry, is bench.driver.schema (a floor above the suites)."""

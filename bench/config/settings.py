@@ -1,6 +1,6 @@
 """Typed settings every suite shares: allowed values as enums, timing, sizes and the instance.
 
-Each suite declares its own `Settings` dataclass in its module; bench.config.schema gathers them
+Each suite declares its own `Settings` dataclass in its module; bench.driver.schema gathers them
 into the root config that Hydra's ConfigStore validates against. Range checks live in
 `__post_init__` and raise ConfigError naming the key, so bad input is one line.
 """
@@ -138,7 +138,7 @@ class SizesSettings:
 
 @dataclass
 class InstanceSettings:
-    """A catalogue entry (conf/instance/*.yaml): the machine's label, links and price."""
+    """An instance entry (conf/instance/*.yaml): the machine's label, links and price."""
 
     name: str = "local"
     provider: Optional[str] = None

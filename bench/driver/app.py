@@ -16,15 +16,15 @@ from omegaconf import OmegaConf
 import bench
 from bench import suites
 from bench.config.files import INSTANCES
-from bench.config.schema import config_dict
+from bench.driver.schema import config_dict
 from bench.driver import plan as planning
-from bench.driver import ranks, telemetry
+from bench.driver import rank_group, telemetry
 from bench.driver.folders import explicit_keys, hold_run, make_run_dir
 from bench.driver.launcher import external_rank
-from bench.driver.machine import Machine, catalogue_machine, cuda_gpus, detect_device, instance_mismatch, this_machine
+from bench.driver.machine import Machine, instance_machine, cuda_gpus, detect_device, instance_mismatch, this_machine
 from bench.driver.runner import run_suite
 from bench.driver.sweep import Planned, plan_suites, suite_ops
-from bench.driver.system import Topology, describe, host
+from bench.driver.inventory import Topology, describe, host
 from bench.gpus import nvml_gpus
 from bench.results import (SCHEMA_VERSION, ResultsError, ResultsWriteError, RunWriter, load, point_key, read_meta,
                            run_samples, write_json, write_meta)
@@ -60,9 +60,9 @@ def _now() -> str:
 def _meta(cfg, argv: list[str], machine: Machine, run_dir: Path, system: dict, mismatch: str) -> dict:
     instance = config_dict(cfg)["instance"]
     label = machine.label
-    catalogued = INSTANCES / f"{label}.yaml"
-    if cfg.instance.name == "local" and catalogued.exists():  # detected as a catalogued kind: its specs
-        instance = {**OmegaConf.to_container(OmegaConf.load(catalogued)), "detected": True}
+    listed = INSTANCES / f"{label}.yaml"
+    if cfg.instance.name == "local" and listed.exists():  # detected as a kind conf/instance lists: its specs
+        instance = {**OmegaConf.to_container(OmegaConf.load(listed)), "detected": True}
     instance["label"] = label
     if mismatch:
         instance["mismatch"] = mismatch
@@ -131,7 +131,7 @@ def _measure(planned: Planned, run_dir: Path, run_id: str, writer: RunWriter, pr
     """One suite's sweep into the run: in this process, or in its ranks (rank 0 writes, into the
     same folder: the writer is opened anew after them)."""
     if planned.distribution() is not None:
-        ranks.run_distributed(planned, run_dir, run_id, progress)
+        rank_group.run_distributed(planned, run_dir, run_id, progress)
         return RunWriter(run_dir, run_id)
     state = planned.start()
     try:
@@ -146,8 +146,8 @@ def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int 
     the settings they name are the ones a suite says it cannot honour)."""
     visible = nvml_gpus() if cfg.plan else None   # a plan imports no torch and starts no CUDA
     if visible is not None and cfg.instance.gpu_count not in (None, len(visible)):
-        # A catalogued machine that is not this one: plan for it, from its catalogue entry.
-        machine = catalogue_machine(cfg.instance)
+        # A machine of conf/instance that is not this one: plan for it, from its entry.
+        machine = instance_machine(cfg.instance)
         planned, skipped = plan_suites(cfg, machine)
         print(planning.format_plan(planning.estimate(cfg, planned, machine, skipped)))
         return 0
@@ -169,7 +169,7 @@ def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int 
     # Under torchrun/Slurm only rank 0 makes the folder, writes and reports; the others measure.
     if external_rank() not in (None, 0):
         for p in planned:
-            ranks.run_distributed(p, None, "", False)
+            rank_group.run_distributed(p, None, "", False)
         return 0
 
     if resumed and not cfg.plan:

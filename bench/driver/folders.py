@@ -100,7 +100,7 @@ def resume_config(folder: str, extra_overrides: list[str]):
     Only a run whose meta says it did not finish, made on this machine, resumes; it takes its own
     config, so any other override is refused rather than measuring a different sweep into it.
     """
-    from bench.config.schema import to_config   # the schema imports every suite (and torch): only a resume needs it
+    from bench.driver.schema import to_config   # the schema imports every suite (and torch): only a resume needs it
 
     if not (Path(folder) / "meta.json").exists():
         raise ConfigError(f"resume={folder}: not an xferbench run folder (no meta.json)")

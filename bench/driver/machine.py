@@ -1,7 +1,7 @@
 """The machine a run measures, or a plan is for: its label, device, GPUs and their links, NUMA
 nodes, and the ranks a launcher started. This machine's facts come from its GPUs as CUDA numbers
 them (NVML's answer for a plan, torch's for a run), sysfs and `nvidia-smi topo -m`; a
-catalogued machine's from its conf/instance entry."""
+machine of conf/instance from its entry."""
 from __future__ import annotations
 
 import os
@@ -21,7 +21,7 @@ torch = lazy.module("torch")
 
 @dataclass
 class Machine:
-    """What a run measures on, or a plan is for (here=False: a catalogued machine, probed nowhere)."""
+    """What a run measures on, or a plan is for (here=False: a conf/instance entry or a recorded run, probed nowhere)."""
 
     label: str                                      # the instance label: <out_dir>/<label>/, results/reference/<label>
     device: str                                     # cuda | cpu
@@ -65,13 +65,13 @@ def local_gpus() -> int:
 
 
 def slug(gpu_name: str) -> str:
-    """The model's first word ('NVIDIA H100 80GB HBM3' -> h100), as the catalogue names them."""
+    """The model's first word ('NVIDIA H100 80GB HBM3' -> h100), as conf/instance names them."""
     words = gpu_name.lower().replace("nvidia", "").split()
     return re.sub(r"[^a-z0-9]+", "-", words[0] if words else "gpu").strip("-")
 
 
 def detected_label(visible: list[Gpu]) -> str:
-    """A name for an uncatalogued machine with the GPUs `visible`: 'h100-x1', or 'cpu' without."""
+    """A name for a machine conf/instance does not name with the GPUs `visible`: 'h100-x1', or 'cpu' without."""
     return f"{slug(visible[0].name)}-x{len(visible)}" if visible else "cpu"
 
 
@@ -86,8 +86,8 @@ def instance_label(name: str, visible: list[Gpu]) -> str:
 
 
 def this_machine(instance: InstanceSettings, device: str, system: dict, visible: list[Gpu]) -> Machine:
-    """This machine from its description (bench.driver.system) and the GPUs `visible` (CUDA's or
-    NVML's answer): GPUs, their link classes and NUMA nodes; the catalogue's link figures where
+    """This machine from its description (bench.driver.inventory) and the GPUs `visible` (CUDA's or
+    NVML's answer): GPUs, their link classes and NUMA nodes; the instance entry's link figures where
     the instance names them, else NVML's."""
     count = len(visible) if device == "cuda" else 0
     first = (system.get("gpus") or [{}])[0]
@@ -101,8 +101,8 @@ def this_machine(instance: InstanceSettings, device: str, system: dict, visible:
                    True, topo, nodes)
 
 
-def catalogue_machine(instance: InstanceSettings) -> Machine:
-    """A catalogued machine (conf/instance/*.yaml) as a plan sees it: every pair of GPUs on
+def instance_machine(instance: InstanceSettings) -> Machine:
+    """A machine of conf/instance (its *.yaml) as a plan sees it: every pair of GPUs on
     NVLink (NVSwitch) where the entry gives NVLink, else across PCIe through the host (SYS)."""
     n = int(instance.gpu_count)
     link = f"NV{round(instance.nvlink_gbps_per_gpu / NVLINK_LINK_GBPS)}" if instance.nvlink_gbps_per_gpu else "SYS"
@@ -134,12 +134,12 @@ def identity() -> dict:
 
 
 def instance_mismatch(instance: InstanceSettings, gpus: list[str]) -> str:
-    """What a named instance (a catalogue entry) says that the GPUs this run has (their names) are
+    """What a named instance (a conf/instance entry) says that the GPUs this run has (their names) are
     not: its GPU count or model. '' when it fits, or is `local`, or names neither."""
     if instance.name == "local" or (instance.gpu is None and instance.gpu_count is None):
         return ""
     count_ok = instance.gpu_count is None or instance.gpu_count == len(gpus)
-    # Loosely: the catalogue's words ('NVIDIA H200') among the device's name's ('NVIDIA H200 NVL').
+    # Loosely: the entry's words ('NVIDIA H200') among the device's name's ('NVIDIA H200 NVL').
     model_ok = instance.gpu is None or bool(gpus) and set(instance.gpu.lower().split()) <= set(gpus[0].lower().split())
     if count_ok and model_ok:
         return ""

@@ -1,5 +1,5 @@
 """What a run measures: each suite of the config with its settings and context, checked, on this
-machine or a catalogued one. The run and the plan both start here (`plan_suites`)."""
+machine or one of conf/instance. The run and the plan both start here (`plan_suites`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -19,9 +19,10 @@ class Planned:
     suite: Suite
     settings: Any
     ctx: Context
+    max_ranks: int = 0   # the suite's rank_limit on this machine (0: no limit known)
 
     def distribution(self) -> Distribution | None:
-        return self.suite.distribution(self.settings, self.ctx)
+        return self.suite.distribution(self.settings, self.ctx, self.max_ranks)
 
     def start(self) -> Any:
         return self.suite.start(self.settings, self.ctx)
@@ -96,7 +97,7 @@ def plan_suites(cfg, machine: Machine, explicit: frozenset[str] = frozenset()) -
         if reason:
             skipped.append(f"{name}: skipped, {reason}")
         else:
-            planned.append(Planned(suite, settings, ctx))
+            planned.append(Planned(suite, settings, ctx, suite.rank_limit(settings, ctx) if ctx.here else 0))
     if not planned and machine.here:
         raise ConfigError("nothing to run here: " + "; ".join(skipped))
     return planned, skipped

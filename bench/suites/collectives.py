@@ -20,11 +20,11 @@ from dataclasses import dataclass, field, replace
 from typing import List, Optional
 
 from bench import ConfigError, lazy
-from bench.analysis.catalog import Metric
+from bench.suite_view import Metric
 from bench.config.settings import Choice, Launch, SizeRange, nonempty, positive, require
 from bench.links import Speeds, bus_factor, split_op
 from bench.measure import nccl, timing
-from bench.measure.agree import Ranks
+from bench.measure.consensus import Consensus
 from bench.measure.memory import check_fits, format_bytes, local_rank_limit
 from bench.measure.timing import EventClock, HostClock
 from bench.results import Sample, usable_rows
@@ -106,12 +106,32 @@ def _asked(s: Settings, ctx: Context) -> list[int]:
     return list(s.nproc) or [ctx.gpu_count if ctx.device == "cuda" else 2]
 
 
-def world_sizes(s: Settings, ctx: Context) -> list[int]:
+def world_sizes(s: Settings, ctx: Context, max_ranks: int = 0) -> list[int]:
     """The ranks of each world measured: collectives.nproc, or one per GPU (2 on a CPU); capped at
-    one rank per GPU present and at ctx.max_ranks (check() sets it from this machine's cores and
-    host memory), so [2,4,8] scales as far as the machine goes."""
-    limits = ([ctx.gpu_count] if ctx.device == "cuda" else []) + ([ctx.max_ranks] if ctx.max_ranks else [])
+    one rank per GPU present and at `max_ranks` (rank_limit: this machine's cores and host
+    memory), so [2,4,8] scales as far as the machine goes."""
+    limits = ([ctx.gpu_count] if ctx.device == "cuda" else []) + ([max_ranks] if max_ranks else [])
     return list(dict.fromkeys(min([n, *limits]) for n in _asked(s, ctx)))
+
+
+def _check_worlds(s: Settings, ctx: Context, max_ranks: int, limited_by: str) -> None:
+    """The worlds of ranks capped at `max_ranks` (what `limited_by` names): a line when the cap bites
+    here, ConfigError when they cannot measure, and whether they fit the GPUs' memory."""
+    sizes, asked = world_sizes(s, ctx, max_ranks), max(_asked(s, ctx))
+    if max(sizes) < asked and ctx.here:
+        gpus = ctx.device == "cuda" and ctx.gpu_count == max(sizes)
+        why = f"the {ctx.gpu_count} GPU(s) present (one rank per GPU)" if gpus else limited_by
+        print(f"xferbench: collectives.nproc={_asked(s, ctx)} capped at {why}: world sizes {sizes}",
+              file=sys.stderr)
+    if max(sizes) < 2 and all(op == "sendrecv" for op in s.ops):
+        raise ConfigError("collectives.ops=[sendrecv] needs 2 or more ranks")
+    if ctx.device != "cuda" and ctx.here and max(sizes) < 2 <= asked:
+        # gloo between local processes: one rank moves nothing between ranks, however long it runs
+        raise ConfigError(f"collectives: one rank only, {limited_by}, and a collective needs 2 (gloo: no "
+                          f"traffic between ranks); lower sizes.max (now {format_bytes(max(ctx.sizes))}) or free "
+                          "host memory")
+    if ctx.device == "cuda" and ctx.here:
+        check_fits("collectives (about 2 x sizes.max per GPU)", 2 * max(ctx.sizes), range(max(sizes)))
 
 
 def apis(s: Settings, ctx: Context) -> list[str]:
@@ -196,7 +216,7 @@ class CollectivesState:
     first nccl point (every rank gets there together)."""
 
     ctx: Context
-    ranks: Ranks
+    ranks: Consensus
     comm: nccl.Communicator | None = None
 
     def communicator(self) -> nccl.Communicator:
@@ -301,7 +321,7 @@ class _Op:
         return _matches(self.out, pat((self.rank - 1) % self.n))
 
 
-def _graph_correct(op: _Op, ranks: Ranks) -> bool:
+def _graph_correct(op: _Op, ranks: Consensus) -> bool:
     """One op captured in a graph, replayed on fresh data, gives the exact answer on every rank.
 
     A capture that recorded nothing (the op ran outside the capture stream) would time an empty
@@ -510,36 +530,29 @@ class Collectives(Suite):
             return None
         if not s.nproc and ctx.device == "cuda" and ctx.gpu_count < 2:
             return f"needs 2 or more GPUs, found {ctx.gpu_count} (collectives.nproc=1 forces a 1-rank run)"
-        if ctx.here:
-            # Buffers of a rank in host memory: on a CPU about 3 x sizes.max; on GPUs they are on the GPU.
-            buffers = 0 if ctx.device == "cuda" else 3 * max(ctx.sizes)
-            ctx.max_ranks, limited_by = local_rank_limit("collectives", buffers, "3 x sizes.max" if buffers else "",
-                                                          s.oversubscribe)
-        sizes, asked = world_sizes(s, ctx), max(_asked(s, ctx))
-        if max(sizes) < asked and ctx.here:
-            gpus = ctx.device == "cuda" and ctx.gpu_count == max(sizes)
-            why = f"the {ctx.gpu_count} GPU(s) present (one rank per GPU)" if gpus else limited_by
-            print(f"xferbench: collectives.nproc={_asked(s, ctx)} capped at {why}: world sizes {sizes}",
-                  file=sys.stderr)
-        if max(sizes) < 2 and all(op == "sendrecv" for op in s.ops):
-            raise ConfigError("collectives.ops=[sendrecv] needs 2 or more ranks")
-        if ctx.device != "cuda" and ctx.here and max(sizes) < 2 <= asked:
-            # gloo between local processes: one rank moves nothing between ranks, however long it runs
-            raise ConfigError(f"collectives: one rank only, {limited_by}, and a collective needs 2 (gloo: no "
-                              f"traffic between ranks); lower sizes.max (now {format_bytes(max(ctx.sizes))}) or free "
-                              "host memory")
-        if ctx.device == "cuda" and ctx.here:
-            check_fits("collectives (about 2 x sizes.max per GPU)", 2 * max(ctx.sizes), range(max(sizes)))
+        if not ctx.here:   # planned for another machine: its GPUs alone cap the worlds
+            _check_worlds(s, ctx, 0, "")
         return None
+
+    def rank_limit(self, s: Settings, ctx: Context) -> int:
+        if ctx.launcher:
+            return 0
+        # Buffers of a rank in host memory: on a CPU about 3 x sizes.max; on GPUs they are on the GPU.
+        buffers = 0 if ctx.device == "cuda" else 3 * max(ctx.sizes)
+        max_ranks, limited_by = local_rank_limit("collectives", buffers, "3 x sizes.max" if buffers else "",
+                                                 s.oversubscribe)
+        _check_worlds(s, ctx, max_ranks, limited_by)
+        return max_ranks
 
     def points(self, s: Settings, ctx: Context) -> list[Point]:
         return sweep(s, ctx)
 
-    def distribution(self, s: Settings, ctx: Context) -> Distribution:
-        return Distribution(world_sizes(s, ctx), backend(ctx), s.timeout_s, transport_env(s.transport, ctx.nnodes))
+    def distribution(self, s: Settings, ctx: Context, max_ranks: int = 0) -> Distribution:
+        return Distribution(world_sizes(s, ctx, max_ranks), backend(ctx), s.timeout_s,
+                            transport_env(s.transport, ctx.nnodes))
 
     def start(self, s: Settings, ctx: Context) -> CollectivesState:
-        return CollectivesState(ctx, Ranks(_device(ctx)))
+        return CollectivesState(ctx, Consensus(_device(ctx)))
 
     def finish(self, state: CollectivesState) -> None:
         if state.comm is not None:

@@ -35,7 +35,7 @@ from typing import Callable, ContextManager, List
 
 from bench import ConfigError, lazy
 from bench.analysis.cache import resident_note
-from bench.analysis.catalog import Metric
+from bench.suite_view import Metric
 from bench.analysis.tables import CONCURRENT_COLUMNS, VARIANT, format_concurrent, latency_table, matching, median_by
 from bench.config.settings import Choice, Engine, HostMemory, SizeRange, nonempty, require
 from bench.links import Speeds, pcie_gbps

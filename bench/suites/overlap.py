@@ -37,7 +37,7 @@ from bench import ConfigError, lazy
 from bench.config.settings import Choice, HostMemory, nonempty, positive, require
 from bench.links import bus_factor
 from bench.measure import nccl, timing
-from bench.measure.agree import Ranks
+from bench.measure.consensus import Consensus
 from bench.measure.checks import same_data
 from bench.measure.memory import RANK_HOST_BYTES, format_bytes, gpu_free_bytes, host_available_bytes, local_rank_limit
 from bench.measure.timing import EventClock, HostClock, Trial
@@ -101,10 +101,10 @@ class Product:
         return 2.0 * self.matmul ** 3
 
 
-def world_sizes(s: Settings, ctx: Context) -> list[int]:
-    """One rank per GPU when all_reduce is asked for on 2 or more GPUs (no more than ctx.max_ranks,
-    which check() sets from this machine's cores and host memory); else rank 0 alone."""
-    ranks = min(ctx.gpu_count, ctx.max_ranks or ctx.gpu_count)
+def world_sizes(s: Settings, ctx: Context, max_ranks: int = 0) -> list[int]:
+    """One rank per GPU when all_reduce is asked for on 2 or more GPUs (no more than `max_ranks`,
+    rank_limit: this machine's cores and host memory); else rank 0 alone."""
+    ranks = min(ctx.gpu_count, max_ranks or ctx.gpu_count)
     return [ranks if OverlapOp.all_reduce in s.ops and ranks >= 2 else 1]
 
 
@@ -243,7 +243,7 @@ def _copy(point: Point, state: OverlapState) -> Transfer:
 # ---------------------------------------------------------------- ranks: one process, or all_reduce's
 
 
-def settle(trials: list[Trial], ranks: Ranks) -> list[Trial]:
+def settle(trials: list[Trial], ranks: Consensus) -> list[Trial]:
     """Each trial's parts summed over rounds ('copy3' -> 'copy'); with ranks, the slowest rank's
     times, and the fastest's beside them."""
     trials = [replace(t, parts=_summed(t.parts)) for t in trials]
@@ -320,7 +320,7 @@ def _median_op(trials: list[Trial]) -> float:
     return statistics.median(t.per_op_s for t in trials)
 
 
-def _pair(point: Point, ctx: Context, transfer: Transfer, product: Matmul, ranks: Ranks,
+def _pair(point: Point, ctx: Context, transfer: Transfer, product: Matmul, ranks: Consensus,
           streams: tuple) -> list[Sample]:
     if transfer.host_blocks:
         clock = HostClock(torch.cuda.synchronize)
@@ -378,7 +378,7 @@ def pair_rows(point: Point, copy_alone: list[Trial], compute_alone: list[Trial],
 def _all_reduce_point(point: Point, ctx: Context, state: OverlapState) -> list[Sample]:
     if ctx.world_size < 2:
         return [point.skipped("needs 2 or more GPUs, one rank each")] if ctx.rank == 0 else []
-    ranks = Ranks(_device(ctx))
+    ranks = Consensus(_device(ctx))
     try:  # everything allocated before any collective: a rank out of memory must not leave one waiting
         buf = torch.full((point.size_bytes // 2,), float(ctx.rank + 1), dtype=torch.bfloat16, device=_device(ctx))
         product, oom = state.product(point.params.matmul), ""
@@ -391,7 +391,7 @@ def _all_reduce_point(point: Point, ctx: Context, state: OverlapState) -> list[S
     return rows if ctx.rank == 0 else []
 
 
-def _all_reduce(buf, ctx: Context, ranks: Ranks, state: OverlapState) -> Transfer:
+def _all_reduce(buf, ctx: Context, ranks: Consensus, state: OverlapState) -> Transfer:
     """A bf16 all_reduce of buf (holding rank + 1) through NCCL on the current stream; checked once,
     before timing (the timed ones sum in place, so their values grow)."""
     comm, n = state.communicator(), ctx.world_size
@@ -539,7 +539,7 @@ def _measure(point: Point, s: Settings, ctx: Context, state: OverlapState) -> li
             return _sync_point(point, s, ctx, state)
         if point.op == "make_tensor":
             return _make_point(point, ctx)
-        return _pair(point, ctx, _copy(point, state), state.product(point.params.matmul), Ranks(), state.streams())
+        return _pair(point, ctx, _copy(point, state), state.product(point.params.matmul), Consensus(), state.streams())
     except torch.cuda.OutOfMemoryError as exc:  # rank 0 alone measures here: it alone skips
         torch.cuda.empty_cache()
         return [point.skipped(f"out of memory: {str(exc).splitlines()[0]}")]
@@ -718,8 +718,18 @@ class Overlap(Suite):
             return "needs a CUDA GPU"
         if not ctx.here:
             return None
-        ctx.max_ranks, limited_by = local_rank_limit("overlap")
-        ranks = world_sizes(o, ctx)[0]
+        big, made = _largest(o.sizes), _largest(o.make_sizes)
+        need = 2 * big + 6 * o.matmul ** 2 + 6 * o.sync_matmul ** 2 + 2 * made  # buffers, A, B and C of each product
+        free = gpu_free_bytes(0)
+        if need > free:
+            raise ConfigError(f"overlap.sizes: the overlap suite needs {format_bytes(need)} on cuda:0 but only "
+                              f"{format_bytes(free)} is free; lower overlap.sizes, overlap.matmul or overlap.make_sizes")
+        return None
+
+    def rank_limit(self, o: Settings, ctx: Context) -> int:
+        """The ranks this machine holds; NCCL and the host memory of that many ranks checked."""
+        max_ranks, limited_by = local_rank_limit("overlap")
+        ranks = world_sizes(o, ctx, max_ranks)[0]
         if OverlapOp.all_reduce in o.ops and ctx.gpu_count >= 2 and ranks < ctx.gpu_count:
             print(f"xferbench: overlap's all_reduce capped at {limited_by}: {ranks} of the {ctx.gpu_count} GPUs",
                   file=sys.stderr)
@@ -729,17 +739,12 @@ class Overlap(Suite):
             except nccl.NcclUnavailable as exc:
                 raise ConfigError(f"overlap.ops includes all_reduce: {exc}") from None
         big, made = _largest(o.sizes), _largest(o.make_sizes)
-        need = 2 * big + 6 * o.matmul ** 2 + 6 * o.sync_matmul ** 2 + 2 * made  # buffers, A, B and C of each product
-        free = gpu_free_bytes(0)
-        if need > free:
-            raise ConfigError(f"overlap.sizes: the overlap suite needs {format_bytes(need)} on cuda:0 but only "
-                              f"{format_bytes(free)} is free; lower overlap.sizes, overlap.matmul or overlap.make_sizes")
         host = 2 * big * len(o.memory) + 2 * made + ranks * RANK_HOST_BYTES  # rank 0's buffers, every rank
         available = host_available_bytes()
         if available is not None and host > available:
             raise ConfigError(f"overlap.sizes: the overlap suite needs {format_bytes(host)} of host memory but only "
                               f"{format_bytes(available)} is available; lower overlap.sizes")
-        return None
+        return max_ranks
 
     def points(self, s: Settings, ctx: Context) -> list[Point]:
         """Pairs by size, the synchronizations, make_tensor; all_reduce last, so that every rank
@@ -771,8 +776,8 @@ class Overlap(Suite):
                     for text in s.sizes]
         return out
 
-    def distribution(self, s: Settings, ctx: Context) -> Distribution:
-        return Distribution(world_sizes(s, ctx), "nccl", s.timeout_s)
+    def distribution(self, s: Settings, ctx: Context, max_ranks: int = 0) -> Distribution:
+        return Distribution(world_sizes(s, ctx, max_ranks), "nccl", s.timeout_s)
 
     def start(self, s: Settings, ctx: Context) -> OverlapState:
         return OverlapState(s, ctx)
@@ -793,7 +798,3 @@ class Overlap(Suite):
     def figures(self, frame: pd.DataFrame, canvas) -> list:
         return overlap_figure(frame, canvas) + sync_figure(frame, canvas)
 
-
-if __name__ == "__main__":  # deprecated alias of xferbench-summary, imported only when run as a script
-    from bench.cli.deprecated import forward
-    forward("bench.suites.overlap", "xferbench-summary", "bench.cli.summary")

@@ -30,7 +30,7 @@ from functools import partial
 from typing import Any, List
 
 from bench import ConfigError, lazy
-from bench.analysis.catalog import Metric
+from bench.suite_view import Metric
 from bench.analysis.tables import CONCURRENT_COLUMNS, VARIANT, format_concurrent, latency_table, median_by
 from bench.config.settings import Choice, Engine, SizeRange, nonempty, require
 from bench.links import NVLINK_LINK_GBPS, Speeds, nvlink_links, pcie_gbps

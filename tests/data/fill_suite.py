@@ -11,7 +11,7 @@ from typing import List
 import pandas as pd
 
 from bench import lazy
-from bench.analysis.catalog import Metric
+from bench.suite_view import Metric
 from bench.config.settings import SizeRange, nonempty
 from bench.measure import timing
 from bench.measure.timing import HostClock

@@ -12,7 +12,7 @@ if not torch.cuda.is_available():
 
 def test_l2_recorded_and_cache_resident_d2d_noted(xferbench):
     from bench.analysis.cache import cache_resident
-    from bench.driver.system import describe
+    from bench.driver.inventory import describe
 
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     assert describe()["gpus"][0]["l2_bytes"] == l2 > 0

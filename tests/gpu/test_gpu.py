@@ -23,7 +23,7 @@ def test_copy_suite_on_gpu(xferbench):
 
 
 def test_machine_description_has_links():
-    from bench.driver.system import describe
+    from bench.driver.inventory import describe
 
     d = describe()
     assert len(d["gpus"]) == torch.cuda.device_count() and d["cuda"] and d["nccl"]

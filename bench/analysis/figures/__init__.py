@@ -15,7 +15,7 @@ from typing import Iterable, Iterator
 import pandas as pd
 import seaborn as sns
 
-from bench.analysis.catalog import Catalog, view
+from bench.suite_view import Catalog, view
 from bench.analysis.figures import curves, peaks, scaling
 from bench.analysis.figures.style import Canvas
 from bench.analysis.runs import SERIES, palette, with_series

@@ -19,7 +19,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from bench.analysis.cache import short_of_hbm
-from bench.analysis.catalog import Catalog, bandwidth_column, view
+from bench.suite_view import Catalog, bandwidth_column, view
 from bench.analysis.figures.style import (DASHES, LOG_SPAN, OP_ORDER, PANEL_IN, SERIES, SMALL_BYTES, VALUE_ORDER, Canvas,
                                           add_legend, log_y_axis, in_order, rank_in, size_axis, file_slug, suptitle,
                                           with_bandwidth)

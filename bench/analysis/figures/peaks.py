@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from bench.analysis.cache import hbm_rows
-from bench.analysis.catalog import Catalog, view
+from bench.suite_view import Catalog, view
 from bench.analysis.figures.bars import dot_bars
 from bench.analysis.figures.style import OP_ORDER, SERIES, VALUE_ORDER, Canvas, rank_in, with_bandwidth
 from bench.results import usable_rows

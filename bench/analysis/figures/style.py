@@ -19,7 +19,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator  # noqa: E402
 
-from bench.analysis.catalog import Catalog, bandwidth_column  # noqa: E402
+from bench.suite_view import Catalog, bandwidth_column  # noqa: E402
 from bench.analysis.runs import SERIES, unmarked  # noqa: E402
 from bench.sizes import format_size  # noqa: E402
 

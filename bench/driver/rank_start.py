@@ -1,11 +1,11 @@
 """A spawned rank's first code (`main`, with arguments BENCH_ROOT RANK PARENT_PID; see
-ranks._RANK_START): it arms its death with the parent before anything heavy is imported, then
+rank_group._RANK_START): it arms its death with the parent before anything heavy is imported, then
 reads its work from stdin and runs it.
 
 Only the standard library comes before `die_with_parent`: torch and bench take seconds to
 import (more with many ranks on few cores), and a parent killed meanwhile must still take its
 ranks with it. A parent that died before the signal was armed shows in getppid(). stdin holds
-two pickles: the parent's sys.path, then the work for `bench.driver.ranks.rank_main`.
+two pickles: the parent's sys.path, then the work for `bench.driver.rank_group.rank_main`.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def die_with_parent(parent_pid: int) -> None:
     """SIGKILL this process when its parent exits: prctl on Linux, else a watchdog thread.
 
     The parent-death signal survives execve and fires when the parent's thread that started this
-    process exits: ranks.spawn starts ranks from the main thread, which lives as long as the run.
+    process exits: rank_group.spawn starts ranks from the main thread, which lives as long as the run.
     """
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -51,6 +51,6 @@ def main() -> None:
 
     work = io.BytesIO(sys.stdin.buffer.read())
     sys.path[:] = pickle.load(work)  # as the parent imports: this checkout's bench, its site packages
-    from bench.driver import ranks
+    from bench.driver import rank_group
 
-    ranks.rank_main(*pickle.load(work))
+    rank_group.rank_main(*pickle.load(work))

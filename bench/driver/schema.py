@@ -143,7 +143,7 @@ def _known_keys(full_key: str) -> list[str]:
     return [f.name for f in fields(node)] if is_dataclass(node) else []
 
 
-# Hydra names only the file when a config group's YAML (a catalogue entry) does not fit the schema.
+# Hydra names only the file when a config group's YAML (a conf/instance entry) does not fit the schema.
 _IN_GROUP = re.compile(r"In '(\w+)/([^']+)': (\w+) raised while composing config:\n(.*)\n\s+full_key: (\S*)")
 
 

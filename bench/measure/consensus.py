@@ -9,9 +9,9 @@ torch = lazy.module("torch")
 tdist = lazy.module("torch.distributed")
 
 
-class Ranks:
+class Consensus:
     """Reductions over the ranks of torch.distributed's default group, on `device`'s tensors
-    (a CUDA device for NCCL, the CPU for gloo); Ranks(None): one process, values as they are."""
+    (a CUDA device for NCCL, the CPU for gloo); Consensus(None): one process, values as they are."""
 
     def __init__(self, device=None) -> None:
         self.device = device

@@ -1,6 +1,6 @@
 """Ranks for distributed suites: spawn local ranks, or join torchrun/Slurm's.
 
-Spawned ranks are processes of their own, started in bench/driver/rank.py, armed to die
+Spawned ranks are processes of their own, started in bench/driver/rank_start.py, armed to die
 with the parent before they import anything heavy: a parent killed at any moment, SIGKILL
 included and while its ranks are still starting, takes them with it. The parent watches them:
 when one exits with an error (or is killed) every other rank is killed too, and the error names
@@ -39,7 +39,7 @@ tdist = lazy.module("torch.distributed")
 RANK_LOGS = "ranks"  # in the run folder: rank-<r>.log, each rank's stdout and stderr
 # A rank's start: `python -c _RANK_START BENCH_ROOT RANK PARENT_PID`. The parent's bench comes
 # first on the path, whatever the working directory holds (`-m` would put it first).
-_RANK_START = "import sys; sys.path.insert(0, sys.argv[1]); from bench.driver.rank import main; main()"
+_RANK_START = "import sys; sys.path.insert(0, sys.argv[1]); from bench.driver.rank_start import main; main()"
 _PROGRESS_FD = "XFERBENCH_PROGRESS_FD"  # rank 0's copy of the parent's stderr, for its progress bar
 _REASON_FD = "XFERBENCH_REASON_FD"      # a pipe to the parent: a failing rank's one line of why
 # What NCCL says it did (its version, the transport to each peer, the variables it read), into the
@@ -58,8 +58,9 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def rank_main(suite_name: str, settings, ctx: Context, run_dir: str | None, run_id: str, progress: bool) -> None:
-    """A spawned rank's work (bench.driver.rank calls it): the suite's sweep in the world the
+def rank_main(suite_name: str, settings, ctx: Context, max_ranks: int, run_dir: str | None, run_id: str,
+              progress: bool) -> None:
+    """A spawned rank's work (bench.driver.rank_start calls it): the suite's sweep in the world the
     parent started, its place in it from RANK and WORLD_SIZE."""
     from bench import suites   # the registry imports every suite: a rank loads them when it starts, not its parent
 
@@ -68,7 +69,7 @@ def rank_main(suite_name: str, settings, ctx: Context, run_dir: str | None, run_
     fd = os.environ.pop(_PROGRESS_FD, None)
     stream = os.fdopen(int(fd), "w", buffering=1) if fd else None
     try:
-        _run_rank(Planned(suites.get(suite_name), settings, ctx), Path(run_dir) if run_dir else None, run_id,
+        _run_rank(Planned(suites.get(suite_name), settings, ctx, max_ranks), Path(run_dir) if run_dir else None, run_id,
                   progress, stream)
     except BaseException as exc:
         _tell_parent(exc)
@@ -292,6 +293,6 @@ def run_distributed(planned: Planned, run_dir: Path | None, run_id: str, progres
            **distribution.env,
            **(NCCL_REPORT if distribution.backend == "nccl" and run_dir else {})}
     for nproc in distribution.world_sizes:
-        work = (planned.suite.name, planned.settings, replace(planned.ctx, world_size=nproc),
+        work = (planned.suite.name, planned.settings, replace(planned.ctx, world_size=nproc), planned.max_ranks,
                 str(run_dir) if run_dir else None, run_id, progress)
         spawn(nproc, env, work, run_dir / RANK_LOGS if run_dir else None, progress)
