@@ -29,7 +29,7 @@ from bench import ConfigError
 from bench.config.settings import SizeRange
 from bench.measure.timing import TimingConfig, Trial
 from bench.results import Sample, params_text
-from bench.sizes import format_size
+from bench.points import point_label
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -81,7 +81,7 @@ class Context:
 
 @dataclass(frozen=True)
 class Point:
-    """One sweep step: the fields that identify it in the results (results.POINT_KEYS).
+    """One sweep step: the fields that identify it in the results (points.POINT_KEYS).
 
     `params` is the suite's own typed description of the step (a frozen dataclass), for what the
     common fields do not name; `mode` then carries its short human name. It is stored as JSON in
@@ -113,11 +113,7 @@ class Point:
         return self.sample(status=status, note=reason)
 
     def label(self) -> str:
-
-        parts = [self.op, self.memory, self.mode, self.dtype if self.dtype != "uint8" else "", self.launch,
-                 f"{self.src}->{self.dst}" if self.src.startswith("cuda:") and self.dst.startswith("cuda:") else "",
-                 format_size(self.size_bytes)]
-        return " ".join(p for p in parts if p)
+        return point_label(self)
 
 
 @dataclass(frozen=True)
@@ -245,7 +241,7 @@ class Suite:
         (bench/analysis/judge.py): (the figure no healthy machine exceeds, in GB/s of the suite's
         `bandwidth` column; the share of it a healthy machine reaches at this size, NaN where
         the suite cannot say, e.g. below the sizes where its curve levels off; the link's name),
-        or None where no link bounds the point. `row` holds the point's keys (results.POINT_KEYS),
+        or None where no link bounds the point. `row` holds the point's keys (points.POINT_KEYS),
         its run's machine columns (results.meta_columns: pcie_gen, pcie_width,
         nvlink_gbps_per_gpu, ...), and from the judge: link_class (the pair's `nvidia-smi topo -m`
         class, '' unless src and dst are two GPUs) and hbm_gbps (device memory, both directions

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from bench import lazy
+from bench.points import POINT_KEYS
 
 # Loaded when rows are first read or written: the registry, the schema and a plan need none of them.
 np = lazy.module("numpy")
@@ -82,9 +83,6 @@ class Sample:
 
 
 COLUMNS = [f.name for f in fields(Sample)]
-# What identifies a point (one sweep step); trials and parts are rows within it.
-POINT_KEYS = ["suite", "op", "memory", "mode", "backend", "src", "dst", "world_size", "nnodes",
-              "dtype", "launch", "api", "engine", "numa", "params", "size_bytes"]
 _INT_COLUMNS = {"size_bytes", "iters", "trial", "round", "world_size", "nnodes"}
 _FLOAT_COLUMNS = {"time_s", "time_fastest_rank_s", "algbw_gbps", "busbw_gbps", "host_pace_s"}
 # Older files lack these columns: the values they had implicitly.

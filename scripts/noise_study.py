@@ -275,8 +275,8 @@ def power_lines(names: list[str], runs: dict[str, pd.DataFrame], tolerance: floa
 
 
 def _points(kind: str, result: Comparison) -> list[dict]:
-    return [{"family": f"{label} ({f.size_class}-bound)", "kind": kind, "change": f.change, "limit": f.limit}
-            for f, label in zip(result.families, power.labels(result.families))]
+    return [{"family": f"{f.label} ({f.size_class}-bound)", "kind": kind, "change": f.change, "limit": f.limit}
+            for f in result.families]
 
 
 def report(out: Path, pairs: str, tolerance: float, alpha: float, store: int = power.STORE,

@@ -245,8 +245,8 @@ def test_noise_study_report_on_runs_already_made(tmp_path, capsys):
     assert "| identical-01 vs identical-02 | 0 | none |" in text and "| identical-02 vs identical-03 | 0 | none |" in text
     (row,) = [line for line in text.splitlines() if line.startswith("| all 3 identical runs vs slow-01 |")]
     _, exits, flagged = row.strip("| ").split(" | ")
-    assert exits == "1" and set(flagged.split("; ")) == {"copy h2d pinned eager (bandwidth-bound)",
-                                                         "copy h2d pinned graph (bandwidth-bound)"}
+    assert exits == "1" and set(flagged.split("; ")) == {"copy h2d pinned eager host->cuda:0 (bandwidth-bound)",
+                                                         "copy h2d pinned graph host->cuda:0 (bandwidth-bound)"}
     assert 'copy: ("gpu", "bandwidth"):' in text   # the form of the copy suite's `noise`
 
 
@@ -292,15 +292,15 @@ def test_real_regression_exits_1_names_the_families_and_appends_the_summary(runs
     assert proc.returncode == 1, proc.stderr
     data = json.loads(report.read_text())
     assert data["verdict"] == "fail"
-    assert sorted(data["regressions"]) == ["copy h2d pinned eager (bandwidth-bound)",
-                                           "copy h2d pinned graph (bandwidth-bound)"]
+    assert sorted(data["regressions"]) == ["copy h2d pinned eager host->cuda:0 (bandwidth-bound)",
+                                           "copy h2d pinned graph host->cuda:0 (bandwidth-bound)"]
     assert data["improvements"] == [] and data["failed_now"] == []
     family = next(f for f in data["families"] if f["verdict"] == "regression")
     assert -0.55 < family["change"] < -0.45 and family["limit"] > family["change"]
     text = summary.read_text()
     assert text.startswith("earlier step's summary\n## xferbench comparison: FAIL")
     assert "**regression** -50" in text and "### Largest changes" in text and "### Baseline noise" in text
-    assert "copy h2d pinned eager 64MiB" in proc.stdout   # per-size details stay in the table
+    assert "copy h2d pinned eager host->cuda:0 64MiB" in proc.stdout   # per-size details stay in the table
 
 
 def test_noise_between_reruns_passes(runs):
@@ -312,7 +312,7 @@ def test_noise_between_reruns_passes(runs):
 def test_a_gain_is_an_improvement_and_exits_0(runs):
     result = compare_paths(runs["regressed"], runs["base0"], CATALOG)   # reversed: the loss is now a gain
     assert result.regressions == [] and {f.label for f in result.improvements} == {
-        "copy h2d pinned eager", "copy h2d pinned graph"}
+        "copy h2d pinned eager host->cuda:0", "copy h2d pinned graph host->cuda:0"}
     assert "2 improvement(s)" in result.to_markdown()
 
 
@@ -353,7 +353,7 @@ def test_a_point_whose_data_check_now_fails_exits_1(runs, tmp_path):
             s.algbw_gbps = s.busbw_gbps = float("nan")
     run = write_run(tmp_path / "broken", samples)
     result = compare_paths(runs["base0"], run, CATALOG)
-    assert result.regressions == [] and result.failed_now == ["copy d2d device eager 4MiB"]
+    assert result.regressions == [] and result.failed_now == ["copy d2d device eager cuda:0->cuda:0 4MiB"]
     assert result.regressed and "### Failing now" in result.to_markdown()
     assert cli_compare.main([str(runs["base0"]), str(run)]) == 1
 

@@ -73,7 +73,7 @@ def test_transport_faults_on_four_gpus_fail_naming_the_transport(capsys, run, ca
 def test_a_slow_host_fails_for_every_gpu_at_once(capsys):
     code, lines, _ = _doctor(capsys, FAULTS / "20261126-053304-slow-host")
     low = _low(lines)
-    assert code == 1 and any("n=4 eager host->all" in line for line in low)
+    assert code == 1 and any("copy h2d pinned eager ce numa=local host->all n=4 (bandwidth-bound)" in line for line in low)
 
 
 @pytest.mark.parametrize("run, variable, size_class", [

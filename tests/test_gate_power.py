@@ -64,7 +64,7 @@ def _declared(cat, family) -> float:
 
 def test_injected_drops_are_flagged_where_the_limit_says(runs, cat):
     powers = power.gate_power(runs, cat, resolution=0.005)
-    assert {p.label for p in powers} >= {"copy h2h pageable eager"}
+    assert {p.label for p in powers} >= {"copy h2h pageable eager host->host"}
     for p in powers:
         for caught in (p.one_run_injected, p.store_injected):
             # the bisection lands on the drop the limit and the family's own change predict
@@ -147,12 +147,12 @@ def test_h2d_load_needs_no_gpu_for_help_and_says_why_without_one():
         assert run.returncode == 2 and "no CUDA GPU 0" in run.stderr
 
 
-def test_families_whose_labels_repeat_are_told_apart(cat):
-    # the 2x H200 study measured each copy on cuda:0 and cuda:1 alone: one label, two families
+def test_each_gpus_family_is_named_apart(cat):
+    # the 2x H200 study measured each copy on cuda:0 and cuda:1 alone: two families, each named by its GPU
     frame = load(ROOT / "results" / "noise" / "h200-x2" / "identical")
     runs = [g for _, g in sorted(frame.groupby("run_dir"))]
     powers = power.formula(runs[:2], cat)
     labels = [p.label for p in powers]
     assert len(set(labels)) == len(labels) == len({p.key for p in powers})
-    assert {"copy h2d pinned ce numa=local eager host->cuda:0", "copy h2d pinned ce numa=local eager host->cuda:1",
-            "copy d2d device ce eager"} <= set(labels)
+    assert {"copy h2d pinned eager ce numa=local host->cuda:0", "copy h2d pinned eager ce numa=local host->cuda:1",
+            "copy d2d device eager ce cuda:0->cuda:0"} <= set(labels)

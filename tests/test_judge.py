@@ -234,7 +234,7 @@ def test_a_second_process_copying_halves_h2d_and_is_named():
                                    _sample(1, "after", util=0), names={4242: "copier"})
     got = judge(_slowed(load(H200X1), 2.0, **H2D), meta, SUITES, run_dir=H200X1)
     (low,) = got.low
-    assert low.family == "copy h2d pinned ce numa=local eager host->cuda:0 (bandwidth-bound)"
+    assert low.family == "copy h2d pinned eager ce numa=local host->cuda:0 (bandwidth-bound)"
     assert 0.45 < low.ratio < 0.55 and low.unit == "GB/s" and low.source == "reference h200-x1, 2 healthy runs"
     assert low.causes[0].startswith("another process on GPU 0: pid 4242 (copier)")
     line = got.lines()[0]
@@ -248,7 +248,7 @@ def test_a_slowdown_at_the_plateau_alone_is_low():
     while 1 GiB fell to 27; the smaller bandwidth-bound sizes must not outvote the plateau."""
     got = judge(_slowed(load(H200X1), 2.0, from_size=64 << 20, **H2D), read_meta(H200X1), SUITES, run_dir=H200X1)
     (low,) = got.low   # the plateau (sizes within 90% of the peak rate) has the slowed half: its median is low
-    assert low.family == "copy h2d pinned ce numa=local eager host->cuda:0 (bandwidth-bound)" and low.ratio < 0.75
+    assert low.family == "copy h2d pinned eager ce numa=local host->cuda:0 (bandwidth-bound)" and low.ratio < 0.75
 
 
 def test_a_healthy_run_in_its_own_table_has_nothing_wrong():
@@ -276,7 +276,7 @@ def test_an_unknown_gpu_is_judged_by_its_own_links_and_what_the_other_classes_re
     meta["system"]["gpus"][0]["name"] = "NVIDIA H300"   # no reference for this class
     got = judge(load(H200X1), meta, SUITES, run_dir=H200X1)
     judged = {v.family: v for v in got.judged}
-    h2d = judged["copy h2d pinned ce numa=local eager host->cuda:0 (bandwidth-bound)"]
+    h2d = judged["copy h2d pinned eager ce numa=local host->cuda:0 (bandwidth-bound)"]
     assert h2d.verdict == "normal" and h2d.source.startswith("theory: PCIe Gen5 x16 = 63 GB/s x 0.8")
     assert "(4 other classes: h100 pcie5x16 nvlink0 x1, h200 pcie5x16 nvlink0 x1" in h2d.source
     # a latency by the time the other classes take; its noise how far they differ, never measured here
@@ -294,7 +294,7 @@ def test_a_pair_below_its_siblings_is_an_outlier_without_a_reference(tmp_path):
     assert not machine_class(meta).complete   # no PCIe or NVLink recorded: no reference, no theory
     got = judge(load(run), meta, SUITES, run_dir=run)
     (low,) = got.low
-    assert low.family == "p2p uni device write ce cuda:1->cuda:3 eager (bandwidth-bound)"
+    assert low.family == "p2p uni device write eager ce cuda:1->cuda:3 (bandwidth-bound)"
     assert low.source == "siblings: median of 11 pairs" and 0.55 < low.ratio < 0.7
 
 
@@ -307,7 +307,7 @@ def test_above_what_the_recorded_link_carries_is_inconsistent():
     meta["system"]["gpus"][0]["memory_bus_width"] = 2560   # a recorded HBM of 838 GB/s copied
     got = judge(load(H100), meta, SUITES, run_dir=H100)
     (odd,) = got.state("inconsistent")
-    assert odd.family == "copy d2d device ce eager cuda:0->cuda:0 (bandwidth-bound)" and odd.at_size >= 256 << 20
+    assert odd.family == "copy d2d device eager ce cuda:0->cuda:0 (bandwidth-bound)" and odd.at_size >= 256 << 20
     assert odd.causes == ["1500 GB/s is more than HBM, read and write carries (838 GB/s): the record or the figure "
                           "is wrong"]
     assert got.lines()[0].startswith("INCONSISTENT copy d2d") and got.exit_code() == 1

@@ -103,7 +103,7 @@ def headline(reference, cat):
 def test_latency_cell_shows_each_api_eager_and_graph_at_its_size(headline):
     cell = headline["all_reduce latency: eager / graph"]["h200-x2"]
     # what a PyTorch job pays (torch.distributed) beside NCCL called directly, never the faster alone
-    assert cell.value == "torch 36.9 / 4.6 · nccl 8.8 / 4.6 µs"
+    assert cell.value == "torch.distributed 36.9 / 4.6 · nccl 8.8 / 4.6 µs"
     assert cell.notes[0] == "at 8B, eager / graph"
     h2d = headline["Host → device latency, pinned: eager / graph"]["h200-x1"]
     assert h2d.value == "3.7 / 2.6 µs" and h2d.notes[0] == "at 4KiB, eager / graph, ce"
@@ -112,9 +112,9 @@ def test_latency_cell_shows_each_api_eager_and_graph_at_its_size(headline):
 def test_bandwidth_cell_names_api_launch_and_size_side_by_side(headline):
     cell = headline["all_reduce, bus bandwidth"]["h200-x2"]
     # nccl's sweep stopped at 16 MiB: each figure names its size, and a note compares them at one
-    assert cell.value == "torch 343.0 GB/s (4GiB) · nccl 219.5 GB/s (16MiB)"
-    assert "torch: eager at 4GiB, 76% of NVLink (450 GB/s)" in cell.notes
-    assert any(n.startswith("each at 16MiB: torch 21") and n.endswith("nccl 219.5 GB/s") for n in cell.notes)
+    assert cell.value == "torch.distributed 343.0 GB/s (4GiB) · nccl 219.5 GB/s (16MiB)"
+    assert "torch.distributed: eager at 4GiB, 76% of NVLink (450 GB/s)" in cell.notes
+    assert any(n.startswith("each at 16MiB: torch.distributed 21") and n.endswith("nccl 219.5 GB/s") for n in cell.notes)
     h2d = headline["Host → device, pinned"]["h200-x2"]
     assert h2d.value.startswith("ce 55.5 GB/s (1GiB) · sm 49.6 GB/s (256MiB)")     # engines apart, not the best
 

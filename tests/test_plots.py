@@ -278,13 +278,13 @@ def test_pcie_peak_unknown(gen, width):
 
 def test_peak_table_bounds_each_suite_by_its_link(frame):
     table = peaks.peak_table(with_series(frame[frame["instance"] == "h200-x4"]), CATALOG).set_index("label")
-    h2d = table.loc["copy h2d pinned"]
+    h2d = table.loc["copy h2d pinned eager"]
     assert h2d["link"] == "PCIe" and h2d["link_gbps"] == pytest.approx(63.0, rel=1e-3)
     assert h2d["percent"] == pytest.approx(100 * h2d["peak_gbps"] / h2d["link_gbps"])
     assert 40 < h2d["peak_gbps"] < 55           # the synthetic curve's plateau, ~50 GB/s
-    assert table.loc["p2p uni peer", "link_gbps"] == 450
-    assert table.loc["p2p uni staged", "link"] == "PCIe"
-    assert table.loc["collectives all_reduce float32 4 ranks", "link"] == "NVLink"
+    assert table.loc["p2p uni device peer eager", "link_gbps"] == 450
+    assert table.loc["p2p uni device staged eager", "link"] == "PCIe"
+    assert table.loc["collectives all_reduce device eager float32 n=4", "link"] == "NVLink"
     # the synthetic d2d copies stop short of 256 MiB, where an on-GPU copy without a recorded L2
     # starts to count as HBM: they give no peak (the summary's and the report's rule alike)
     assert not any(label.startswith("copy d2d") for label in table.index)

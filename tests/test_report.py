@@ -56,12 +56,12 @@ def test_headline_gives_each_instances_figures(chosen):
     assert "23.22 GB/s per $/h" in h2d["h100-x1"].notes      # 46.44 GB/s at $2/h
     assert not any("per $/h" in n for n in h2d["h200-x1"].notes)
     all_reduce = table["all_reduce, bus bandwidth"]["h200-x2"]
-    assert all_reduce.value == "torch 343.0 GB/s (4GiB) · nccl 219.5 GB/s (16MiB)"   # 2026-11-23
-    assert all_reduce.notes[:3] == ["torch: eager at 4GiB, 76% of NVLink (450 GB/s)",
+    assert all_reduce.value == "torch.distributed 343.0 GB/s (4GiB) · nccl 219.5 GB/s (16MiB)"   # 2026-11-23
+    assert all_reduce.notes[:3] == ["torch.distributed: eager at 4GiB, 76% of NVLink (450 GB/s)",
                                     "nccl: eager at 16MiB, 49% of NVLink (450 GB/s)",
-                                    "each at 16MiB: torch 219.6 GB/s · nccl 219.5 GB/s"]
+                                    "each at 16MiB: torch.distributed 219.6 GB/s · nccl 219.5 GB/s"]
     latency = table["all_reduce latency: eager / graph"]["h200-x2"]
-    assert latency.value == "torch 36.9 / 4.6 · nccl 8.8 / 4.6 µs" and latency.notes[0] == "at 8B, eager / graph"
+    assert latency.value == "torch.distributed 36.9 / 4.6 · nccl 8.8 / 4.6 µs" and latency.notes[0] == "at 8B, eager / graph"
     # past L2 only: not the 16 MiB graph-mode copy the cache holds
     d2d = table["Device → device, one GPU (bytes copied)"]["h200-x1"]
     assert (d2d.value, d2d.notes) == ("2,101 GB/s", ["ce, eager at 1GiB"])

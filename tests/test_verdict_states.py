@@ -137,7 +137,7 @@ def test_a_low_line_shows_the_gap_it_reports(tmp_path, capsys):
         return frame
 
     code, lines = _doctor(capsys, _copy(H200X1, tmp_path / "run", rows=slow_h2d))
-    low = _starting(lines, "LOW  copy h2d pinned ce numa=local eager")
+    low = _starting(lines, "LOW  copy h2d pinned eager ce numa=local")
     assert code == 1 and low
     ratio, measured, expected = (float(x) for x in pd.Series(low[0]).str.extract(
         r": ([\d.]+)x expected \(([\d.]+) GB/s against ([\d.]+) GB/s").iloc[0])
@@ -151,7 +151,7 @@ def test_held_out_four_gpu_runs_with_a_slow_link_name_only_the_link_that_explain
 
     code, lines = _doctor(capsys, _copy(H200X4, tmp_path / "run", meta=gen3_x8))
     # 55 GB/s through a link recorded at Gen3 x8 (7.9 GB/s): the record is contradicted, no cause named
-    odd = _starting(lines, "INCONSISTENT copy h2d pinned ce")
+    odd = _starting(lines, "INCONSISTENT copy h2d pinned eager ce")
     assert code == 1 and odd and "PCIe Gen3 x8 as recorded" in odd[0]
     assert not any("ran at Gen3 x8" in line for line in _starting(lines, "LOW ") if "GB/s against" in line)
 
@@ -167,10 +167,10 @@ def test_a_point_measured_only_while_the_host_was_slow_is_not_judged_and_says_wh
     run = _copy(H200X1, tmp_path / "run", rows=slow_small_h2d)
     code, _ = _doctor(capsys, run, "--json", tmp_path / "v.json")
     verdicts = {v["family"]: v for v in json.loads((tmp_path / "v.json").read_text())[0]["families"]}
-    hit = [v for name, v in verdicts.items() if name.startswith("copy h2d pinned ce numa=local eager")]
+    hit = [v for name, v in verdicts.items() if name.startswith("copy h2d pinned eager ce numa=local")]
     latency = [v for v in hit if v["size_class"] == "latency"]
     assert latency and all(v["verdict"] == "not judged" and "host was slow" in v["reason"] for v in latency)
     # a copy the link sets is the link's figure whatever the host's mood: still judged, and low at half
     assert [v["verdict"] for v in hit if v["size_class"] == "bandwidth"] == ["low"]
     lows = [v for v in verdicts.values() if v["verdict"] == "low"]
-    assert all(v["family"].startswith("copy h2d pinned ce") and v["size_class"] == "bandwidth" for v in lows)
+    assert all(v["family"].startswith("copy h2d pinned eager ce") and v["size_class"] == "bandwidth" for v in lows)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from bench.results import POINT_KEYS, usable_rows
+from bench.points import POINT_KEYS
+from bench.results import usable_rows
 
 AGREE_SHARE = 0.9
 

@@ -2,7 +2,7 @@
 
 The evidence is runs, not trials: the trials of one run share its clocks, neighbours, placement
 and NCCL channel layout, so their spread understates how far a rerun moves. A point
-(results.POINT_KEYS) of one run is y = -log(median time of its trials), so that larger is better
+(points.POINT_KEYS) of one run is y = -log(median time of its trials), so that larger is better
 and a difference in y is the relative change in bandwidth (algbw and busbw are size / time).
 A side's level of a point is the median of y over its runs.
 
@@ -42,10 +42,10 @@ import pandas as pd
 
 from bench.analysis.cache import cache_resident, short_of_hbm
 from bench.suite_view import Catalog, bandwidth_column, view
-from bench.results import POINT_KEYS, ResultsError, find_runs, load, read_meta, slow_throughout, usable_rows
+from bench.points import POINT_KEYS, VARIANT_KEYS, point_label, variant_label
+from bench.results import ResultsError, find_runs, load, read_meta, slow_throughout, usable_rows
 from bench.sizes import format_size
 
-VARIANT_KEYS = [k for k in POINT_KEYS if k != "size_bytes"]
 BANDWIDTH_SHARE = 0.5
 LATENCY_RATIO = 1.5
 JUDGED_CLASSES = ("latency", "bandwidth")
@@ -155,25 +155,6 @@ class Comparison:
 
     def to_markdown(self) -> str:
         return "\n".join(_markdown(self))
-
-
-def variant_label(key: dict) -> str:
-    """A short human name of an op variant: 'copy h2d pinned eager', defaults left out."""
-    parts = [key["suite"], key["op"], key["memory"], key["mode"],
-             key["backend"] if key["suite"] == "collectives" else "",
-             key.get("api", "") if key.get("api") not in ("", "torch") else "",
-             key.get("engine", ""), f"numa={key['numa']}" if key.get("numa") else "",
-             f"{key['src']}->{key['dst']}" if key["suite"] == "p2p" else "",
-             key["dtype"] if key["dtype"] != "uint8" else "",
-             f"n={key['world_size']}" if int(key["world_size"]) > 1 else "",
-             f"{key['nnodes']} nodes" if int(key["nnodes"]) > 1 else "",
-             key["launch"]]
-    return " ".join(str(p) for p in parts if p not in ("", None))
-
-
-def point_label(key: dict) -> str:
-    """A variant's name and the size: 'copy h2d pinned eager 64MiB'."""
-    return f"{variant_label(key)} {format_size(int(key['size_bytes']))}"
 
 
 def _plain1(value):

@@ -32,13 +32,12 @@ import pandas as pd
 from bench.suite_view import Catalog, view
 from bench.analysis.compare import BANDWIDTH_SHARE, LATENCY_RATIO, point_levels
 from bench.links import NVLINK_LINK_GBPS, hbm_gbps
+from bench.points import ROLE_KEYS
 from bench.analysis.causes import limiting_env
 from bench.results import COMPLETE, load, meta_columns, read_meta, run_status
 
 SHIPPED = Path(__file__).with_name("expected.csv")
 NOISE = Path(__file__).with_name("noise.csv")   # the same table made of identical runs (results/noise/*/identical)
-ROLE_KEYS = ["suite", "op", "memory", "mode", "backend", "src", "dst", "link", "world_size", "nnodes", "dtype",
-             "launch", "api", "engine", "numa", "params"]
 COLUMNS = ["machine", "instances", *ROLE_KEYS, "size_bytes", "time_s", "runs", "hosts", "spread", "theory_gbps"]
 _GPU = re.compile(r"cuda:(\d+)$")
 

@@ -47,11 +47,12 @@ import pandas as pd
 from bench.analysis import causes
 from bench.analysis.cache import short_of_hbm
 from bench.suite_view import Catalog, view
-from bench.analysis.compare import (GPU_BACKENDS, JUDGED_CLASSES, PAIR_MEDIAN_TO_SIGMA, VARIANT_KEYS, default_noise,
-                                    family_sigma, median_factor, point_levels, run_noise, size_classes, variant_label)
-from bench.analysis.expected import (ROLE_KEYS, Expected, Learned, alternatives, machine_class, machine_row,
-                                     pair_class, roles, shipped, shipped_noise)
+from bench.analysis.compare import (GPU_BACKENDS, JUDGED_CLASSES, PAIR_MEDIAN_TO_SIGMA, default_noise, family_sigma,
+                                    median_factor, point_levels, run_noise, size_classes)
+from bench.analysis.expected import (Expected, Learned, alternatives, machine_class, machine_row, pair_class, roles,
+                                     shipped, shipped_noise)
 from bench.links import pcie_gbps
+from bench.points import ROLE_KEYS, VARIANT_KEYS, variant_label
 from bench.results import COMPLETE, SCHEMA_VERSION, run_status
 from bench.sizes import format_size
 
@@ -77,7 +78,7 @@ JUDGED = (NORMAL, LOW, HIGH, INCONSISTENT)
 
 @dataclass
 class Verdict:
-    family: str                   # 'copy h2d pinned ce numa=local eager host->cuda:0 (bandwidth-bound)'
+    family: str                   # variant_label, class: 'copy h2d pinned eager ce host->cuda:0 (bandwidth-bound)'
     key: dict                     # the variant: every point key but the size
     size_class: str               # latency | bandwidth
     verdict: str                  # normal | low | high | inconsistent | failed | too noisy | not judged
@@ -488,9 +489,8 @@ def _shown(p: _Point, y_expected: float, size_class: str) -> tuple[float, float,
 
 
 def _label(key: dict, size_class: str) -> str:
-    ends = f" {key['src']}->{key['dst']}" if key["suite"] != "p2p" and (key["src"] or key["dst"]) else ""
     bound = size_class if size_class in ("data check", "not measured") else f"{size_class}-bound"
-    return f"{variant_label(key)}{ends} ({bound})"
+    return f"{variant_label(key)} ({bound})"
 
 
 def _noun(role: tuple, n: int) -> str:

@@ -18,7 +18,6 @@ the formula's -expm1(low): both are reported, and they agree to the bisection's 
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -26,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from bench.suite_view import Catalog
-from bench.analysis.compare import (VARIANT_KEYS, Comparison, Family, compare, default_noise, family_sigma,
+from bench.points import VARIANT_KEYS
+from bench.analysis.compare import (Comparison, Family, compare, default_noise, family_sigma,
                                     log_limit, point_levels, run_noise)
 
 STORE = 5               # the store of runs the gate's power is stated for
@@ -45,7 +45,7 @@ class Caught:
 
 @dataclass
 class FamilyPower:
-    label: str                  # 'copy h2d pinned ce numa=local eager', with src->dst where labels repeat
+    label: str                  # points.variant_label: 'copy h2d pinned eager ce numa=local host->cuda:0'
     key: tuple                  # family_key()
     sizes: list[int]
     declared: float             # the suite's sigma of one run (log time)
@@ -57,18 +57,8 @@ class FamilyPower:
 
 
 def family_key(family: Family) -> tuple:
-    """What tells families apart: every variant key and the size class (labels may repeat: a
-    copy's label does not name its GPU)."""
+    """What tells families apart: every variant key and the size class."""
     return tuple(str(family.variant[k]) for k in VARIANT_KEYS), family.size_class
-
-
-def labels(families: Sequence[Family]) -> list[str]:
-    """Each family's label, with its ends (src->dst) where another family of its size class has
-    the same label (a copy measured on each GPU alone)."""
-    counts = Counter((f.label, f.size_class) for f in families)
-    return [f"{f.label} {f.variant['src']}->{f.variant['dst']}"
-            if counts[f.label, f.size_class] > 1 and "->" not in f.label and f.variant["src"] else f.label
-            for f in families]
 
 
 def bandwidth_bound(result: Comparison) -> list[Family]:
@@ -144,12 +134,12 @@ def formula(identical: Sequence[pd.DataFrame], catalog: Catalog, tolerance: floa
     every = pd.concat(identical)
     out = []
     families = bandwidth_bound(pair)
-    for family, label in zip(families, labels(families)):
+    for family in families:
         declared = default_noise(catalog, family.variant, "bandwidth")
         measured = measured_sigma(every, family, catalog)
         sigma = family_sigma(declared, 0.0 if math.isnan(measured) else measured,
                              0 if math.isnan(measured) else len(family.sizes) * (store - 1))
-        out.append(FamilyPower(label, family_key(family), family.sizes, declared, measured,
+        out.append(FamilyPower(family.label, family_key(family), family.sizes, declared, measured,
                                -math.expm1(log_limit(declared, 1, 1, tolerance, pair.z)),
                                -math.expm1(log_limit(sigma, store, 1, tolerance, pair.z))))
     return out

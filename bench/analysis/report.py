@@ -27,14 +27,15 @@ from bench.analysis.judge import judge
 from bench.analysis.runs import COMPLETE, SERIES, palette, with_series
 from bench.analysis.scaling import TITLE as SCALING_TITLE
 from bench.analysis.scaling import format_scaling, scaling_table
+from bench.points import CURVE_KEYS, curve_words
 from bench.results import ResultsError, read_meta, usable_rows
 from bench.sizes import format_size
 
 
-# What tells two curves of one metric apart (a run may hold several dtypes, APIs, engines...).
-CURVE_KEYS = ["memory", "mode", "backend", "dtype", "world_size", "nnodes", "api", "engine", "numa"]
+# What tells two curves of one metric apart (a run may hold several dtypes, APIs, engines...);
+# the launch is the cells' own split (eager figures; eager / graph times).
+CELL_KEYS = [k for k in CURVE_KEYS if k != "launch"]
 ALWAYS_NAMED = ("api", "engine")    # named in a cell even where a run measured one of them
-NAMED = {"numa": "numa {}", "world_size": "{} ranks", "nnodes": "{} nodes"}   # else the value alone
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -58,8 +59,8 @@ def _set(value) -> bool:
 
 def variants(data: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     """The curves of a metric's rows, each with its name: its values of the keys that vary among
-    them, and its api and engine ('torch', 'nccl', 'ce', 'sm numa remote'), in VALUE_ORDER."""
-    varying = [k for k in CURVE_KEYS if data[k].astype(str).nunique() > 1]
+    them, and its api and engine ('torch.distributed', 'nccl', 'ce', 'sm numa=remote'), in VALUE_ORDER."""
+    varying = [k for k in CELL_KEYS if data[k].astype(str).nunique() > 1]
     keys = varying + [k for k in ALWAYS_NAMED if k not in varying and data[k].map(_set).any()]
     if not keys:
         return [("", data)]
@@ -68,7 +69,7 @@ def variants(data: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
         values = values if isinstance(values, tuple) else (values,)
         named = [(k, v) for k, v in zip(keys, values) if _set(v)]
         out.append(([rank_in(str(v), VALUE_ORDER) for _, v in named],
-                    " ".join(NAMED.get(k, "{}").format(v) for k, v in named), curve))
+                    curve_words({**dict(named), "api": curve["api"].iloc[0]}, keys), curve))
     return [(name, curve) for _, name, curve in sorted(out, key=lambda t: (t[0], t[1]))]
 
 

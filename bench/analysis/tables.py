@@ -9,15 +9,14 @@ from bench.analysis.cache import short_of_hbm
 from bench.suite_view import Catalog, view
 from bench.analysis.scaling import TITLE as SCALING_TITLE
 from bench.analysis.scaling import format_scaling, scaling_table
+from bench.points import AT_ONCE_KEYS, SERIES_KEYS
 from bench.results import usable_rows
 from bench.sizes import format_size
 
 np = lazy.module("numpy")
 pd = lazy.module("pandas")
 
-_GROUP = ["suite", "op", "memory", "mode", "backend", "dtype", "launch", "api", "engine", "numa", "world_size"]
-VARIANT = ["suite", "op", "memory", "mode", "engine", "numa"]
-CONCURRENT_COLUMNS = [*VARIANT, "size_bytes", "when", "gpu", "gbps"]
+CONCURRENT_COLUMNS = [*AT_ONCE_KEYS, "size_bytes", "when", "gpu", "gbps"]
 
 
 def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
@@ -29,10 +28,10 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     if ok.empty:
         return pd.DataFrame()
     rows = []
-    for keys, group in ok.groupby(_GROUP, sort=False):
+    for keys, group in ok.groupby(SERIES_KEYS, sort=False):
         suite = view(catalog, keys[0])
         medians = group.groupby("size_bytes").agg(bw=(suite.bandwidth, "median"), t=("time_s", "median"))
-        row = dict(zip(_GROUP, keys))
+        row = dict(zip(SERIES_KEYS, keys))
         peaks = medians.bw[medians.index.isin(group["size_bytes"][~short_of_hbm(group)])].dropna()
         if len(peaks):
             row["peak_gbps"] = round(float(peaks.max()), 2)
@@ -86,9 +85,9 @@ def format_concurrent(table: pd.DataFrame) -> pd.DataFrame:
     """A long table of traffic on every GPU at once (CONCURRENT_COLUMNS) as one row per variant,
     size and `when`, a column per GPU and the total."""
     wide = table.assign(size=table.size_bytes.map(lambda s: format_size(int(s)))).pivot_table(
-        index=[*VARIANT, "size", "when"], columns="gpu", values="gbps", sort=False).round(1)
+        index=[*AT_ONCE_KEYS, "size", "when"], columns="gpu", values="gbps", sort=False).round(1)
     wide = wide[sorted(wide.columns, key=_device_order)].reset_index()
-    keep = [c for c in wide.columns if c not in VARIANT or c in ("suite", "op") or wide[c].nunique() > 1]
+    keep = [c for c in wide.columns if c not in AT_ONCE_KEYS or c in ("suite", "op") or wide[c].nunique() > 1]
     shown = wide[keep].astype(object)
     return shown.where(shown.notna(), "")
 

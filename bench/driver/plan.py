@@ -26,6 +26,7 @@ from bench import lazy
 from bench.driver.machine import Machine
 from bench.driver.sweep import Planned
 from bench.links import Speeds, bus_factor
+from bench.points import SERIES_KEYS
 from bench.measure import timing
 from bench.measure.timing import TimingConfig
 from bench.results import ResultsError, point_key, read_meta, read_samples, samples_file, usable_rows
@@ -127,8 +128,11 @@ def model_op_time(point: Point, planned: Planned, speeds: Speeds) -> float:
 # ---------------------------------------------------------------- times per operation: reference runs
 
 
-_HARD = ("suite", "op", "memory", "mode", "backend", "launch", "link")
+# A reference series stands for a point where its series keys agree, the link class too; the soft
+# ones are matched as far as they can be (weighted), so that another world size or engine still
+# gives a time.
 _SOFT = {"world_size": 4, "nnodes": 4, "api": 2, "engine": 2, "dtype": 1, "numa": 1}
+_HARD = (*(k for k in SERIES_KEYS if k not in _SOFT), "link")
 
 
 @dataclass

@@ -36,7 +36,8 @@ from typing import Callable, ContextManager, List
 from bench import ConfigError, lazy
 from bench.analysis.cache import resident_note
 from bench.suite_view import Metric
-from bench.analysis.tables import CONCURRENT_COLUMNS, VARIANT, format_concurrent, latency_table, matching, median_by
+from bench.analysis.tables import CONCURRENT_COLUMNS, format_concurrent, latency_table, matching, median_by
+from bench.points import AT_ONCE_KEYS
 from bench.config.settings import Choice, Engine, HostMemory, SizeRange, nonempty, require
 from bench.links import Speeds, pcie_gbps
 from bench.measure import hostmem, kernels, numa, timing
@@ -512,12 +513,12 @@ def concurrent_table(frame: pd.DataFrame, by: list[str] = ()) -> pd.DataFrame:
     rows = []
     together = ok[(ok.src == ALL) | (ok.dst == ALL)]
     alone = ok[(ok.world_size == 1) & (ok.part == "total") & (ok.launch == "eager")]
-    for keys, group in together.groupby(by + VARIANT, sort=False):
+    for keys, group in together.groupby(by + AT_ONCE_KEYS, sort=False):
         size = group.size_bytes.max()
-        base = {**dict(zip(by + VARIANT, keys)), "size_bytes": size}
+        base = {**dict(zip(by + AT_ONCE_KEYS, keys)), "size_bytes": size}
         at = group[group.size_bytes == size]
         rows += [{**base, "when": AT_ONCE, "gpu": gpu, "gbps": v} for gpu, v in median_by(at, at.part.to_numpy()).items()]
-        same = matching(alone[alone.size_bytes == size], dict(zip(by + VARIANT, keys)))
+        same = matching(alone[alone.size_bytes == size], dict(zip(by + AT_ONCE_KEYS, keys)))
         each = median_by(same, _gpu_of(same))
         rows += [{**base, "when": ALONE, "gpu": gpu, "gbps": v} for gpu, v in each.items()]
         if len(each) and set(at.part) - {"total"} <= set(each.index):   # a sum alone of the same GPUs only

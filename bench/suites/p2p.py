@@ -31,7 +31,8 @@ from typing import Any, List
 
 from bench import ConfigError, lazy
 from bench.suite_view import Metric
-from bench.analysis.tables import CONCURRENT_COLUMNS, VARIANT, format_concurrent, latency_table, median_by
+from bench.analysis.tables import CONCURRENT_COLUMNS, format_concurrent, latency_table, median_by
+from bench.points import AT_ONCE_KEYS
 from bench.config.settings import Choice, Engine, SizeRange, nonempty, require
 from bench.links import NVLINK_LINK_GBPS, Speeds, nvlink_links, pcie_gbps
 from bench.measure import kernels, timing
@@ -364,11 +365,11 @@ def concurrent_table(frame: pd.DataFrame, by: list[str] = ()) -> pd.DataFrame:
     part_total, part_gpu = (peer.part == "total").to_numpy(), peer.part.str.startswith("cuda:").to_numpy()
     peer = peer[(~imported & part_total) | (imported & part_gpu)]
     rows = []
-    for keys, group in peer.groupby(by + VARIANT, sort=False):
+    for keys, group in peer.groupby(by + AT_ONCE_KEYS, sort=False):
         size = group.size_bytes.max()
         at = group[group.size_bytes == size]
         one = np.where((at.src == ALL) & (at.dst == ALL), at.part, np.where(at.op == "all_to_one", at.dst, at.src))
-        base = {**dict(zip(by + VARIANT, keys)), "size_bytes": size, "when": "at once"}
+        base = {**dict(zip(by + AT_ONCE_KEYS, keys)), "size_bytes": size, "when": "at once"}
         rows += [{**base, "gpu": gpu, "gbps": v} for gpu, v in median_by(at, one).items()]
     return pd.DataFrame(rows, columns=[*by, *CONCURRENT_COLUMNS])
 

@@ -23,6 +23,7 @@ from bench.suite_view import Catalog, bandwidth_column, view
 from bench.analysis.figures.style import (DASHES, LOG_SPAN, OP_ORDER, PANEL_IN, SERIES, SMALL_BYTES, VALUE_ORDER, Canvas,
                                           add_legend, log_y_axis, in_order, rank_in, size_axis, file_slug, suptitle,
                                           with_bandwidth)
+from bench.points import CURVE_KEYS
 from bench.results import usable_rows
 from bench.sizes import format_size
 
@@ -30,10 +31,11 @@ from bench.sizes import format_size
 GPUS = "gpus"       # '' for one GPU's traffic; 'total of N GPUs at once' for every GPU at once
 SHORT = "_short"    # an on-GPU copy in or near L2: no HBM figure
 LIMIT = "_limit"    # GB/s the point's link(s) carry at most (NaN: no limit known)
-# Keys that get a panel of their own when they vary within a suite (api, engine, numa: schema 2).
-FACET_KEYS = ["memory", "mode", "launch", "dtype", "api", "engine", "numa"]
 # Keys compared across instances by colour; should one vary within a run, it gets a dash style.
 LINE_KEYS = ["backend", "world_size", "nnodes"]
+# The other keys of a curve get a panel of their own when they vary within a suite (api, engine,
+# numa: schema 2).
+FACET_KEYS = [k for k in CURVE_KEYS if k not in LINE_KEYS]
 BANDWIDTH_LABEL = {"algbw_gbps": "Bandwidth (GB/s)", "busbw_gbps": "Bus bandwidth (GB/s)"}
 ABOVE_LIMIT = dict(s=70, facecolors="none", edgecolors="red", linewidths=1.4, zorder=5)
 

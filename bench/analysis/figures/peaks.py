@@ -11,23 +11,8 @@ from bench.analysis.cache import hbm_rows
 from bench.suite_view import Catalog, view
 from bench.analysis.figures.bars import dot_bars
 from bench.analysis.figures.style import OP_ORDER, SERIES, VALUE_ORDER, Canvas, rank_in, with_bandwidth
+from bench.points import SERIES_KEYS, variant_label
 from bench.results import usable_rows
-
-
-PEAK_VARIANT = ["suite", "op", "memory", "mode", "backend", "dtype", "world_size", "nnodes", "launch",
-                "api", "engine", "numa"]
-
-
-def _peak_label(row) -> str:
-    # host memory tells copies apart; device memory goes without saying
-    parts = [row["suite"], row["op"], row["memory"] if row["memory"] != "device" else "",
-             row["mode"] if row["mode"] != "default" else "",
-             row["dtype"] if row["dtype"] != "uint8" else "",
-             row["api"] if row["api"] not in ("", "torch") else "",
-             row["engine"] if row["engine"] not in ("", "ce") else "",
-             row["numa"] if row["numa"] not in ("", "none", "local") else "",
-             f"{row['world_size']} ranks" if int(row["world_size"]) > 1 else ""]
-    return " ".join(str(p) for p in parts if p)
 
 
 def peak_table(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
@@ -47,15 +32,15 @@ def peak_table(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
         return pd.DataFrame(columns=["instance", "run_id", SERIES, "label", "peak_gbps", "link", "link_gbps",
                                      "percent", "usd_per_hour"])
     runs = ["instance", "run_id", SERIES]
-    med = data.groupby(runs + PEAK_VARIANT + ["src", "dst", "size_bytes"])["bandwidth_gbps"].median()
-    peaks = med.groupby(level=runs + PEAK_VARIANT).max().rename("peak_gbps").reset_index()
+    med = data.groupby(runs + SERIES_KEYS + ["src", "dst", "size_bytes"])["bandwidth_gbps"].median()
+    peaks = med.groupby(level=runs + SERIES_KEYS).max().rename("peak_gbps").reset_index()
     links = data.groupby(runs)[["pcie_gen", "pcie_width", "nvlink_gbps_per_gpu", "usd_per_hour"]].first()
     peaks = peaks.join(links, on=runs)
     bounds = peaks.apply(lambda row: view(catalog, row["suite"]).link_limit(row), axis=1, result_type="expand")
     peaks["link_gbps"], peaks["link"] = pd.to_numeric(bounds[0], errors="coerce"), bounds[1]
     peaks["percent"] = 100 * peaks["peak_gbps"] / peaks["link_gbps"]
     peaks["usd_per_hour"] = pd.to_numeric(peaks["usd_per_hour"], errors="coerce")
-    peaks["label"] = peaks.apply(_peak_label, axis=1)
+    peaks["label"] = peaks.apply(variant_label, axis=1)
     suites = list(catalog)
     order = peaks.apply(lambda r: (rank_in(r["suite"], suites), r["link"], rank_in(r["op"], OP_ORDER),
                                    rank_in(r["memory"], VALUE_ORDER), rank_in(r["mode"], VALUE_ORDER), r["label"]), axis=1)
@@ -63,7 +48,7 @@ def peak_table(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
 
 
 def _short_labels(peaks: pd.DataFrame) -> pd.Series:
-    """Labels without the words every row of a suite shares beyond suite and op (float32, 2 ranks)."""
+    """Labels without the words every row of a suite shares beyond suite and op (float32, n=2)."""
     words = peaks["label"].str.split()
     common = {suite: set.intersection(*(set(w[2:]) for w in words[peaks["suite"] == suite]))
               for suite in peaks["suite"].unique()}
@@ -77,7 +62,7 @@ def peak_fraction_figure(frame: pd.DataFrame, canvas: Canvas) -> list[Path]:
     if peaks.empty:
         return []
     # Each run's one world size is its series' (h200-x2: 2 ranks): one row per collective across runs.
-    ranks = peaks["label"].str.replace(r" \d+ ranks$", "", regex=True)
+    ranks = peaks["label"].str.replace(r" n=\d+\b", "", regex=True)
     one_world = peaks.groupby([canvas.SERIES, ranks])["world_size"].transform("nunique") == 1
     peaks = peaks.assign(label=ranks.where(one_world, peaks["label"]))
     peaks = peaks.assign(label=_short_labels(peaks) + " (" + peaks["link"] + ")")
