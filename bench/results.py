@@ -113,9 +113,10 @@ def host_slow(rows: pd.DataFrame) -> pd.Series:
     return pace > PACE_SLACK * usual
 
 
-def slow_throughout(rows: pd.DataFrame) -> pd.Series:
-    """Per row: no trial of its point (in its run) ran at the host's usual pace."""
-    slow = host_slow(rows)
+def slow_throughout(rows: pd.DataFrame, slow: pd.Series | None = None) -> pd.Series:
+    """Per row: no trial of its point (in its run) ran at the host's usual pace. `slow`: the rows'
+    host_slow, where the caller has it already."""
+    slow = host_slow(rows) if slow is None else slow
     if not slow.any():
         return slow
     point = rows.groupby(POINT_KEYS + ["run_id"], sort=False).ngroup()
@@ -129,7 +130,7 @@ def usable_rows(frame: pd.DataFrame) -> pd.DataFrame:
     slow = host_slow(rows)
     if not slow.any():
         return rows
-    return rows[~slow | slow_throughout(rows)]
+    return rows[~slow | slow_throughout(rows, slow)]
 
 
 class ResultsError(ValueError):

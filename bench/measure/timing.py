@@ -173,11 +173,9 @@ def _checked_trial(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig,
 def _trials(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig, agree: Callable[[float], float],
             paced: bool = False) -> list[Trial]:
     """cfg.trials trials; `paced`: each after a reading of the host's pace (agreed: the slowest rank's)."""
-    if not paced:
-        return [_checked_trial(enqueue, clock, n, cfg, agree) for _ in range(cfg.trials)]
     trials = []
     for _ in range(cfg.trials):
-        pace = _paced(agree)
+        pace = _paced(agree) if paced else math.nan
         trials.append(replace(_checked_trial(enqueue, clock, n, cfg, agree), host_pace_s=pace))
     return trials
 
@@ -271,12 +269,12 @@ def measure(
 ) -> list[Trial]:
     """Warm up, calibrate N, then cfg.trials trials of N back-to-back operations each (ops the
     warm-up finds under SMALL_OP_S: SMALL_OP_SPLIT times as many trials of a SMALL_OP_SPLIT-th
-    of min_trial_s; without a warm-up no op is known to be small). Small ops and host-clocked
-    ones read the host's pace before each trial; when none of a GPU op's trials ran at the host's
-    usual pace, as many again follow once it is back (if it comes back within WAIT_FOR_HOST_S)."""
+    of min_trial_s; without a warm-up no op is known to be small). Ops under HOST_BOUND_S and
+    host-clocked ones read the host's pace before each trial; when none of the trials of a GPU op
+    under WAIT_BELOW_S ran at the host's usual pace, as many again follow once it is back (if it
+    comes back within WAIT_FOR_HOST_S)."""
     per_op = warm_up(enqueue, clock, cfg, agree)   # agreed: every rank decides alike
-    small = per_op < SMALL_OP_S
-    if small:
+    if per_op < SMALL_OP_S:
         cfg = replace(cfg, trials=cfg.trials * SMALL_OP_SPLIT, min_trial_s=cfg.min_trial_s / SMALL_OP_SPLIT)
     n = calibrate(enqueue, clock, cfg, agree, per_op)
     # The warm-up errs slow (a first call sets up peers, NCCL, caches): the calibrated N, agreed
