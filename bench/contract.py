@@ -10,18 +10,17 @@ Everything else has a default, and a suite overrides what its story needs:
   (ranks: world sizes, backend, timeout, environment); `together` and `measure_together`
   (points measured as one, e.g. in interleaved rounds);
 - the plan: `op_time` (a model of one operation where no reference run has it), `overhead`;
-- reading its rows: `bandwidth`, `latency_sizes`, `tables`, `figures`, `headline`, `noise`,
-  `link_limit`, `efficiency`, `expectation` and `judged` (what the analysis side needs; it gets
-  them from the registry, never by importing a suite).
+- reading its rows, its reading face (`bench.suite_view.SuiteView`, which Suite extends):
+  `bandwidth`, `latency_sizes`, `tables`, `figures`, `headline`, `noise`, `link_limit`,
+  `efficiency`, `expectation` and `judged` (what the analysis side needs; it gets them from the
+  registry, never by importing a suite).
 """
 from __future__ import annotations
 
 import dataclasses
 import inspect
 import keyword
-import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
 
@@ -30,11 +29,9 @@ from bench.config.settings import SizeRange
 from bench.measure.timing import TimingConfig, Trial
 from bench.results import Sample, params_text
 from bench.points import point_label
+from bench.suite_view import SuiteView
 
 if TYPE_CHECKING:
-    import pandas as pd
-
-    from bench.suite_view import Canvas, Metric
     from bench.links import Speeds
     from bench.measure.numa import Topology
 
@@ -140,28 +137,16 @@ class Overhead:
 DEFAULT_OVERHEAD = Overhead(0.04, 0.2e-9, 0.005, 1.0, 50e-6)
 
 
-class Suite:
-    """A suite's declarations and hooks; see the module docstring for what is required."""
+class Suite(SuiteView):
+    """A suite: its measuring face (below) over its reading face (`SuiteView`, declared once
+    there); see the module docstring for what is required."""
 
     name: ClassVar[str]
-    title: ClassVar[str] = ""                    # its name in figure titles ('Copies'); default: name
     Settings: ClassVar[type]
     sizes: ClassVar[SizeRange | None] = None
     groups: ClassVar[tuple[str, ...]] = ()       # config groups besides `all` and its own (suite=links, ...)
     order: ClassVar[int] = 100                   # where it runs among the suites of one run
-    bandwidth: ClassVar[str] = "algbw_gbps"      # algbw_gbps | busbw_gbps: the column it is judged by
-    latency_sizes: ClassVar[tuple[int, ...]] = (4096,)   # the summary's time-per-op columns
-    curves: ClassVar[bool] = True                # its rows drawn as the common curves against size
     overhead: ClassVar[Mapping[str, Overhead]] = {}      # device -> its cost besides operations
-    # (platform, size class) -> between-run sigma; (platform, size class, tag): for families one of
-    # whose variant values is tag (e.g. "pageable"), where those run noisier than the suite.
-    noise: ClassVar[Mapping[tuple[str, ...], float]] = {}
-    host_own: ClassVar[tuple[str, ...]] = ()   # ops that measure the host itself: the doctor never judges them
-    # The share of a link's theoretical figure a healthy machine reaches at bandwidth-bound sizes,
-    # keyed by op for the default `expectation` (a suite that overrides it keys it as it reads it);
-    # each figure's measured basis is in docs/judging.md.
-    efficiency: ClassVar[Mapping[Any, float]] = {}
-    headline: ClassVar[tuple[Metric, ...]] = ()
 
     # ---- required
 
@@ -214,43 +199,6 @@ class Suite:
     def op_time(self, point: Point, speeds: Speeds) -> float | None:
         """Seconds per operation from the links' speeds, where no reference run has the series."""
         return None
-
-    # ---- reading its rows
-
-    def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]:
-        """(title, table or text) for the summary, beside the common peak table."""
-        return []
-
-    def figures(self, frame: pd.DataFrame, canvas: Canvas) -> list[Path]:
-        """Figures of its own, beside the common curves; their files."""
-        return []
-
-    def link_limit(self, row: Mapping[str, Any]) -> tuple[float, str]:
-        """The link a variant's peak crosses, in GB/s per direction, and its name; NaN, '' where none."""
-        return float("nan"), ""
-
-    def judged(self, rows: pd.DataFrame) -> pd.DataFrame:
-        """The rows the doctor and the gate judge this suite by (its rows of one or more runs, as
-        results.load gives them): by default the rows themselves. A suite whose absolute figures
-        move with the host rather than the machine gives figures relative to what the host gave
-        (the pipeline: each loop's fraction of its own bound)."""
-        return rows
-
-    def expectation(self, row: Mapping[str, Any]) -> tuple[float, float, str] | None:
-        """Link theory for one point, for judging a machine no reference run describes
-        (bench/analysis/judge.py): (the figure no healthy machine exceeds, in GB/s of the suite's
-        `bandwidth` column; the share of it a healthy machine reaches at this size, NaN where
-        the suite cannot say, e.g. below the sizes where its curve levels off; the link's name),
-        or None where no link bounds the point. `row` holds the point's keys (points.POINT_KEYS),
-        its run's machine columns (results.meta_columns: pcie_gen, pcie_width,
-        nvlink_gbps_per_gpu, ...), and from the judge: link_class (the pair's `nvidia-smi topo -m`
-        class, '' unless src and dst are two GPUs) and hbm_gbps (device memory, both directions
-        together; NaN where not recorded). Default: link_limit, and `efficiency` of the op."""
-        gbps, link = self.link_limit(row)
-        gbps = float(gbps) if gbps is not None else math.nan
-        if not gbps > 0:
-            return None
-        return gbps, self.efficiency.get(str(row["op"]), math.nan), link
 
 
 _REQUIRED = ("check", "points", "measure")

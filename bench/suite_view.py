@@ -2,14 +2,15 @@
 
 The command lines build the catalog from the suite registry (`catalog = {s.name: s for s in
 bench.suites.all()}`) and pass it down; nothing here imports a suite. A suite's rows found in
-results but absent from the catalog (a suite of someone else's) get `UNKNOWN`'s defaults.
+results but absent from the catalog (a suite of someone else's) are read with `SuiteView`'s
+defaults (`UNKNOWN`).
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -37,60 +38,67 @@ class Canvas(Protocol):
     def save(self, fig: Any, stem: str, caption: str = "") -> list[Path]: ...
 
 
-class SuiteView(Protocol):
-    """A suite as the analysis side reads it (bench.contract.Suite provides all of it)."""
+class SuiteView:
+    """A suite's reading face: what the analysis reads of it, with the defaults of a suite that
+    declares nothing of it. Declared once: `bench.contract.Suite` adds the measuring face to
+    it, each suite's `reading.py` sets what its rows mean, and a suite the catalog does not
+    hold (someone else's rows) is read as `UNKNOWN`, the defaults themselves."""
 
-    name: str
-    title: str                                      # its name in figure titles
-    bandwidth: str                                  # algbw_gbps | busbw_gbps
-    latency_sizes: tuple[int, ...]
-    curves: bool                                    # its rows drawn as the common curves against size
-    headline: tuple[Metric, ...]
-    noise: Mapping[tuple[str, str], float]          # (platform, size class) -> between-run sigma
-    host_own: tuple[str, ...]                       # ops that measure the host itself: no machine kind sets them
+    name: ClassVar[str] = ""
+    title: ClassVar[str] = ""                      # its name in figure titles ('Copies'); default: name
+    bandwidth: ClassVar[str] = "algbw_gbps"        # algbw_gbps | busbw_gbps: the column it is judged by
+    latency_sizes: ClassVar[tuple[int, ...]] = (4096,)   # the summary's time-per-op columns
+    curves: ClassVar[bool] = True                  # its rows drawn as the common curves against size
+    headline: ClassVar[tuple[Metric, ...]] = ()
+    # (platform, size class) -> between-run sigma; (platform, size class, tag): for families one of
+    # whose variant values is tag (e.g. "pageable"), where those run noisier than the suite.
+    noise: ClassVar[Mapping[tuple[str, ...], float]] = {}
+    host_own: ClassVar[tuple[str, ...]] = ()       # ops that measure the host itself: the doctor never judges them
+    # The share of a link's theoretical figure a healthy machine reaches at bandwidth-bound sizes,
+    # keyed by op for the default `expectation` (a suite that overrides it keys it as it reads it);
+    # each figure's measured basis is in docs/judging.md.
+    efficiency: ClassVar[Mapping[Any, float]] = {}
 
-    def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]: ...
+    def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]:
+        """(title, table or text) for the summary, beside the common peak table."""
+        return []
 
-    def figures(self, frame: pd.DataFrame, canvas: Canvas) -> list[Path]: ...
+    def figures(self, frame: pd.DataFrame, canvas: Canvas) -> list[Path]:
+        """Figures of its own, beside the common curves; their files."""
+        return []
 
-    def link_limit(self, row: Mapping[str, Any]) -> tuple[float, str]: ...
+    def link_limit(self, row: Mapping[str, Any]) -> tuple[float, str]:
+        """The link a variant's peak crosses, in GB/s per direction, and its name; NaN, '' where none."""
+        return math.nan, ""
 
-    def expectation(self, row: Mapping[str, Any]) -> tuple[float, float, str] | None: ...
+    def judged(self, rows: pd.DataFrame) -> pd.DataFrame:
+        """The rows the doctor and the gate judge this suite by (its rows of one or more runs, as
+        results.load gives them): by default the rows themselves. A suite whose absolute figures
+        move with the host rather than the machine gives figures relative to what the host gave
+        (the pipeline: each loop's fraction of its own bound)."""
+        return rows
 
-    def judged(self, rows: pd.DataFrame) -> pd.DataFrame: ...
+    def expectation(self, row: Mapping[str, Any]) -> tuple[float, float, str] | None:
+        """Link theory for one point, for judging a machine no reference run describes
+        (bench/analysis/judge.py): (the figure no healthy machine exceeds, in GB/s of the suite's
+        `bandwidth` column; the share of it a healthy machine reaches at this size, NaN where
+        the suite cannot say, e.g. below the sizes where its curve levels off; the link's name),
+        or None where no link bounds the point. `row` holds the point's keys (points.POINT_KEYS),
+        its run's machine columns (results.meta_columns: pcie_gen, pcie_width,
+        nvlink_gbps_per_gpu, ...), and from the judge: link_class (the pair's `nvidia-smi topo -m`
+        class, '' unless src and dst are two GPUs) and hbm_gbps (device memory, both directions
+        together; NaN where not recorded). Default: link_limit, and `efficiency` of the op."""
+        gbps, link = self.link_limit(row)
+        gbps = float(gbps) if gbps is not None else math.nan
+        if not gbps > 0:
+            return None
+        return gbps, self.efficiency.get(str(row["op"]), math.nan), link
 
 
 Catalog = Mapping[str, SuiteView]
 
 
-class _Unknown:
-    """A suite the catalog does not hold: bytes per second, no tables or figures of its own."""
-
-    name = title = ""
-    bandwidth = "algbw_gbps"
-    latency_sizes = (4096,)
-    curves = True
-    headline: tuple[Metric, ...] = ()
-    noise: Mapping[tuple[str, str], float] = {}
-    host_own: tuple[str, ...] = ()
-
-    def tables(self, frame):
-        return []
-
-    def figures(self, frame, canvas):
-        return []
-
-    def link_limit(self, row):
-        return math.nan, ""
-
-    def expectation(self, row):
-        return None
-
-    def judged(self, rows):
-        return rows
-
-
-UNKNOWN = _Unknown()
+UNKNOWN = SuiteView()
 
 
 def view(catalog: Catalog, suite: str) -> SuiteView:
