@@ -1,5 +1,5 @@
 """A batch size's points measured in interleaved rounds (A B C ... A B C ...), the host's pace
-read between rounds.
+read between rounds and around each point's segment.
 
 A host's single-thread pace moves by tens of percent within seconds on shared machines
 (results/noise/pipeline-h200-x1/host-pace/study.md): a point measured in one go reads the pace
@@ -8,7 +8,9 @@ point is read at several moments spread over the batch size's whole span, and ev
 that size meets the same moments: the median over rounds is the figure, and the lowest and
 highest round its spread (docs/method.md). The pace (the timing core's host_pace(), the one
 probe every suite reads, over PACE_S) is read before each round and after the last, so a run
-records what the host gave, in the host_pace_s column as every suite does."""
+records what the host gave; and around each point's segment, in its rows' host_pace_s as every
+suite's trials carry it, so a segment met in one of the host's slow moods is set aside where its
+point has others (results.usable_rows)."""
 from __future__ import annotations
 
 from bench import lazy
@@ -53,9 +55,10 @@ def round_timing(ctx: Context, p: Settings) -> TimingConfig:
 def measure_rounds(points: list[Point], p: Settings, ctx: Context, epoch_batches: int) -> list[list[Sample]]:
     """Rows of each point, in order: p.rounds rounds over the points, each point's trials
     numbered on across rounds and its rows carrying their round and, in host_pace_s, the pace
-    read before it (as every suite's trials carry the pace they met: results.usable_rows keeps
-    those taken at the host's usual pace); a Pace point's rows the pace before each round and
-    after the last."""
+    its segment met: the slower of timing.host_pace() just before and just after it (a round
+    lasts seconds, longer than a host's moods, so the pace of the round's start is not the
+    segment's; results.usable_rows keeps the segments at the host's usual pace, as it keeps
+    every suite's trials); a Pace point's rows the pace before each round and after the last."""
     cfg = round_timing(ctx, p)
     segments = [Segment(cfg) for _ in points]
     rows: list[list[Sample]] = [[] for _ in points]
@@ -69,6 +72,8 @@ def measure_rounds(points: list[Point], p: Settings, ctx: Context, epoch_batches
         for i, point in enumerate(points):
             if i in paces:
                 continue
+            before = host_pace()
             got = measure_point(point, segments[i], ctx, epoch_batches)
-            rows[i] += [replace(s, trial=s.trial + r * cfg.trials, round=r, host_pace_s=pace) for s in got]
+            met = max(before, host_pace())
+            rows[i] += [replace(s, trial=s.trial + r * cfg.trials, round=r, host_pace_s=met) for s in got]
     return rows
