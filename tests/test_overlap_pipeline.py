@@ -17,7 +17,8 @@ from bench import ConfigError, suites
 from bench.measure.timing import Trial, TimingConfig, measure_stream
 from bench.results import load, params_text
 from bench.suites import overlap, pipeline
-from bench.suites.pipeline import feed as pfeed, measure as pmeasure, source as psource, tables as ptables
+from bench.suites.pipeline import (feed as pfeed, figure as pfigure, measure as pmeasure, model as pmodel,
+                                   source as psource, tables as ptables)
 from bench.suites.pipeline.rounds import round_timing
 from bench.contract import Context, Point
 from synthetic import write_run
@@ -32,7 +33,7 @@ def _ctx(device="cuda", gpus=1, world=1, size_cap=None) -> Context:
 
 def _described(what):
     """The loop or stage a row names: its point's params as the results store them, read back."""
-    return pipeline.descriptor(json.loads(params_text(what)))
+    return pmodel.descriptor(json.loads(params_text(what)))
 
 
 # ---------------------------------------------------------------- planning
@@ -74,29 +75,29 @@ def test_overlap_settings_are_checked(kw, message):
 
 
 def test_pipeline_grid_is_the_base_loop_each_switch_changed_alone_and_the_defaults():
-    Loop, Producer, sample = pipeline.Loop, pipeline.Producer, 64 * 1024
+    Loop, Producer, sample = pmodel.Loop, pmodel.Producer, 64 * 1024
     base = Loop(Producer.numpy, sample, 8, True, True, True, 2, False, 1)
-    ablation = pipeline.loops(pipeline.Settings(), "cuda", sample, cores=16)
+    ablation = pmodel.loops(pmodel.Settings(), "cuda", sample, cores=16)
     numpy_loops = [lp for lp in ablation if lp.producer == Producer.numpy]
     assert numpy_loops[0] == base and len(numpy_loops) == 9 and len(ablation) == 18
     # the DataLoader's defaults, at torch's default threads and at each other thread setting
-    assert numpy_loops[-2] == pipeline.dataloader_defaults(Producer.numpy, sample) == Loop(Producer.numpy, sample, 0)
+    assert numpy_loops[-2] == pmodel.dataloader_defaults(Producer.numpy, sample) == Loop(Producer.numpy, sample, 0)
     assert numpy_loops[-1] == Loop(Producer.numpy, sample, 0, threads=1)
     changed = [{f for f in ("workers", "pin_memory", "non_blocking", "prefetch", "threads")
                 if getattr(lp, f) != getattr(base, f)} for lp in numpy_loops[1:-2]]
     assert all(len(c) == 1 for c in changed) and {"threads"} in changed
     assert sorted(lp.workers for lp in numpy_loops) == [0, 0, 0, 4, 8, 8, 8, 8, 8]
-    assert {lp.workers for lp in pipeline.loops(pipeline.Settings(), "cuda", sample, cores=2)} == {0, 2}   # capped
-    full = pipeline.loops(pipeline.Settings(grid=pipeline.Grid.full, producers=[Producer.free]), "cuda", sample,
+    assert {lp.workers for lp in pmodel.loops(pmodel.Settings(), "cuda", sample, cores=2)} == {0, 2}   # capped
+    full = pmodel.loops(pmodel.Settings(grid=pmodel.Grid.full, producers=[Producer.free]), "cuda", sample,
                           cores=16)
     assert len(full) == 48
-    knobs = pipeline.Settings(prefetch_factor=[2, 4], persistent_workers=[False, True], epoch_batches=8)
-    varied = pipeline.loops(knobs, "cuda", sample, cores=16)
+    knobs = pmodel.Settings(prefetch_factor=[2, 4], persistent_workers=[False, True], epoch_batches=8)
+    varied = pmodel.loops(knobs, "cuda", sample, cores=16)
     assert Loop(Producer.numpy, sample, 8, True, True, True, 2, True, 1) in varied   # each changed alone from the base ...
     assert Loop(Producer.numpy, sample, 8, True, True, True, 4, False, 1) in varied
     # ... where they matter
     assert all(lp.prefetch_factor == 2 and not lp.persistent_workers for lp in varied if not lp.workers)
-    cpu = pipeline.loops(pipeline.Settings(producers=[Producer.numpy]), "cpu", sample, cores=16)
+    cpu = pmodel.loops(pmodel.Settings(producers=[Producer.numpy]), "cpu", sample, cores=16)
     assert cpu == [Loop(Producer.numpy, sample, 8, threads=1), Loop(Producer.numpy, sample, 0, threads=1),
                    Loop(Producer.numpy, sample, 4, threads=1), Loop(Producer.numpy, sample, 8), Loop(Producer.numpy, sample, 0)]
     for lp in full + varied + cpu:   # a row's params name its loop
@@ -106,26 +107,26 @@ def test_pipeline_grid_is_the_base_loop_each_switch_changed_alone_and_the_defaul
 
 
 def test_stages_of_a_loop_are_grouped_by_who_runs_them():
-    Loop, Stage, P = pipeline.Loop, pipeline.Stage, pipeline.Producer
+    Loop, Stage, P = pmodel.Loop, pmodel.Stage, pmodel.Producer
     names = lambda groups: {who: [f"{st.name}{'/' + st.memory if st.memory else ''}" for st in g]
                             for who, g in groups.items()}
-    assert names(pipeline.stages_of(Loop(P.numpy, workers=4, pin_memory=True, non_blocking=True), True)) == {
+    assert names(pmodel.stages_of(Loop(P.numpy, workers=4, pin_memory=True, non_blocking=True), True)) == {
         "4 workers": ["make", "collate"], "pin thread": ["handoff", "pin"], "copy engine": ["h2d/pinned"],
         "main thread": ["consume"]}
-    assert names(pipeline.stages_of(Loop(P.numpy, workers=4, pin_memory=False, non_blocking=True), True)) == {
+    assert names(pmodel.stages_of(Loop(P.numpy, workers=4, pin_memory=False, non_blocking=True), True)) == {
         "4 workers": ["make", "collate"], "main thread": ["handoff", "h2d/pageable", "consume"]}
-    assert names(pipeline.stages_of(Loop(P.free, workers=0, pin_memory=True, non_blocking=False), True)) == {
+    assert names(pmodel.stages_of(Loop(P.free, workers=0, pin_memory=True, non_blocking=False), True)) == {
         "main thread": ["make", "collate", "handoff", "pin", "h2d/pinned", "consume"]}
-    assert names(pipeline.stages_of(Loop(P.numpy, workers=2), False)) == {
+    assert names(pmodel.stages_of(Loop(P.numpy, workers=2), False)) == {
         "2 workers": ["make", "collate"], "main thread": ["handoff", "consume"]}
-    assert pipeline.stages_of(Loop(P.numpy, workers=2), False)["main thread"][1] == Stage(pipeline.CONSUME, P.free, 2)
-    assert pipeline.stages_of(Loop(P.numpy, workers=2), True)["main thread"][-1] == Stage(pipeline.CONSUME)
-    groups = pipeline.stages_of(Loop(P.numpy, workers=4, pin_memory=False), True)
-    assert groups["4 workers"][0] == Stage(pipeline.MAKE, P.numpy, 4)      # the loop's producer makes ...
-    assert groups["main thread"][0] == Stage(pipeline.HANDOFF, P.free, 4)  # ... the free one feeds the host's stages
+    assert pmodel.stages_of(Loop(P.numpy, workers=2), False)["main thread"][1] == Stage(pmodel.CONSUME, P.free, 2)
+    assert pmodel.stages_of(Loop(P.numpy, workers=2), True)["main thread"][-1] == Stage(pmodel.CONSUME)
+    groups = pmodel.stages_of(Loop(P.numpy, workers=4, pin_memory=False), True)
+    assert groups["4 workers"][0] == Stage(pmodel.MAKE, P.numpy, 4)      # the loop's producer makes ...
+    assert groups["main thread"][0] == Stage(pmodel.HANDOFF, P.free, 4)  # ... the free one feeds the host's stages
     for st in {st for g in groups.values() for st in g}:   # a row's params name its stage
         assert _described(st) == st
-    sized = pipeline.stages_of(Loop(P.numpy, 64 * 1024, 4), True)   # a loop's stages are of its samples
+    sized = pmodel.stages_of(Loop(P.numpy, 64 * 1024, 4), True)   # a loop's stages are of its samples
     assert {st.sample_size for g in sized.values() for st in g} == {64 * 1024}
 
 
@@ -133,29 +134,29 @@ def test_pipeline_sizes_points_and_the_cpu_cap(monkeypatch):
     from bench.driver.schema import Config
     from bench.driver.sweep import size_cap
 
-    monkeypatch.setattr(pipeline.model, "usable_cores", lambda: 16)
-    settings = pipeline.Settings()
+    monkeypatch.setattr(pmodel, "usable_cores", lambda: 16)
+    settings = pmodel.Settings()
     sample = 64 * 1024
     assert pipeline.batch_sizes(settings, _ctx(), sample) == [64 * 1024 * 4 ** i for i in range(5)]   # 64KiB .. 16MiB
-    odd = pipeline.Settings(sample_sizes=["48KiB"], min_size="64KiB", max_size="1MiB")
+    odd = pmodel.Settings(sample_sizes=["48KiB"], min_size="64KiB", max_size="1MiB")
     assert pipeline.batch_sizes(odd, _ctx(), 48 * 1024) == [48 * 1024, 240 * 1024, 1008 * 1024]   # whole samples
     assert pipeline.batch_sizes(settings, _ctx(), MiB) == [MiB, 4 * MiB, 16 * MiB]   # none smaller than a sample
-    small = pipeline.Settings(max_size="256MiB")
+    small = pmodel.Settings(max_size="256MiB")
     cpu_cap = size_cap(Config(), "cpu")   # sizes.cpu_max, as the driver hands it to a suite without a GPU
     assert pipeline.batch_sizes(small, _ctx("cpu", 0, size_cap=cpu_cap), sample)[-1] == 16 * MiB
     pts = PIPELINE.points(settings, _ctx())
     first = [p for p in pts if PIPELINE.together(p) == ("uint8[65536]", sample)]
-    assert first[0].op == "host_pace" and first[0].params == pipeline.Pace(sample, sample)   # the pace, then ...
-    is_stage = [p.op in pipeline.STAGES for p in first[1:]]
+    assert first[0].op == "host_pace" and first[0].params == pmodel.Pace(sample, sample)   # the pace, then ...
+    is_stage = [p.op in pmodel.STAGES for p in first[1:]]
     assert is_stage == sorted(is_stage, reverse=True)   # ... a size's stages, then its loops
-    assert sorted({p.op for p in first}) == sorted(pipeline.STAGES + ("loader_to_gpu", "host_pace"))
+    assert sorted({p.op for p in first}) == sorted(pmodel.STAGES + ("loader_to_gpu", "host_pace"))
     assert {PIPELINE.together(p) for p in first} == {("uint8[65536]", sample)}   # measured together, in rounds
     loop = next(p for p in first if p.op == "loader_to_gpu")
     assert (loop.memory, loop.mode, loop.dtype) == (
         "pinned", "numpy workers=8 prefetch_factor=2 threads=1 non_blocking prefetch", "uint8[65536]")
     link = [p for p in first if p.op == "stage_h2d" and p.memory == "pinned"]
     assert len(link) == 1 and link[0].mode == "" and link[0].dst == "cuda:0"
-    assert loop.params == pipeline.Loop(pipeline.Producer.numpy, sample, 8, True, True, True, threads=1)
+    assert loop.params == pmodel.Loop(pmodel.Producer.numpy, sample, 8, True, True, True, threads=1)
     assert len({p for p in pts}) == len(pts)   # every point is its own in the results
     cpu = PIPELINE.points(settings, _ctx(device="cpu", gpus=0))
     assert {p.op for p in cpu} == {"loader", "stage_make", "stage_collate", "stage_handoff", "stage_consume", "host_pace"}
@@ -172,14 +173,14 @@ def test_pipeline_sizes_points_and_the_cpu_cap(monkeypatch):
 ])
 def test_pipeline_settings_are_checked(kw, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
-        pipeline.Settings(**kw)
+        pmodel.Settings(**kw)
 
 
 def test_pipeline_refuses_batches_that_do_not_fit_in_shared_memory(monkeypatch):
     monkeypatch.setattr(pipeline, "_free_bytes", lambda path: 64 * MiB)   # docker's default /dev/shm
-    monkeypatch.setattr(pipeline.model, "usable_cores", lambda: 16)
+    monkeypatch.setattr(pmodel, "usable_cores", lambda: 16)
     with pytest.raises(ConfigError, match="/dev/shm, which has 64.0 MiB free"):
-        PIPELINE.check(pipeline.Settings(), _ctx(device="cpu", gpus=0))
+        PIPELINE.check(pmodel.Settings(), _ctx(device="cpu", gpus=0))
 
 
 # ---------------------------------------------------------------- balancing and rows
@@ -287,7 +288,7 @@ class _Swapped(psource.NumpySamples):
 
 @pytest.mark.parametrize("producer, workers", [("numpy", 0), ("numpy", 2), ("free", 2)])
 def test_feed_delivers_checked_batches_in_order(producer, workers):
-    feed = pfeed.Feed(4, 1024, pipeline.Loop(pipeline.Producer(producer), workers=workers), torch.device("cpu"))
+    feed = pfeed.Feed(4, 1024, pmodel.Loop(pmodel.Producer(producer), workers=workers), torch.device("cpu"))
     try:
         feed(3 + feed.queued)
         assert feed.consumed == 3 + 2 * workers and feed.correct()
@@ -297,7 +298,7 @@ def test_feed_delivers_checked_batches_in_order(producer, workers):
 
 def test_feed_check_catches_reordered_samples(monkeypatch):
     monkeypatch.setattr(psource, "NumpySamples", _Swapped)
-    feed = pfeed.Feed(4, 1024, pipeline.Loop(), torch.device("cpu"))
+    feed = pfeed.Feed(4, 1024, pmodel.Loop(), torch.device("cpu"))
     feed(1)
     assert feed.correct()      # samples 0..3 are untouched
     feed(1)
@@ -314,7 +315,7 @@ def test_every_batch_of_a_point_is_checked_to_the_last(monkeypatch):
     40 fails the point, in workers too."""
     monkeypatch.setattr(psource, "NumpySamples", _LastSwapped)
     for workers in (0, 2):
-        feed = pfeed.Feed(4, 1024, pipeline.Loop(pipeline.Producer.numpy, workers=workers), torch.device("cpu"))
+        feed = pfeed.Feed(4, 1024, pmodel.Loop(pmodel.Producer.numpy, workers=workers), torch.device("cpu"))
         try:
             feed(39)
             assert feed.correct() and feed.consumed == 39
@@ -325,7 +326,7 @@ def test_every_batch_of_a_point_is_checked_to_the_last(monkeypatch):
 
 
 def test_epochs_restart_the_loader_and_the_check_follows(monkeypatch):
-    loop = pipeline.Loop(pipeline.Producer.free, workers=2, persistent_workers=True)
+    loop = pmodel.Loop(pmodel.Producer.free, workers=2, persistent_workers=True)
     feed = pfeed.Feed(4, 1024, loop, torch.device("cpu"), epoch_batches=3)
     try:
         feed(10)   # three epochs and a batch: sample indices start again at each epoch
@@ -349,9 +350,9 @@ def test_a_prefilled_queue_reads_at_the_producers_steady_rate_not_its_burst(monk
     workers queue 4 batches while the loop waits; the warm-up drains them and the trials, cut
     from one stream, read the steady rate."""
     monkeypatch.setattr(psource, "NumpySamples", _Paced)
-    settings = pipeline.Settings(min_trial_s=0.05, rounds=1)   # the three trials in one segment
+    settings = pmodel.Settings(min_trial_s=0.05, rounds=1)   # the three trials in one segment
     ctx = Context("cpu", TimingConfig(warmup=1, trials=3, min_trial_s=0.004), [1])
-    feed = pfeed.Feed(2, 1024, pipeline.Loop(pipeline.Producer.numpy, workers=2), torch.device("cpu"))
+    feed = pfeed.Feed(2, 1024, pmodel.Loop(pmodel.Producer.numpy, workers=2), torch.device("cpu"))
     try:
         time.sleep(0.3)                      # the queue fills: 2 workers x prefetch_factor 2
         start = time.perf_counter()
@@ -373,11 +374,11 @@ def test_a_prefilled_queue_reads_at_the_producers_steady_rate_not_its_burst(monk
 def test_a_loop_on_one_thread_accounts_for_its_time_stage_by_stage():
     """Without workers the main thread runs every stage: the stages the loop timed add up to
     nearly all of its time per batch, never more."""
-    loop = pipeline.Loop(pipeline.Producer.numpy, 64 * 1024)
+    loop = pmodel.Loop(pmodel.Producer.numpy, 64 * 1024)
     feed = pfeed.Feed(16, 64 * 1024, loop, torch.device("cpu"))
     ctx = Context("cpu", TimingConfig(warmup=1, trials=3, min_trial_s=0.02), [1])
     try:
-        trials = pmeasure.loop_stream(feed, pmeasure.Segment(round_timing(ctx, pipeline.Settings(min_trial_s=0.02, rounds=1))))
+        trials = pmeasure.loop_stream(feed, pmeasure.Segment(round_timing(ctx, pmodel.Settings(min_trial_s=0.02, rounds=1))))
         assert feed.correct()
     finally:
         feed.close()
@@ -416,7 +417,7 @@ def test_workers_send_their_stage_times_with_each_batch(monkeypatch):
     """Through real workers: make, collate and the hand-off arrive with each batch, and make
     reads the producer's pace (2 samples of SAMPLE_S a batch), however long the loop waited."""
     monkeypatch.setattr(psource, "NumpySamples", _Paced)
-    loop = pipeline.Loop(pipeline.Producer.numpy, 1024, workers=2)
+    loop = pmodel.Loop(pmodel.Producer.numpy, 1024, workers=2)
     feed = pfeed.Feed(2, 1024, loop, torch.device("cpu"))
     try:
         feed(2)
@@ -488,13 +489,13 @@ def _stage_rates(**slow) -> dict:
 
 def _rate_of(rates: dict):
     def rate(st):
-        key = st.name + (f"_{st.memory}" if st.op == pipeline.H2D else "")
-        return rates[key] * (st.workers if st.op in (pipeline.MAKE, pipeline.COLLATE) and st.workers > 1 else 1)
+        key = st.name + (f"_{st.memory}" if st.op == pmodel.H2D else "")
+        return rates[key] * (st.workers if st.op in (pmodel.MAKE, pmodel.COLLATE) and st.workers > 1 else 1)
     return rate
 
 
-def _loop(producer: str, workers: int, pin_memory: bool, non_blocking: bool) -> pipeline.Loop:
-    return pipeline.Loop(pipeline.Producer(producer), workers=workers, pin_memory=pin_memory,
+def _loop(producer: str, workers: int, pin_memory: bool, non_blocking: bool) -> pmodel.Loop:
+    return pmodel.Loop(pmodel.Producer(producer), workers=workers, pin_memory=pin_memory,
                          non_blocking=non_blocking)
 
 
@@ -552,7 +553,7 @@ def test_training_suite_on_a_cpu_runs_the_loader_and_its_stages(xferbench):
     assert (loops[loops["mode"] != "free workers=0"].iters >= 2 * 2 * 2).all()   # twice what 2 workers hold ahead
     assert set(df[df.op == "stage_make"]["mode"]) == {"free workers=0", "free workers=2"}
     assert set(df[df.op == "stage_consume"]["mode"]) == {"free workers=0", "free workers=2"}   # batches as received
-    table = pipeline.table(df)
+    table = ptables.table(df)
     assert len(table) == 2 and "of_link" not in table   # no link without a GPU
     assert table.bottleneck.notna().all() and (table.bound_gbps > 0).all()
     one = loops[loops["mode"] == "free workers=0"]
@@ -567,16 +568,16 @@ def test_a_producer_made_slow_is_named_the_bottleneck(monkeypatch):
     and the loop delivers about what make alone does."""
     monkeypatch.setattr(psource, "NumpySamples", _Paced)
     monkeypatch.setattr(_Paced, "SAMPLE_S", 0.01)
-    settings = pipeline.Settings(producers=[pipeline.Producer.numpy], sample_sizes=["1KiB"], workers=[2],
+    settings = pmodel.Settings(producers=[pmodel.Producer.numpy], sample_sizes=["1KiB"], workers=[2],
                                  pin_memory=[False], non_blocking=[False], prefetch=[False],
-                                 threads=[0], grid=pipeline.Grid.full, min_size="4KiB", max_size="4KiB",
+                                 threads=[0], grid=pmodel.Grid.full, min_size="4KiB", max_size="4KiB",
                                  min_trial_s=0.05, rounds=1)
     ctx = Context("cpu", TimingConfig(warmup=1, trials=3), [1])
     rows = [r for point in PIPELINE.points(settings, ctx) for r in PIPELINE.measure(point, settings, ctx, None)]
     frame = pd.DataFrame([vars(r) for r in rows])
     assert frame.verified.all()
-    row = pipeline.table(frame).iloc[0]
-    assert (row.bottleneck, row.on) == ("make", "2 workers"), pipeline.table(frame).T
+    row = ptables.table(frame).iloc[0]
+    assert (row.bottleneck, row.on) == ("make", "2 workers"), ptables.table(frame).T
     # Paced, the make stage's rate holds on a busy machine too (its workers sleep); the loop's
     # share of it is relative: other processes may take the consumer's time, never add to it.
     assert row.stage_gbps == pytest.approx(4096 / (4 * 0.01) * 2 / 1e9, rel=0.35)
@@ -629,25 +630,25 @@ PIPE_STAGES = {"make_numpy": 1.0, "make_free": 40.0, "collate": 5.0, "handoff": 
 
 
 def _pipe_stage_gbps(st, stages: dict = PIPE_STAGES) -> float:
-    if st.op in (pipeline.MAKE, pipeline.COLLATE):
-        key = st.name + (f"_{st.producer.value}" if st.op == pipeline.MAKE else "")
+    if st.op in (pmodel.MAKE, pmodel.COLLATE):
+        key = st.name + (f"_{st.producer.value}" if st.op == pmodel.MAKE else "")
         return stages[key] * max(st.workers, 1)
-    return stages[st.name + (f"_{st.memory}" if st.op == pipeline.H2D else "")]
+    return stages[st.name + (f"_{st.memory}" if st.op == pmodel.H2D else "")]
 
 
 def _pipeline_run(stage_gbps: dict = PIPE_STAGES) -> list:
     """Loops at 95% of their bound, the stages alone as stage_gbps says, at three batch sizes."""
     rate = functools.partial(_pipe_stage_gbps, stages=stage_gbps)
-    Loop, P = pipeline.Loop, pipeline.Producer
+    Loop, P = pmodel.Loop, pmodel.Producer
     loops = [Loop(p, PIPE_SAMPLE, w, pin, True, True) for p in (P.numpy, P.free)
              for w, pin in ((4, True), (0, True), (4, False))]
-    loops += [pipeline.dataloader_defaults(P.numpy, PIPE_SAMPLE), pipeline.dataloader_defaults(P.free, PIPE_SAMPLE)]
-    stages = {st for lp in loops for group in pipeline.stages_of(lp, True).values() for st in group}
-    rows, dtype = [], pipeline.sample_dtype(PIPE_SAMPLE)
+    loops += [pmodel.dataloader_defaults(P.numpy, PIPE_SAMPLE), pmodel.dataloader_defaults(P.free, PIPE_SAMPLE)]
+    stages = {st for lp in loops for group in pmodel.stages_of(lp, True).values() for st in group}
+    rows, dtype = [], pmodel.sample_dtype(PIPE_SAMPLE)
     for size in PIPE_SIZES:
         for st in stages:
             point = Point("pipeline", st.op, size, memory=st.memory, mode=st.mode(), backend="cuda", src="host",
-                          dst="cuda:0" if st.op in (pipeline.H2D, pipeline.CONSUME) else "host", dtype=dtype, params=st)
+                          dst="cuda:0" if st.op in (pmodel.H2D, pmodel.CONSUME) else "host", dtype=dtype, params=st)
             gbps = rate(st)
             rows.append(point.sample(trial=0, iters=10, time_s=size / (gbps * 1e9), algbw_gbps=gbps, verified=True))
         for lp in loops:
@@ -682,7 +683,7 @@ def test_tables_of_overlap_and_pipeline_runs(runs_frame):
     made = overlap.make_table(runs_frame).set_index("size")
     assert made.loc["1MiB", "device_us"] == 6.0 and made.loc["4KiB", "pageable_us"] == 80.0
 
-    pipe = pipeline.table(runs_frame)
+    pipe = ptables.table(runs_frame)
     assert len(pipe) == 8 * len(PIPE_SIZES) and pipe.bottleneck.notna().all()
     best = pipe[(pipe["mode"] == "numpy workers=4 prefetch_factor=2 non_blocking prefetch") & (pipe.memory == "pinned")
                 & (pipe["size"] == "1MiB")].iloc[0]
@@ -697,7 +698,7 @@ def test_tables_of_overlap_and_pipeline_runs(runs_frame):
     defaults = pipe[pipe["mode"] == "numpy workers=0 blocking"]
     assert set(defaults.bottleneck) == {"make"} and set(defaults.on) == {"main thread"}
 
-    adv = pipeline.advice(runs_frame).set_index(["producer", "size"])
+    adv = ptables.advice(runs_frame).set_index(["producer", "size"])
     numpy_1m = adv.loc[("numpy", "1MiB")]
     assert numpy_1m.best == "pageable numpy workers=4 prefetch_factor=2 non_blocking prefetch"
     assert numpy_1m.limit == "host" and numpy_1m.bottleneck == "make"
@@ -705,7 +706,7 @@ def test_tables_of_overlap_and_pipeline_runs(runs_frame):
     # copy and the check on one thread
     defaults_bound = 1 / (1 / 1 + 1 / 5 + 1 / 30 + 1 / 8 + 1 / 300)
     assert numpy_1m.gain == pytest.approx(round((1 / (1 / 4 + 1 / 20)) / defaults_bound, 2))
-    lines = pipeline.advice_lines(pipeline.advice(runs_frame))
+    lines = ptables.advice_lines(ptables.advice(runs_frame))
     assert len(lines) == 2 * len(PIPE_SIZES)
     assert any(line.startswith("1MiB batches of 64KiB numpy samples: best pageable numpy workers=4") for line in lines)
 
@@ -718,7 +719,7 @@ def test_a_loop_is_judged_by_its_own_stage_times_where_it_has_them():
                 and r.mode == "free workers=4 prefetch_factor=2 non_blocking prefetch")
     spent = [replace(loop, part=stage, time_s=MiB / (gbps * 1e9), algbw_gbps=gbps)
              for stage, gbps in (("pin", 2.0), ("handoff", 20.0), ("make", 50.0), ("collate", 30.0))]
-    pipe = pipeline.table(pd.DataFrame([vars(r) for r in rows + spent]))
+    pipe = ptables.table(pd.DataFrame([vars(r) for r in rows + spent]))
     row = pipe[(pipe["mode"] == loop.mode) & (pipe.memory == "pinned") & (pipe["size"] == "1MiB")].iloc[0]
     assert (row.bottleneck, row.on, row.stage_gbps, row.alone_gbps) == ("pin", "pin thread", 2.0, 6.0)
     assert row.bound_gbps == pytest.approx(1 / (1 / 2 + 1 / 20))
@@ -730,10 +731,10 @@ def test_a_loop_is_judged_by_its_own_stage_times_where_it_has_them():
 def test_advice_says_when_the_link_limits_the_best_loop():
     slow_copies = {**PIPE_STAGES, "h2d_pinned": 2.0, "h2d_pageable": 1.0}
     frame = pd.DataFrame([vars(r) for r in _pipeline_run(slow_copies)])
-    adv = pipeline.advice(frame)
+    adv = ptables.advice(frame)
     assert set(adv.limit) == {"link"} and set(adv.bottleneck) == {"h2d pinned"}
     assert set(adv.on) == {"copy engine"} and (adv.of_link.round(6) == 0.95).all()
-    assert "the link limits it: h2d pinned on the copy engine" in pipeline.advice_lines(adv)[0]
+    assert "the link limits it: h2d pinned on the copy engine" in ptables.advice_lines(adv)[0]
 
 
 def test_overlap_and_pipeline_figures(runs_frame, tmp_path):
@@ -743,14 +744,14 @@ def test_overlap_and_pipeline_figures(runs_frame, tmp_path):
 
     frame = with_series(runs_frame)
     canvas = Canvas(tmp_path, ["png"], palette(frame), catalog())
-    drawn = {p.name for f in (overlap.overlap_figure, overlap.sync_figure, pipeline.pipeline_figure)
+    drawn = {p.name for f in (overlap.overlap_figure, overlap.sync_figure, pfigure.pipeline_figure)
              for p in f(frame, canvas)}
     assert drawn == {"overlap.png", "sync.png", "pipeline.png"}
     for name in drawn:
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
     none = Canvas(tmp_path / "none", ["png"], palette(frame), catalog())
     copies_only = frame[frame.suite != "pipeline"]
-    assert pipeline.pipeline_figure(copies_only, none) == []
+    assert pfigure.pipeline_figure(copies_only, none) == []
     assert overlap.overlap_figure(frame[frame.suite == "pipeline"], none) == []
 
 
@@ -784,10 +785,10 @@ def test_the_doctor_and_the_gate_judge_a_loop_by_the_fraction_of_its_bound():
 def test_advice_names_the_thread_setting_that_moves_a_loop_beyond_its_spread():
     rows = _pipeline_run()
     defaults = [r for r in rows if r.op == "loader_to_gpu" and r.mode == "numpy workers=0 blocking"]
-    loop = replace(pipeline.dataloader_defaults(pipeline.Producer.numpy, PIPE_SAMPLE), threads=1)
+    loop = replace(pmodel.dataloader_defaults(pmodel.Producer.numpy, PIPE_SAMPLE), threads=1)
     twin = [replace(r, mode=loop.mode(), params=params_text(loop), time_s=r.time_s / 3, algbw_gbps=r.algbw_gbps * 3)
             for r in defaults]
-    lines = pipeline.advice_lines(pipeline.advice(pd.DataFrame([vars(r) for r in rows + twin])))
+    lines = ptables.advice_lines(ptables.advice(pd.DataFrame([vars(r) for r in rows + twin])))
     said = [line for line in lines if line.strip().startswith("threads:")]
     assert len(said) == len(PIPE_SIZES)
     assert "pageable numpy workers=0 blocking delivers" in said[0] and "with 1 intra-op thread" in said[0]

@@ -9,8 +9,7 @@ import torch
 from bench.analysis.agreement import agreement
 from bench.contract import Point
 from bench.results import load
-from bench.suites import pipeline
-from bench.suites.pipeline import feed as pfeed, source as psource
+from bench.suites.pipeline import feed as pfeed, model as pmodel, source as psource, tables as ptables
 
 MiB = 1 << 20
 
@@ -34,14 +33,14 @@ def test_a_dataset_that_cannot_be_used_is_one_line_exit_2_and_no_folder(xferbenc
 
 
 def test_a_users_batches_are_checked_for_order_count_and_shape():
-    loop = pipeline.Loop(pipeline.Producer.user, 264, workers=2, dataset="pipeline_datasets:small")
+    loop = pmodel.Loop(pmodel.Producer.user, 264, workers=2, dataset="pipeline_datasets:small")
     feed = pfeed.Feed(4, 264, loop, torch.device("cpu"))
     try:
         feed(20)   # 16 whole batches an epoch: the loop goes on into the next, indices from 0 again
         assert feed.correct() and feed.consumed == 20 and feed.next_sample == 4 * 4
     finally:
         feed.close()
-    odd = pipeline.Loop(pipeline.Producer.user, 264, workers=0, dataset="pipeline_datasets:varying pipeline_datasets:pairs")
+    odd = pmodel.Loop(pmodel.Producer.user, 264, workers=0, dataset="pipeline_datasets:varying pipeline_datasets:pairs")
     feed = pfeed.Feed(4, 264, odd, torch.device("cpu"))
     try:
         feed(2)
@@ -65,7 +64,7 @@ def test_the_jpeg_example_runs_every_stage_and_says_what_limits_it(xferbench):
     assert set(loops["mode"]) == {"user workers=0", "user workers=2 prefetch_factor=2"}
     assert set(df[df.op == "loader"].part) == {"total", "make", "collate", "handoff", "consume"}
     assert sorted(loops["round"].unique()) == [0, 1]
-    table = pipeline.table(df)
+    table = ptables.table(df)
     assert table.bottleneck.notna().all() and (table.of_bound > 0).all()
     assert "user samples: best" in proc.stdout and "host_pace" in proc.stdout
 

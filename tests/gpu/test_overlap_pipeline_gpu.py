@@ -11,6 +11,7 @@ from bench import suites
 from bench.measure.timing import TimingConfig
 from bench.results import load
 from bench.suites import overlap, pipeline
+from bench.suites.pipeline import model as pmodel, tables as ptables
 from bench.contract import Context, Point
 
 pytestmark = pytest.mark.gpu
@@ -67,15 +68,15 @@ def test_pipeline_loops_stages_and_their_bottlenecks(xferbench):
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
     assert (df.status == "ok").all() and df.verified.all(), df[~df.verified].note.unique()
-    assert set(df.op) == {"loader_to_gpu", *pipeline.STAGES}
+    assert set(df.op) == {"loader_to_gpu", *pmodel.STAGES}
     spent = df[(df.op == "loader_to_gpu") & (df.part != "total")]   # the stages as each loop ran them
     assert set(spent.part) == {"make", "collate", "handoff", "pin", "h2d", "consume"} and (spent.algbw_gbps > 0).all()
     pinned = spent[(spent.memory == "pinned")]
     assert all({"make", "collate", "handoff", "pin"} <= parts for parts in pinned.groupby("mode").part.agg(set))
-    stages = pipeline.stage_table(df)
+    stages = ptables.stage_table(df)
     assert set(stages.stage) == {"make", "collate", "handoff", "pin", "h2d", "consume"}
     assert set(stages[stages.stage == "h2d"].memory) == {"pinned", "pageable"}
-    table = pipeline.table(df)
+    table = ptables.table(df)
     assert len(table) == 2 * 6 * 2   # two producers: the base loop, each switch changed alone, the defaults; two sizes
     assert table.bottleneck.notna().all() and table.on.notna().all(), table
     assert (table.link_gbps[table["size"] == "4MiB"] > 10).all()
@@ -84,7 +85,7 @@ def test_pipeline_loops_stages_and_their_bottlenecks(xferbench):
     assert (table.alone_gbps > 0).all(), table
     free = table[table["mode"].str.startswith("free")]
     assert (free.of_bound >= 0.8).all(), free[["memory", "mode", "size", "gbps", "bottleneck", "on", "bound_gbps"]]
-    adv = pipeline.advice(df)
+    adv = ptables.advice(df)
     assert len(adv) == 2 * 2 and set(adv.limit) <= {"host", "link"} and adv.gain.notna().all()
 
 
@@ -95,7 +96,7 @@ class _Swapped(pipeline.NumpySamples):
 
 @pytest.mark.parametrize("workers", [0, 2])
 def test_prefetching_feed_checks_every_byte_on_the_gpu(monkeypatch, workers):
-    loop = pipeline.Loop(pipeline.Producer.numpy, workers=workers, pin_memory=True, non_blocking=True, prefetch=True)
+    loop = pmodel.Loop(pmodel.Producer.numpy, workers=workers, pin_memory=True, non_blocking=True, prefetch=True)
     feed = pipeline.Feed(4, 4096, loop, torch.device("cuda", 0))
     feed(8)
     assert feed.correct() and feed.consumed == 8
@@ -118,12 +119,12 @@ def test_the_loop_on_the_gpu_reads_its_steady_rate(monkeypatch):
             return super().__getitem__(i)
 
     monkeypatch.setattr(pipeline, "NumpySamples", Paced)
-    loop = pipeline.Loop(pipeline.Producer.numpy, workers=2, pin_memory=True, non_blocking=True, prefetch=True)
+    loop = pmodel.Loop(pmodel.Producer.numpy, workers=2, pin_memory=True, non_blocking=True, prefetch=True)
     feed = pipeline.Feed(2, 4096, loop, torch.device("cuda", 0))
     ctx = Context("cuda", TimingConfig(warmup=1, trials=3), [1])
     try:
         time.sleep(0.3)
-        trials = pipeline.loop_stream(feed, ctx, pipeline.Settings(min_trial_s=0.05))
+        trials = pipeline.loop_stream(feed, ctx, pmodel.Settings(min_trial_s=0.05))
         assert feed.correct()
     finally:
         feed.close()
@@ -131,22 +132,22 @@ def test_the_loop_on_the_gpu_reads_its_steady_rate(monkeypatch):
     assert per_batch[1] == pytest.approx(0.01, rel=0.15)   # 2 workers, 20 ms a batch each
 
 
-def _stage(producer: str | None = None, workers: int = -1, memory: str = "", op: str = "") -> pipeline.Stage:
-    return pipeline.Stage(op, pipeline.Producer(producer) if producer else None, workers, memory, 64 << 10)
+def _stage(producer: str | None = None, workers: int = -1, memory: str = "", op: str = "") -> pmodel.Stage:
+    return pmodel.Stage(op, pmodel.Producer(producer) if producer else None, workers, memory, 64 << 10)
 
 
 @pytest.mark.parametrize("op, memory, mode, stage", [
-    ("stage_pin", "", "free workers=2", _stage("free", 2, op=pipeline.PIN)),
-    ("stage_pin", "", "free workers=0", _stage("free", 0, op=pipeline.PIN)),
-    ("stage_h2d", "pageable", "free workers=2", _stage("free", 2, "pageable", pipeline.H2D)),
-    ("stage_h2d", "pinned", "", _stage(memory="pinned", op=pipeline.H2D)),
-    ("stage_consume", "", "", _stage(op=pipeline.CONSUME))])
+    ("stage_pin", "", "free workers=2", _stage("free", 2, op=pmodel.PIN)),
+    ("stage_pin", "", "free workers=0", _stage("free", 0, op=pmodel.PIN)),
+    ("stage_h2d", "pageable", "free workers=2", _stage("free", 2, "pageable", pmodel.H2D)),
+    ("stage_h2d", "pinned", "", _stage(memory="pinned", op=pmodel.H2D)),
+    ("stage_consume", "", "", _stage(op=pmodel.CONSUME))])
 def test_each_gpu_stage_alone_is_measured_and_checked(op, memory, mode, stage):
     assert (stage.op, stage.memory, stage.mode()) == (op, memory, mode)   # the row names its stage
-    settings = pipeline.Settings(min_trial_s=0.01)
+    settings = pmodel.Settings(min_trial_s=0.01)
     ctx = Context("cuda", TimingConfig(warmup=1, trials=3), [1])
     point = Point("pipeline", op, 4 << 20, memory=memory, mode=mode, backend="cuda", src="host",
-                  dst="cuda:0" if op != "stage_pin" else "host", dtype=pipeline.sample_dtype(64 << 10), params=stage)
+                  dst="cuda:0" if op != "stage_pin" else "host", dtype=pmodel.sample_dtype(64 << 10), params=stage)
     rows = suites.get("pipeline").measure(point, settings, ctx, None)
     assert len(rows) == 3 and all(r.verified and r.status == "ok" and r.algbw_gbps > 0 for r in rows), rows
 

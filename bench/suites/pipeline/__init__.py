@@ -1,75 +1,30 @@
 """The input pipeline of a training job: what a DataLoader-fed loop delivers to the GPU, and the
 stage that limits it.
 
-The loop (feed.py). A map-style dataset makes each sample in the loader's workers; the
-DataLoader collates `batch` samples, hands the batch from the worker to the main process (a new
-shared-memory segment a batch), pins it or not (pin_memory: the pin-memory thread copies it into
-page-locked memory); the loop moves it to the GPU as a training job does, with
-.to(non_blocking=...) or one batch ahead on a side stream (prefetch), and consumes it by
-checking it: on the GPU every byte against the sample indices the batch must hold, so a lost,
-repeated or reordered batch fails the point (without a GPU each sample's first and last byte).
-Producers (source.py): `numpy` makes each sample with numpy (a decoding dataset's per-sample
-cost); `free` returns views of a buffer made once, so the DataLoader's own machinery shows
-without a producer's limit; sample i holds the byte i mod 251 either way. Or the user's own
-Dataset (pipeline.dataset=package.module:factory, pipeline.collate_fn): its bytes are unknown
-here, so its batches are checked for what can be: their samples in order, none lost, and the
-same structure, dtypes and shapes (docs/training.md).
-
-Steady state. A point is one continuous stream of batches (timing.stream_iters/stream_trials):
-a warm-up that drains what the workers queued, then trials that cut the stream at marks, each
-at least twice what the workers hold ahead and pipeline.min_trial_s long. The marks are CUDA
-events on the consuming stream, or the host's clock without a GPU.
-
-Rounds (rounds.py). A batch size's points (its stages alone and its loops) are measured in
-pipeline.rounds interleaved rounds, A B C ... A B C ..., each a short segment of each point,
-with the host's single-thread pace (timing.host_pace, in host_pace_s) read before each round and
-after the last (op host_pace): a
-point's figure is the median over its rounds, its spread the slowest and fastest round.
-
-Stages alone (measure.py), at each batch size, each isolated as the loop runs it, on what it
-receives: make, collate (in `workers` workers at once, or the main process), handoff (the
-DataLoader carrying fresh, unwritten shared-memory batches), pin, h2d (pinned: the link;
-pageable: as received), consume (the check on the GPU; without one of each batch as received).
-Stages in the loop: the batch carries the seconds each stage spent on it (LoaderBatch), so the
-loop's own stage times come from the same trials; the bound (the slowest group of stages one
-thread runs one after another, stages_of) and the fraction of it the loop reaches hold where
-the host's absolute pace does not.
-
-Threads. pipeline.threads sets torch.set_num_threads in the loop's main process and workers
-(0: torch's default, one thread per core): the ablation grid measures the loops at each value
-beside each other, and the advice names a setting that moves a loop beyond its spread.
-
-Rows: docs/columns.md. Points: per sample size and batch size, the host's pace, the stages any
-loop needs, then the loops of every producer: by default (grid=ablation) the last value of each
-switch's list, each switch changed alone, and the DataLoader's defaults (at each thread
-setting); grid=full is every combination.
+A map-style dataset (source.py: samples made with numpy, views of one buffer, or the user's own
+Dataset) feeds a DataLoader; the loop (feed.py) moves each batch to the GPU as a training job does
+and checks it. A point is one continuous stream of batches read in the steady state (measure.py);
+a batch size's points, the host's pace, each stage alone and the loops, run in interleaved
+rounds (rounds.py). The tables (tables.py) name each loop's bottleneck, the fraction of its bound
+it reaches, and what to change. How it measures: docs/method.md; what to do with its figures,
+and your own dataset: docs/training.md; its rows: docs/columns.md.
 """
 from __future__ import annotations
 
 import os
 
 
-from bench import ConfigError, lazy
+from bench import ConfigError
 from bench.contract import Context, Point, Suite
 from bench.measure.memory import format_bytes, gpu_free_bytes, host_available_bytes
 from bench.results import Sample
 from bench.sizes import parse_size
-from bench.suites.pipeline.figure import pipeline_figure
-from bench.suites.pipeline.measure import Segment, measure_point
-from bench.suites.pipeline.model import (COLLATE, CONSUME, H2D, HANDOFF, LOOP_OP, MAKE, PIN, PACE_OP, STAGES, Grid, Loop, Pace,
-                                         Producer, Settings, Stage, batch_sizes, dataloader_defaults, descriptor,
-                                         loops, sample_dtype, stages_of)
-from bench.suites.pipeline.rounds import measure_rounds, round_timing
+from bench.sizes import sweep as size_sweep
+from bench.suites.pipeline.model import (CONSUME, H2D, LOOP_OP, PACE_OP, STAGES, Pace, Settings, loops, sample_dtype,
+                                         stages_of)
+from bench.suites.pipeline.reading import PipelineView
+from bench.suites.pipeline.rounds import measure_rounds
 from bench.suites.pipeline.source import PERIOD, user_dataset, user_sample
-from bench.suites.pipeline.tables import advice, advice_lines, judged, stage_table, summary_tables, table
-
-pd = lazy.module("pandas")
-
-torch = lazy.module("torch")
-
-__all__ = ["COLLATE", "CONSUME", "H2D", "HANDOFF", "LOOP_OP", "MAKE", "PIN", "PACE_OP", "STAGES", "Grid", "Loop", "Pace", "Pipeline", "Producer",
-           "Segment", "Settings", "Stage", "advice", "advice_lines", "batch_sizes", "dataloader_defaults",
-           "descriptor", "loops", "measure_point", "pipeline_figure", "stage_table", "stages_of", "table"]
 
 
 def _free_bytes(path: str) -> int | None:
@@ -88,6 +43,17 @@ def samples_of(p: Settings) -> list[tuple[int, str, int | None]]:
         size, dtype = user_sample(p.user)
         return [(size, dtype, len(user_dataset(p.dataset)))]
     return [(s, sample_dtype(s), None) for s in dict.fromkeys(parse_size(x) for x in p.sample_sizes)]
+
+
+def batch_sizes(p: Settings, ctx: Context, sample: int, most: int | None = None) -> list[int]:
+    """Batch bytes from min_size to max_size in x size_factor steps, whole samples each (at least
+    one, at most `most`: a user's dataset's length); without a GPU they stop at sizes.cpu_max
+    (ctx.size_cap)."""
+    lo, hi = parse_size(p.min_size), parse_size(p.max_size)
+    if ctx.size_cap is not None:
+        hi = max(lo, min(hi, ctx.size_cap))
+    sizes = (s // sample * sample for s in size_sweep(lo, hi, p.size_factor) if s >= sample)
+    return list(dict.fromkeys(s for s in sizes if most is None or s // sample <= most))
 
 
 def _check(p: Settings, ctx: Context) -> None:
@@ -144,17 +110,12 @@ def sweep(p: Settings, ctx: Context) -> list[Point]:
     return out
 
 
-class Pipeline(Suite):
+class Pipeline(PipelineView, Suite):
     name = "pipeline"
     title = "Input pipeline"
     Settings = Settings
     groups = ("training",)
-    curves = False          # its own figures say what its rows mean
     order = 50
-    # Between-run sigma of the judged figure, a loop's fraction of its own bound (judged): two
-    # default runs on nvidia-h200 agreed to 0.01 at the median loop and 0.09 at the worst
-    # (docs/training.md); the host's pace, which moved their GB/s by up to 1.42x, cancels in it.
-    noise = {("gpu", "bandwidth"): 0.08, ("gpu", "latency"): 0.08}
 
     def check(self, p: Settings, ctx: Context) -> str | None:
         _check(p, ctx)
@@ -173,12 +134,3 @@ class Pipeline(Suite):
 
     def measure(self, point: Point, p: Settings, ctx: Context, state) -> list[Sample]:
         return measure_rounds([point], p, ctx, 0 if p.dataset else p.epoch_batches)[0]
-
-    def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]:
-        return summary_tables(frame)
-
-    def figures(self, frame: pd.DataFrame, canvas) -> list:
-        return pipeline_figure(frame, canvas)
-
-    def judged(self, rows: pd.DataFrame) -> pd.DataFrame:
-        return judged(rows)

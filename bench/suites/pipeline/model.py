@@ -1,5 +1,5 @@
 """The pipeline suite's settings and what its rows name: the loops, the stages, the host's pace;
-which stages a loop runs and who runs them; the grid of loops and the batch sizes."""
+which stages a loop runs and who runs them; the grid of loops."""
 from __future__ import annotations
 
 import itertools
@@ -8,9 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import List
 
 from bench.config.settings import Choice, nonempty, positive, require
-from bench.contract import Context
 from bench.sizes import parse_size
-from bench.sizes import sweep as size_sweep
 
 
 class Grid(Choice):
@@ -233,7 +231,7 @@ def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
     return groups
 
 
-# ---------------------------------------------------------------- the sweep's loops and sizes
+# ---------------------------------------------------------------- the sweep's loops
 
 
 def usable_cores() -> int:
@@ -268,17 +266,6 @@ def loops(p: Settings, device: str, sample_size: int, cores: int | None = None) 
                     + [defaults] + [replace(defaults, threads=n) for n in lists["threads"] if n != defaults.threads])
         out += [loop.normal(gpu) for loop in grid]
     return list(dict.fromkeys(out))
-
-
-def batch_sizes(p: Settings, ctx: Context, sample: int, most: int | None = None) -> list[int]:
-    """Batch bytes from min_size to max_size in x size_factor steps, whole samples each (at least
-    one, at most `most`: a user's dataset's length); without a GPU they stop at sizes.cpu_max
-    (ctx.size_cap)."""
-    lo, hi = parse_size(p.min_size), parse_size(p.max_size)
-    if ctx.size_cap is not None:
-        hi = max(lo, min(hi, ctx.size_cap))
-    sizes = (s // sample * sample for s in size_sweep(lo, hi, p.size_factor) if s >= sample)
-    return list(dict.fromkeys(s for s in sizes if most is None or s // sample <= most))
 
 
 def sample_dtype(sample_size: int) -> str:
