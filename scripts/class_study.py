@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.analysis.expected import machine_class, shipped, shipped_noise  # noqa: E402
-from bench.analysis.judge import LOW, NORMAL, judge  # noqa: E402
+from bench.analysis.judge import judge  # noqa: E402
+from bench.analysis.verdicts import LOW, NORMAL  # noqa: E402
 from bench.cli.common import catalog  # noqa: E402
 from bench.results import find_runs, load, read_meta  # noqa: E402
 

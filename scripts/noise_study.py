@@ -51,8 +51,8 @@ import pandas as pd
 
 from bench import SAFE_ENV
 from bench.analysis import power
-from bench.analysis.compare import (JUDGED_CLASSES, Comparison, compare, platform, point_levels, run_noise,
-                                    size_classes)
+from bench.analysis.compare import JUDGED_CLASSES, Comparison, compare, point_levels, size_classes
+from bench.analysis.noise import platform, run_noise
 from bench.analysis.figures.gate import gate_figure
 from bench.cli.common import catalog
 from bench.results import find_runs, load

@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 
 from bench.analysis import compare as cmp
-from bench.analysis.compare import compare, compare_paths, default_noise, size_classes
+from bench.analysis.compare import compare, compare_paths, size_classes
+from bench.analysis.noise import default_noise
 from bench.cli import compare as cli_compare
 from bench.cli.common import catalog
 from bench.analysis.cache import resident_note

@@ -12,7 +12,7 @@ import pytest
 from bench.analysis.judge import judge
 from bench.cli import doctor
 from bench.cli.common import catalog
-from bench.analysis.judge import HOST_OWN
+from bench.analysis.verdicts import HOST_OWN
 from bench.results import load, read_meta
 from conftest import ROOT
 

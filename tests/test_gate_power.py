@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from bench.analysis import power
-from bench.analysis.compare import compare, family_sigma, log_limit, point_levels
+from bench.analysis.compare import compare, log_limit, point_levels
+from bench.analysis.noise import family_sigma
 from bench.cli.common import catalog
 from bench.results import load
 from conftest import env

@@ -1,6 +1,6 @@
 """Exit 0 means checked and normal: copies of committed healthy runs changed as a user or a
 fault would change them, each given to xferbench-doctor (in-process), with the state and exit
-status each must give (bench.analysis.judge's states; docs/judging.md)."""
+status each must give (bench.analysis.verdicts' states; docs/judging.md)."""
 from __future__ import annotations
 
 import json

@@ -20,9 +20,9 @@ when D < log(1 - tolerance) - z * sigma * sqrt(c_m / m + c_n / n), for m baselin
 runs (c_k: how much noisier a median of k runs is than their mean). sigma is the between-run
 noise of one run: the median |y_i - y_j| over pairs of runs of the family's sizes on either
 side, scaled to a standard deviation, moderated by its suite's declared noise (worth PRIOR_DF
-degrees of freedom); with one run a side, the default alone. z = z(1 - alpha / 2F) for F
-families: Bonferroni over the families, and a factor 2 because a median falls below a bound
-only when half its sizes do (Markov), however their noise is correlated. So with Gaussian log
+degrees of freedom; noise.py); with one run a side, the default alone. z = z(1 - alpha / 2F)
+for F families: Bonferroni over the families, and a factor 2 because a median falls below a
+bound only when half its sizes do (Markov), however their noise is correlated. So with Gaussian log
 noise of that sigma, unchanged runs raise a false alarm with probability at most alpha per
 comparison (default 1%); improvements are judged the same way and do not fail.
 """
@@ -35,12 +35,13 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from statistics import NormalDist
-from typing import Iterable, Mapping
+from typing import Iterable
 
 import numpy as np
 import pandas as pd
 
 from bench.analysis.cache import cache_resident, short_of_hbm
+from bench.analysis.noise import PRIOR_DF, default_noise, family_sigma, median_factor, run_noise
 from bench.suite_view import Catalog, bandwidth_column, view
 from bench.points import POINT_KEYS, VARIANT_KEYS, point_label, variant_label
 from bench.results import ResultsError, find_runs, load, read_meta, slow_throughout, usable_rows
@@ -49,37 +50,9 @@ from bench.sizes import format_size
 BANDWIDTH_SHARE = 0.5
 LATENCY_RATIO = 1.5
 JUDGED_CLASSES = ("latency", "bandwidth")
-GPU_BACKENDS = ("cuda", "nccl")
-
-# A suite's between-run noise of one run (its `noise`: sigma of log per-point median time
-# between identical runs, per platform and size class) sets the threshold when each side has
-# one run, and counts as PRIOR_DF degrees of freedom against the spread measured between several
-# runs, so that a few runs that happened to agree cannot make the threshold tiny.
-PRIOR_DF = 4
 # A latency-bound family with a side that never read the host's pace (runs before schema 4) holds
 # the host's moods in its trials: its declared noise, which is of trials read at the usual pace, twice.
 UNPACED_NOISE = 2.0
-FALLBACK_NOISE = 0.2      # sigma where no suite of the catalog says: a fifth, loose on purpose
-# The median of |y_i - y_j| for two draws of N(0, sigma^2) is sigma * sqrt(2) * z(0.75).
-PAIR_MEDIAN_TO_SIGMA = math.sqrt(2) * NormalDist().inv_cdf(0.75)
-
-
-def platform(backend: str) -> str:
-    return "gpu" if backend in GPU_BACKENDS else "cpu"
-
-
-def default_noise(catalog: Catalog, variant: Mapping, size_class: str) -> float:
-    """The suite's noise for a family (its variant keys): the largest entry tagged with one of
-    its values (e.g. ("gpu", "bandwidth", "pageable")), else its (platform, size class) entry; a
-    suite without its own figure gets the platform's largest."""
-    plat = platform(variant["backend"])
-    declared = view(catalog, variant["suite"]).noise
-    values = {str(v) for v in variant.values()}
-    tagged = [v for key, v in declared.items() if key[:2] == (plat, size_class) and key[2:] and key[2] in values]
-    if tagged:
-        return max(tagged)
-    known = [v for s in catalog.values() for key, v in s.noise.items() if key == (plat, size_class)]
-    return declared.get((plat, size_class), max(known, default=FALLBACK_NOISE))
 
 
 @dataclass
@@ -169,14 +142,6 @@ def _instances(frame: pd.DataFrame) -> list[str]:
     return sorted(set(frame["instance"].astype(str))) if "instance" in frame else []
 
 
-def run_noise(differences: np.ndarray) -> float:
-    """Between-run sigma from |y_i - y_j| of pairs of runs: their median, scaled to a standard deviation.
-
-    A median, not a mean square, so that one disturbed run among many moves it little.
-    """
-    return float(np.median(differences)) / PAIR_MEDIAN_TO_SIGMA if len(differences) else math.nan
-
-
 def _pair_differences(y: np.ndarray) -> np.ndarray:
     i, j = np.triu_indices(len(y), k=1)
     return np.abs(y[i] - y[j])
@@ -245,20 +210,9 @@ def size_classes(levels: pd.DataFrame, y: str = "y") -> np.ndarray:
     return np.select([timed, bandwidth, latency], ["latency", "bandwidth", "latency"], "middle")
 
 
-def median_factor(runs: int) -> float:
-    """Variance of a median of `runs` normal draws over that of their mean: 1 up to 2, at most pi/2 beyond."""
-    return 1.0 if runs <= 2 else math.pi / 2
-
-
 def family_z(alpha: float, families: int) -> float:
     """The one-sided normal quantile each of `families` families is judged at (see the module's docstring)."""
     return NormalDist().inv_cdf(1 - alpha / (2 * max(families, 1)))
-
-
-def family_sigma(prior: float, measured: float, df: int) -> float:
-    """A family's between-run sigma of one run: the suite's default worth PRIOR_DF degrees of
-    freedom, moderated by the sigma measured between runs (df of them; 0: the default alone)."""
-    return math.sqrt((PRIOR_DF * prior**2 + df * (measured**2 if df else 0.0)) / (PRIOR_DF + df))
 
 
 def log_limit(sigma: float, m: int, n: int, tolerance: float, z: float) -> float:

@@ -2,7 +2,7 @@
 
 Families are xferbench-compare's: one op variant of one GPU or pair (every point key but the
 size) at one size class, a point's level y = -log(its median time per op). Each point's
-expectation comes, in order, from
+expectation comes, in order, from (point_expectations.py)
 1. the expectation table (expected.py): healthy runs of the same machine class, looked up by the
    point's role (GPU-agnostic), interpolated on a log-log line within the reference's sizes;
 2. where the table has no curve of the class: at bandwidth-bound sizes, link theory (the suite's
@@ -12,14 +12,7 @@ expectation comes, in order, from
 and besides, 3. siblings: each GPU or pair against the median of the same role on its peers in
 this run, where it has two or more.
 
-Each family ends in one state: normal, low, high (faster than healthy machines, within what the
-record allows), inconsistent (a recorded fact contradicts the figure: above what the recorded
-link, slot, peer access or class can carry), failed (a data check failed), too noisy (its
-limit could not catch a halved figure), or not judged (why). The run adds its status and the
-families its config asked for and its machine should have but it did not measure (missing).
-Exit 0 only when nothing is low, failed, inconsistent or missing, the run completed, and at
-least MIN_JUDGED of its measured families were judged; 1 when anything is; 3 when nothing is
-wrong but too little was judged (exit_code).
+Each family ends in one state, and the run in an exit status (verdicts.py).
 
 A family's change D is the median over its sizes (bandwidth-bound: the upper half, the plateau) of
 y - y_expected. It is low when
@@ -36,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import NormalDist
 from typing import Mapping
@@ -46,22 +39,18 @@ import pandas as pd
 
 from bench.analysis import causes
 from bench.analysis.cache import short_of_hbm
-from bench.suite_view import Catalog, view
-from bench.analysis.compare import (GPU_BACKENDS, JUDGED_CLASSES, PAIR_MEDIAN_TO_SIGMA, default_noise, family_sigma,
-                                    median_factor, point_levels, run_noise, size_classes)
-from bench.analysis.expected import (Expected, Learned, alternatives, machine_class, machine_row, pair_class, roles,
-                                     shipped, shipped_noise)
-from bench.links import pcie_gbps
+from bench.analysis.compare import JUDGED_CLASSES, point_levels
+from bench.analysis.expected import Expected, machine_class, shipped, shipped_noise
+from bench.analysis.noise import PAIR_MEDIAN_TO_SIGMA, default_noise, family_sigma, median_factor, run_noise
+from bench.analysis.point_expectations import Point, judged_points
+from bench.analysis.verdicts import (FAILED, HIGH, INCONSISTENT, LOW, MIN_JUDGED, NOISY, NORMAL, NOT_JUDGED,
+                                     THEORY_TOLERANCE, Judgement, Verdict, short_number)
 from bench.points import ROLE_KEYS, VARIANT_KEYS, variant_label
-from bench.results import COMPLETE, SCHEMA_VERSION, run_status
-from bench.sizes import format_size
+from bench.results import SCHEMA_VERSION, run_status
+from bench.suite_view import Catalog
 
 TOLERANCE = 0.05          # as xferbench-compare: a smaller drop never counts
-# Link theory's shares were measured on three machines and vary between hosts (bidir: 0.69 of
-# PCIe on the H100 host, 0.79 on the H200s): a machine is low by theory only 15% below them.
-THEORY_TOLERANCE = 0.15
 ALPHA = 0.01
-MIN_JUDGED = 0.9          # exit 0 needs at least this share of the measured families judged
 CAN_CATCH = 0.55          # a family whose limit would not catch a halved figure by a margin: too noisy
 UNMEASURED = 1.5          # noise never measured on the class: the declared sigma, widened this much
 OTHER_HOSTS = 2.0         # and again for a latency learned from other classes: their hosts' launch paths differ
@@ -70,324 +59,15 @@ PHYSICAL_MARGIN = 1.03    # above the recorded link's figure by more than timing
 SIBLING_FLOOR = 0.01      # siblings never agree closer than timing itself repeats
 OTHER_WORLDS = 0.15       # the noise of a share learned from other world sizes (a 4-rank sendrecv reached
                           # 0.65 of the share of 2 ranks on H200s)
-NORMAL, LOW, HIGH, INCONSISTENT, FAILED, NOISY, NOT_JUDGED = (
-    "normal", "low", "high", "inconsistent", "failed", "too noisy", "not judged")
-WRONG = (LOW, INCONSISTENT, FAILED)       # states that make a run not normal
-JUDGED = (NORMAL, LOW, HIGH, INCONSISTENT)
+PLATEAU = 0.9   # a bandwidth-bound family is judged where its expected rate is this near its peak
 
-
-@dataclass
-class Verdict:
-    family: str                   # variant_label, class: 'copy h2d pinned eager ce host->cuda:0 (bandwidth-bound)'
-    key: dict                     # the variant: every point key but the size
-    size_class: str               # latency | bandwidth
-    verdict: str                  # normal | low | high | inconsistent | failed | too noisy | not judged
-    sizes: list[int]
-    ratio: float | None = None    # measured / expected as performance (> 1: faster)
-    limit: float | None = None    # the ratio below which it is low
-    expected: float | None = None   # at at_size, in unit
-    measured: float | None = None
-    unit: str = ""                # GB/s | µs
-    at_size: int | None = None
-    source: str = ""              # where the expectation came from
-    siblings: str = ""            # its peers in the run, where compared: 'median of 7 GPUs: 0.98x'
-    causes: list[str] = field(default_factory=list)   # low: what explains it; high, inconsistent: what
-    reason: str = ""              # not judged, too noisy, failed: why
-    noise: str = ""               # where its between-run noise came from
-
-
-@dataclass
-class Judgement:
-    run: str
-    machine: str                  # the machine class
-    tolerance: float
-    alpha: float
-    z: float
-    verdicts: list[Verdict]
-    status: str = "complete"      # the run's: complete, failed, interrupted, running, "" (not recorded)
-    missing: list[str] = field(default_factory=list)   # asked for and expected here, not measured
-    missing_checked: str = ""     # why missing was not checked ("" where it was)
-    min_judged: float = MIN_JUDGED
-
-    def state(self, state: str) -> list[Verdict]:
-        out = [v for v in self.verdicts if v.verdict == state]
-        return sorted(out, key=lambda v: v.ratio or 0) if state == LOW else out
-
-    @property
-    def low(self) -> list[Verdict]:
-        """The families below their expectation, worst first."""
-        return self.state(LOW)
-
-    @property
-    def high(self) -> list[Verdict]:
-        return self.state(HIGH)
-
-    @property
-    def judged(self) -> list[Verdict]:
-        return [v for v in self.verdicts if v.verdict in JUDGED]
-
-    @property
-    def measured(self) -> list[Verdict]:
-        """Families with measured figures that a machine's kind sets: every family but the failed
-        ones and the host's own (HOST_OWN)."""
-        return [v for v in self.verdicts if v.verdict != FAILED and v.reason != HOST_OWN]
-
-    @property
-    def host_own(self) -> list[Verdict]:
-        return [v for v in self.verdicts if v.reason == HOST_OWN]
-
-    @property
-    def judged_share(self) -> float:
-        return len(self.judged) / len(self.measured) if self.measured else 0.0
-
-    def not_judged(self) -> Counter:
-        return Counter(v.reason for v in self.verdicts if v.verdict in (NOT_JUDGED, NOISY))
-
-    def wrong(self) -> list[str]:
-        """What makes the run not normal, one phrase each ([] when nothing does)."""
-        out = [f"{len(self.state(s))} {s}" for s in WRONG if self.state(s)]
-        if self.missing:
-            out.append(f"{len(self.missing)} missing")
-        if self.status not in COMPLETE:
-            out.append(f"the run is {self.status}")
-        if not self.verdicts:
-            out.append("nothing measured")
-        return out
-
-    def exit_code(self) -> int:
-        """0: checked and normal; 1: something is wrong (wrong()); 3: nothing wrong, but less than
-        min_judged of the measured families judged."""
-        if self.wrong():
-            return 1
-        return 3 if self.judged_share < self.min_judged else 0
-
-    @property
-    def result(self) -> str:
-        return {0: "normal", 1: "not normal", 3: "not enough judged"}[self.exit_code()]
-
-    def to_json(self) -> dict:
-        """verdicts.json: the verdict, how it was reached, and every family."""
-        return {"verdict": self.result, "exit_code": self.exit_code(), "wrong": self.wrong(),
-                "run": self.run, "machine": self.machine, "status": self.status,
-                "tolerance": self.tolerance, "theory_tolerance": THEORY_TOLERANCE, "alpha": self.alpha, "z": self.z,
-                "judged_share": round(self.judged_share, 4), "min_judged": self.min_judged,
-                "counts": dict(Counter(v.verdict for v in self.verdicts)),
-                "missing": self.missing, "missing_checked": self.missing_checked or "yes",
-                "lines": self.lines(),
-                "families": [asdict(v) for v in self.verdicts]}
-
-    def lines(self) -> list[str]:
-        """The end-of-run block: a line per family that is not normal, what is missing, how many
-        families were judged, and the result with its exit status."""
-        out = [_line(v) for state in (LOW, INCONSISTENT, FAILED, HIGH) for v in self.state(state)]
-        out += [f"MISSING {m}" for m in self.missing]
-        if self.status not in COMPLETE:
-            out.append(f"RUN {self.status}: the points after it stopped were never measured")
-        counts = Counter(v.verdict for v in self.verdicts)
-        if self.verdicts:
-            parts = [f"{counts[s]} {s}" for s in (NORMAL, LOW, HIGH, INCONSISTENT, FAILED) if counts[s]]
-            own = f" ({len(self.host_own)} more the host's own, reported, not judged)" if self.host_own else ""
-            summary = (f"verdict: {len(self.verdicts)} families: {', '.join(parts) or 'none judged'}; judged "
-                       f"{len(self.judged)} of {len(self.measured)} measured{own} ({_share(self.judged_share)})")
-        else:
-            summary = "verdict: nothing measured to judge"
-        reasons = self.not_judged()
-        reasons.pop(HOST_OWN, None)
-        if reasons:
-            grouped = "; ".join(f"{reason}: {n}" for reason, n in reasons.most_common())
-            summary += f"; {sum(reasons.values())} not judged ({grouped})"
-        if self.missing_checked:
-            summary += f"; missing families not checked ({self.missing_checked})"
-        code = self.exit_code()
-        why = {0: "checked and normal",
-               1: ", ".join(self.wrong()),
-               3: f"nothing wrong found, but {_share(self.judged_share)} of the measured families judged, under "
-                  f"{self.min_judged:.0%} (--min-judged)"}[code]
-        return out + [summary, f"result: {self.result} (xferbench-doctor exits {code}): {why}"]
-
-
-def _older(meta: Mapping) -> str:
-    """Why a run is too old to judge, or ''."""
-    schema = meta.get("schema_version")
-    return OLDER.format(schema) if isinstance(schema, int) and schema < OLDEST_JUDGED else ""
-
-
-def _share(share: float) -> str:
-    """A share as a percentage that never rounds across a limit: 89.7%, not 90%."""
-    return f"{share:.0%}" if round(share * 100, 6).is_integer() else f"{math.floor(share * 1000) / 10:.1f}%"
-
-
-def _number(value: float) -> str:
-    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
-def _figure(value: float | None, unit: str) -> str:
-    return "?" if value is None or not math.isfinite(value) else f"{_number(value)} {unit}"
-
-
-def _line(v: Verdict) -> str:
-    at = f" at {format_size(v.at_size)}" if v.at_size else ""
-    if v.verdict in (HIGH, INCONSISTENT):
-        return f"{v.verdict.upper()} {v.family}: {_figure(v.measured, v.unit)}{at}; {'; '.join(v.causes)}"
-    if v.verdict == FAILED:
-        return f"FAILED {v.family}: {v.reason}"
-    shown = v.measured / v.expected if v.measured and v.expected else math.nan
-    if v.unit == "µs" and math.isfinite(shown):
-        shown = 1 / shown
-    # The family's ratio is its median over sizes; where the size shown differs, say so.
-    own = f"; {shown:.2f}x at that size" if math.isfinite(shown) and abs(math.log(shown / v.ratio)) > 0.05 else ""
-    versus = (f"{v.ratio:.2f}x expected ({_figure(v.measured, v.unit)} against {_figure(v.expected, v.unit)}{at}"
-              f"{own}")
-    where = f"; {v.source}" if v.source else ""
-    peers = f"; siblings: {v.siblings}" if v.siblings and not v.source.startswith("siblings") else ""
-    return f"LOW  {v.family}: {versus}{where}{peers}); cause: {'; '.join(v.causes)}"
-
-
-# ---- the machine as the suites' hooks read it ---------------------------------------------
-
-def _theory(catalog: Catalog, point: dict) -> tuple[float, float, str] | None:
-    try:
-        found = view(catalog, point["suite"]).expectation(point)
-    except (KeyError, TypeError, ValueError):   # a hook that cannot read this machine's columns
-        return None
-    if found is None:
-        return None
-    gbps, share, link = found
-    return (float(gbps), float(share), str(link)) if float(gbps) > 0 else None
-
-
-# ---- per point ------------------------------------------------------------------------------
-
-@dataclass
-class _Point:
-    variant: tuple
-    role: tuple
-    size: int
-    size_class: str
-    y: float
-    value: float                  # median bandwidth (GB/s), or time per op where it has none
-    bandwidth: bool
-    y_expected: float = math.nan
-    runs: int = 0                 # healthy runs behind y_expected (0: theory, or other classes)
-    curve_role: dict | None = None   # the table's role that gave it (its class's)
-    learned: Learned | None = None   # the other classes that gave it
-    source: str = ""
-    physical: float = math.nan    # the link's limit in GB/s, as the run recorded it
-    physical_link: str = ""
-    reason: str = ""              # why no expectation
-    in_cache: bool = False        # an on-GPU copy the L2 holds (cache.py): no plateau of device memory
-    set_aside: bool = False       # judged by nothing: it measured the host, or by a method since changed
-
-
-def _reference(point: _Point, role: dict, table: Expected, machine: str) -> str:
-    """Fills in the class's expectation from the table; '' or why there is none."""
-    if machine not in table.origins:
-        return f"no reference for machine class {machine}"
-    found = [(r, c) for r in alternatives(role) if (c := table.curve(machine, r)) is not None]
-    if not found:
-        return f"no reference for this variant on {machine}"
-    match = next(((r, c) for r, c in found if c.covers(point.size)), None)
-    if match is None:
-        lo, hi = min(int(c.sizes[0]) for _, c in found), max(int(c.sizes[-1]) for _, c in found)
-        has = format_size(lo) if lo == hi else f"{format_size(lo)}-{format_size(hi)}"
-        return f"no reference at these sizes (it has {has})"
-    point.curve_role, curve = match
-    log_time, point.runs = curve.at(point.size)
-    point.y_expected = -log_time
-    point.size_class = curve.size_class(point.size) if point.bandwidth else "latency"
-    point.source = f"{table.origins[machine]} {curve.instances}, {point.runs} healthy run{'s' * (point.runs != 1)}"
-    return ""
-
-
-def _learned(point: _Point, role: dict, table: Expected, machine: str, theory, own_class: str) -> str:
-    """Where the class has no reference: theory times the share the other classes reach (the
-    suite's declared share where none has the role) at bandwidth-bound sizes, else the time the
-    other classes take; '' or why neither."""
-    if theory and point.bandwidth and own_class == "bandwidth":
-        gbps, declared_share, link = theory
-        learned = table.learned_share(machine, role, point.size)
-        share = learned.value if learned else declared_share
-        if not share > 0:
-            return "no other class has this variant, nor a declared share of its link"
-        point.y_expected = point.y - math.log(point.value / (gbps * share))
-        point.learned = learned
-        whose = learned.source if learned else "declared by the suite"
-        point.source = f"theory: {link} = {_number(gbps)} GB/s x {share:.2f} ({whose})"
-        return ""
-    if point.bandwidth and own_class == "bandwidth":   # another GPU's time is no measure of this one's link
-        return "no link theory for this GPU's variant"
-    learned = table.learned_time(machine, role, point.size)
-    if learned is None:
-        return "no other class has this variant at this size" + ("" if theory else ", nor link theory")
-    point.y_expected, point.learned = -learned.value, learned
-    point.size_class = own_class if point.bandwidth else "latency"
-    point.source = f"the time {learned.source} take"
-    return ""
-
-
-def _recorded_limit(f: causes.Facts, record: dict, theory) -> tuple[float, str]:
-    """What the link this point crossed could carry as the run recorded it (GB/s, its name):
-    a host copy's PCIe link at its generation and width while busy (else its slot's); a peer copy
-    between GPUs with peer access recorded off, PCIe through the host; else the link theory."""
-    src, dst, op = str(record["src"]), str(record["dst"]), str(record["op"])
-    both = 2 if op == "bidir" else 1
-    gpu = causes.gpu_of(dst if src == "host" else src)
-    if "host" in (src, dst) and gpu is not None and record["suite"] == "copy":
-        gen, width, when = causes.recorded_pcie(f, gpu)
-        gbps = pcie_gbps(gen, width)
-        if gbps > 0:
-            return gbps * both, f"PCIe Gen{gen} x{width} as recorded {when}"
-    pair = causes.peer_pair(src, dst)
-    if record["suite"] == "p2p" and record["mode"] == "peer" and pair and causes.peer_access_off(f, *pair):
-        gen, width, _ = causes.recorded_pcie(f, pair[0])
-        gbps = pcie_gbps(gen, width)
-        if gbps > 0:
-            return gbps * both, f"PCIe Gen{gen} x{width} through the host, as peer access is recorded off"
-    return (theory[0], theory[2]) if theory else (math.nan, "")
-
-
-def _points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expected,
-            in_cache: frozenset, facts: causes.Facts) -> list[_Point]:
-    machine = machine_class(meta).key
-    links = (meta.get("system") or {}).get("links") or {}
-    role_rows = roles(levels, links).to_dict("records")
-    own = size_classes(levels)   # where no reference curve says
-    hooks = machine_row(meta)
-    # A GPU run made before xferbench read the host's pace: its host-bound figures hold the host's moods.
-    unpaced = levels["backend"].isin(GPU_BACKENDS).any() and not levels["paced"].any()
-    older = _older(meta)
-    out = []
-    for record, role, own_class in zip(levels.to_dict("records"), role_rows, own):
-        bandwidth = record["metric"] != "time_s"
-        point = _Point(tuple(record[k] for k in VARIANT_KEYS), tuple(role[k] for k in ROLE_KEYS),
-                       int(record["size_bytes"]), own_class, float(record["y"]), float(record["value"]), bandwidth)
-        pair = pair_class(links, record["src"], record["dst"])
-        theory = _theory(catalog, {**hooks, **record, "link_class": "" if pair == "?" else pair})
-        # A copy the GPU's L2 holds is rightly above HBM's limit: not a figure to hold against it.
-        point.in_cache = (record["op"], record["src"], record["size_bytes"]) in in_cache
-        if bandwidth and not point.in_cache:
-            point.physical, point.physical_link = _recorded_limit(facts, record, theory)
-        point.reason = _reference(point, role, table, machine)
-        if point.reason:
-            why = _learned(point, role, table, machine, theory, own_class)
-            point.reason = f"{point.reason}; {why}" if why else ""
-        aside = (older or (HOST_OWN if record["op"] in view(catalog, record["suite"]).host_own else "")
-                 or (HOST_SLOW if record["host_slow"] and point.size_class == "latency" else "")   # the host's mood
-                 or (UNPACED if unpaced and point.size_class == "latency" and record["launch"] == "eager" else ""))
-        if aside:
-            point.y_expected, point.reason, point.set_aside = math.nan, aside, True
-        out.append(point)
-    return out
-
-
-# ---- families ---------------------------------------------------------------------------------
 
 @dataclass
 class _Family:
     variant: tuple
     role: tuple
     size_class: str
-    points: list[_Point]
+    points: list[Point]
     change: float = math.nan      # D against the expectation
     limit: float = math.nan
     sibling_change: float = math.nan
@@ -397,12 +77,12 @@ class _Family:
     sibling_sigma: float = math.nan   # how far siblings of this run stray from their median (log units)
 
     @property
-    def expected(self) -> list[_Point]:
+    def expected(self) -> list[Point]:
         return [p for p in self.points if math.isfinite(p.y_expected)]
 
 
-def _families(points: list[_Point]) -> list[_Family]:
-    grouped: dict[tuple, list[_Point]] = {}
+def _families(points: list[Point]) -> list[_Family]:
+    grouped: dict[tuple, list[Point]] = {}
     for p in points:
         if p.size_class in JUDGED_CLASSES:
             grouped.setdefault((p.variant, p.size_class), []).append(p)
@@ -449,16 +129,7 @@ def _siblings(families: list[_Family]) -> None:
                 f.sibling_change, f.peers = float(np.median(diffs)), min(peers)
 
 
-HOST_SLOW = "every trial ran while the host was slow (host_pace_s): it measured the host's mood"
-HOST_OWN = "the host's own memory: hosts of one kind differ, so no kind sets it (reported, not judged)"
-UNPACED = ("recorded before xferbench read the host's pace (schema 3 or older): a host-bound figure cannot be "
-           "told from the host's moods")
-OLDER = "made by an older xferbench (schema {}): its methods have changed since; run it again to judge it"
-OLDEST_JUDGED = 2   # schema 1's graph timings have changed since
-PLATEAU = 0.9   # a bandwidth-bound family is judged where its expected rate is this near its peak
-
-
-def _plateau(points: list[_Point]) -> list[_Point]:
+def _plateau(points: list[Point]) -> list[Point]:
     """A bandwidth-bound family's plateau: its sizes whose expected rate is within PLATEAU of the
     family's highest. A link shared with another process, or throttled, shows there, while
     smaller sizes may slip through in a time slice, and those still paying a launch (a kernel's
@@ -476,12 +147,12 @@ def _spread(sigma: float, runs: int) -> float:
     return sigma * math.sqrt(1 + (median_factor(runs) / runs if runs else 0))
 
 
-def _representative(f: _Family, change: float, expected: dict[int, float]) -> _Point:
+def _representative(f: _Family, change: float, expected: dict[int, float]) -> Point:
     """The size whose change is nearest the family's: where its figures are shown."""
     return min((p for p in f.points if p.size in expected), key=lambda p: abs(p.y - expected[p.size] - change))
 
 
-def _shown(p: _Point, y_expected: float, size_class: str) -> tuple[float, float, str]:
+def _shown(p: Point, y_expected: float, size_class: str) -> tuple[float, float, str]:
     """(expected, measured, unit) at a point: GB/s at bandwidth-bound sizes, else µs per op."""
     if p.bandwidth and size_class == "bandwidth":
         return p.value * math.exp(y_expected - p.y), p.value, "GB/s"
@@ -536,8 +207,8 @@ def _above(f: _Family, limit: float) -> tuple[str, list[str]]:
     physical = [p for p in f.points if math.isfinite(p.physical)]
     if physical and np.median([p.value for p in physical]) > PHYSICAL_MARGIN * np.median([p.physical for p in physical]):
         top = max(physical, key=lambda p: p.value / p.physical)
-        return INCONSISTENT, [f"{_number(top.value)} GB/s is more than {top.physical_link} carries "
-                              f"({_number(top.physical)} GB/s): the record or the figure is wrong"]
+        return INCONSISTENT, [f"{short_number(top.value)} GB/s is more than {top.physical_link} carries "
+                              f"({short_number(top.physical)} GB/s): the record or the figure is wrong"]
     table_judged = [p for p in f.expected if p.runs]
     bounded = bool(physical)   # a link bounds it: what its class reaches is a property of GPU and link
     if f.size_class == "bandwidth" and table_judged and bounded and math.isfinite(f.change):
@@ -654,7 +325,7 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
     if not levels.empty:
         short = rows[short_of_hbm(rows)]
         in_cache = frozenset(zip(short["op"], short["src"], short["size_bytes"]))
-        families = _families(_points(levels, meta, catalog, table, in_cache, facts))
+        families = _families(judged_points(levels, meta, catalog, table, in_cache, facts))
         _siblings(families)
         tests = sum(bool(f.expected) for f in families) + sum(math.isfinite(f.sibling_change) for f in families)
         z = NormalDist().inv_cdf(1 - alpha / (2 * max(tests, 1)))

@@ -26,8 +26,8 @@ import pandas as pd
 
 from bench.suite_view import Catalog
 from bench.points import VARIANT_KEYS
-from bench.analysis.compare import (Comparison, Family, compare, default_noise, family_sigma,
-                                    log_limit, point_levels, run_noise)
+from bench.analysis.compare import Comparison, Family, compare, log_limit, point_levels
+from bench.analysis.noise import default_noise, family_sigma, run_noise
 
 STORE = 5               # the store of runs the gate's power is stated for
 RESOLUTION = 0.002      # the bisection's: drops found to within 0.2%

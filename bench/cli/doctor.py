@@ -30,7 +30,8 @@ import pandas as pd
 
 from bench import ConfigError
 from bench.analysis.expected import Expected, from_runs, shipped, unhealthy
-from bench.analysis.judge import ALPHA, MIN_JUDGED, TOLERANCE, Judgement, judge
+from bench.analysis.judge import ALPHA, TOLERANCE, judge
+from bench.analysis.verdicts import MIN_JUDGED, Judgement
 from bench.cli.common import cannot_write, catalog, interruptible
 from bench.results import COLUMNS, ResultsError, find_runs, load, read_meta
 

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -25,7 +26,7 @@ from bench.driver.machine import Machine, instance_machine, cuda_gpus, detect_de
 from bench.driver.runner import run_suite
 from bench.driver.sweep import Planned, plan_suites, suite_ops
 from bench.driver.inventory import Topology, describe, host
-from bench.gpus import nvml_gpus
+from bench.gpus import Gpu, nvml_gpus
 from bench.results import (SCHEMA_VERSION, ResultsError, ResultsWriteError, RunWriter, load, point_key, read_meta,
                            run_samples, write_json, write_meta)
 
@@ -141,16 +142,27 @@ def _measure(planned: Planned, run_dir: Path, run_id: str, writer: RunWriter, pr
     return writer
 
 
-def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int | None = None) -> int:
-    """The whole run; returns the process exit code. `argv`: the user's arguments (recorded, and
-    the settings they name are the ones a suite says it cannot honour)."""
-    visible = nvml_gpus() if cfg.plan else None   # a plan imports no torch and starts no CUDA
-    if visible is not None and cfg.instance.gpu_count not in (None, len(visible)):
-        # A machine of conf/instance that is not this one: plan for it, from its entry.
-        machine = instance_machine(cfg.instance)
-        planned, skipped = plan_suites(cfg, machine)
-        print(planning.format_plan(planning.estimate(cfg, planned, machine, skipped)))
-        return 0
+@dataclass
+class _Here:
+    """This machine as the run reads it, and the suites planned on it."""
+    device: str
+    visible: list[Gpu]
+    system: dict
+    machine: Machine
+    planned: list[Planned]
+    skipped: list[str]
+
+
+def _plan_elsewhere(cfg) -> int:
+    """A machine of conf/instance that is not this one: plan for it, from its entry."""
+    machine = instance_machine(cfg.instance)
+    planned, skipped = plan_suites(cfg, machine)
+    print(planning.format_plan(planning.estimate(cfg, planned, machine, skipped)))
+    return 0
+
+
+def _this_machine(cfg, argv: list[str], resumed: tuple[str, dict] | None, visible: list[Gpu] | None) -> _Here:
+    """The device, the machine's description, and the suites of the config it runs."""
     topology = Topology()   # nvidia-smi runs meanwhile: while torch loads and CUDA starts
     if visible is None:
         visible = cuda_gpus()
@@ -166,50 +178,58 @@ def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int 
         # op meet a replay still running: the timing core waits for every replay before the next
         # barrier or check. Set before any communicator exists; a user's own value wins.
         os.environ.setdefault("NCCL_GRAPH_MIXING_SUPPORT", "0")
-    # Under torchrun/Slurm only rank 0 makes the folder, writes and reports; the others measure.
-    if external_rank() not in (None, 0):
-        for p in planned:
-            rank_group.run_distributed(p, None, "", False)
-        return 0
+    return _Here(device, visible, system, machine, planned, skipped)
 
-    if resumed and not cfg.plan:
-        # One writer per run: the lock first, then the run as it is now (another resume may
-        # have measured, or finished, it since its meta.json was read).
-        hold_run(Path(resumed[0]))
-        resumed = (resumed[0], read_meta(resumed[0]))
-        if resumed[1].get("status") == "complete":
-            print(f"xferbench: {resumed[0]} was finished by another xferbench meanwhile: nothing left to measure",
-                  file=sys.stderr)
-            return 0
-    names = [g.name for g in visible] if device == "cuda" else []
+
+def _still_open(resumed: tuple[str, dict]) -> tuple[str, dict] | None:
+    """One writer per run: the lock first, then the run as it is now (another resume may have
+    measured, or finished, it since its meta.json was read); None, said, when it is finished."""
+    hold_run(Path(resumed[0]))
+    resumed = (resumed[0], read_meta(resumed[0]))
+    if resumed[1].get("status") == "complete":
+        print(f"xferbench: {resumed[0]} was finished by another xferbench meanwhile: nothing left to measure",
+              file=sys.stderr)
+        return None
+    return resumed
+
+
+def _mismatch(cfg, here: _Here, resumed: tuple[str, dict] | None) -> str:
+    """How the GPUs seen differ from the instance's entry ('' on resume: said at the start), warned."""
+    names = [g.name for g in here.visible] if here.device == "cuda" else []
     mismatch = "" if resumed else instance_mismatch(cfg.instance, names)
     if mismatch:
         print(f"xferbench: warning: {mismatch}", file=sys.stderr)
-    finished = _finished_points(resumed)
-    estimate = planning.estimate(cfg, planned, machine, skipped, finished)
-    if cfg.plan:
-        print(planning.format_plan(estimate))
-        return 0
-    run_dir, meta = _open_run(cfg, argv, machine, resumed, job, system, mismatch)
-    for line in skipped:
+    return mismatch
+
+
+def _start_folder(run_dir: Path, meta: dict, here: _Here, estimate: planning.Plan, finished: int,
+                  resumed: bool) -> bool:
+    """What is skipped and what will run, said; meta.json written: False, said why, when it cannot be."""
+    for line in here.skipped:
         print(f"xferbench: {line}", file=sys.stderr)
     print(planning.start_line(estimate), file=sys.stderr)
     try:
         write_json(run_dir / "meta.json", meta)
     except OSError as exc:
-        failed = ResultsWriteError(run_dir, exc, len(finished))
+        failed = ResultsWriteError(run_dir, exc, finished)
         print(f"xferbench: error: {failed if resumed else failed.sentence(fresh=True)}", file=sys.stderr)
-        return 1
-    print(f"xferbench: {device}, writing {run_dir}", file=sys.stderr)
+        return False
+    print(f"xferbench: {here.device}, writing {run_dir}", file=sys.stderr)
+    return True
+
+
+def _run_suites(here: _Here, run_dir: Path, meta: dict, progress: bool) -> tuple[str, int, ResultsWriteError | None]:
+    """The planned suites measured into the run, SIGTERM and SIGHUP ending it as Ctrl-C does, then
+    meta.json settled and what became of it said: the run's status, exit code and failed write."""
     sampler = telemetry.Sampler().start()   # what else ran on the GPUs, their links and clocks, meanwhile
     previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGHUP)}
     status, code, failed_write = "complete", 0, None
     wall = meta.setdefault("suite_wall_s", {})
     try:
         writer = RunWriter(run_dir, meta["run_id"])
-        for p in planned:
+        for p in here.planned:
             started = time.perf_counter()
-            writer = _measure(p, run_dir, meta["run_id"], writer, cfg.progress)
+            writer = _measure(p, run_dir, meta["run_id"], writer, progress)
             wall[p.suite.name] = round(wall.get(p.suite.name, 0) + time.perf_counter() - started, 1)
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
@@ -225,18 +245,53 @@ def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int 
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        meta.update(end_time=_now(), status=status, skipped_suites=skipped,
+        meta.update(end_time=_now(), status=status, skipped_suites=here.skipped,
                     telemetry=telemetry.summarize(sampler.stop()))
         meta_note = _save_meta(run_dir, meta)
     if failed_write is not None:
         print(f"xferbench: error: {failed_write.sentence(meta_note)}", file=sys.stderr)
     elif meta_note:
         print(f"xferbench: {meta_note}", file=sys.stderr)
+    return status, code, failed_write
+
+
+def _summarize(run_dir: Path, meta: dict, status: str, written: bool, planned: list[Planned]) -> None:
+    """The run's summary and verdicts; `written`: whether samples.parquet can be made whole."""
     from bench.analysis.tables import format_summary   # the analysis loads once measuring is over
 
     catalog = {suite.name: suite for suite in suites.all()}
-    print(format_summary(_final_rows(run_dir, meta["run_id"], status, write=failed_write is None), catalog))
+    print(format_summary(_final_rows(run_dir, meta["run_id"], status, write=written), catalog))
     _verdicts(run_dir, meta, catalog, suite_ops(planned))
+
+
+def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int | None = None) -> int:
+    """The whole run; returns the process exit code. `argv`: the user's arguments (recorded, and
+    the settings they name are the ones a suite says it cannot honour)."""
+    visible = nvml_gpus() if cfg.plan else None   # a plan imports no torch and starts no CUDA
+    if visible is not None and cfg.instance.gpu_count not in (None, len(visible)):
+        return _plan_elsewhere(cfg)
+    here = _this_machine(cfg, argv, resumed, visible)
+    # Under torchrun/Slurm only rank 0 makes the folder, writes and reports; the others measure.
+    if external_rank() not in (None, 0):
+        for p in here.planned:
+            rank_group.run_distributed(p, None, "", False)
+        return 0
+
+    if resumed and not cfg.plan:
+        resumed = _still_open(resumed)
+        if resumed is None:
+            return 0
+    mismatch = _mismatch(cfg, here, resumed)
+    finished = _finished_points(resumed)
+    estimate = planning.estimate(cfg, here.planned, here.machine, here.skipped, finished)
+    if cfg.plan:
+        print(planning.format_plan(estimate))
+        return 0
+    run_dir, meta = _open_run(cfg, argv, here.machine, resumed, job, here.system, mismatch)
+    if not _start_folder(run_dir, meta, here, estimate, len(finished), bool(resumed)):
+        return 1
+    status, code, failed_write = _run_suites(here, run_dir, meta, cfg.progress)
+    _summarize(run_dir, meta, status, failed_write is None, here.planned)
     return code
 
 

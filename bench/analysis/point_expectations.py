@@ -1,0 +1,172 @@
+"""Each point of a run and what a healthy machine of its kind delivers there, in order: the
+expectation table's curve of its class; where the class has none, link theory times the share
+the other classes reach (bandwidth-bound sizes) or the time they take (other sizes); and the
+limit of the link it crossed as the run recorded it. Points that measured the host, or were
+recorded by methods since changed, are set aside with why (bench/analysis/judge.py judges them).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping
+
+import pandas as pd
+
+from bench.analysis import causes
+from bench.analysis.compare import size_classes
+from bench.analysis.expected import Expected, Learned, alternatives, machine_class, machine_row, pair_class, roles
+from bench.analysis.noise import GPU_BACKENDS
+from bench.analysis.verdicts import HOST_OWN, short_number
+from bench.links import pcie_gbps
+from bench.points import ROLE_KEYS, VARIANT_KEYS
+from bench.suite_view import Catalog, view
+from bench.sizes import format_size
+
+HOST_SLOW = "every trial ran while the host was slow (host_pace_s): it measured the host's mood"
+UNPACED = ("recorded before xferbench read the host's pace (schema 3 or older): a host-bound figure cannot be "
+           "told from the host's moods")
+OLDER = "made by an older xferbench (schema {}): its methods have changed since; run it again to judge it"
+OLDEST_JUDGED = 2   # schema 1's graph timings have changed since
+
+
+def _older(meta: Mapping) -> str:
+    """Why a run is too old to judge, or ''."""
+    schema = meta.get("schema_version")
+    return OLDER.format(schema) if isinstance(schema, int) and schema < OLDEST_JUDGED else ""
+
+
+def _theory(catalog: Catalog, point: dict) -> tuple[float, float, str] | None:
+    try:
+        found = view(catalog, point["suite"]).expectation(point)
+    except (KeyError, TypeError, ValueError):   # a hook that cannot read this machine's columns
+        return None
+    if found is None:
+        return None
+    gbps, share, link = found
+    return (float(gbps), float(share), str(link)) if float(gbps) > 0 else None
+
+
+@dataclass
+class Point:
+    """One point of the run, what a healthy machine delivers there and where that came from."""
+    variant: tuple
+    role: tuple
+    size: int
+    size_class: str
+    y: float
+    value: float                  # median bandwidth (GB/s), or time per op where it has none
+    bandwidth: bool
+    y_expected: float = math.nan
+    runs: int = 0                 # healthy runs behind y_expected (0: theory, or other classes)
+    curve_role: dict | None = None   # the table's role that gave it (its class's)
+    learned: Learned | None = None   # the other classes that gave it
+    source: str = ""
+    physical: float = math.nan    # the link's limit in GB/s, as the run recorded it
+    physical_link: str = ""
+    reason: str = ""              # why no expectation
+    in_cache: bool = False        # an on-GPU copy the L2 holds (cache.py): no plateau of device memory
+    set_aside: bool = False       # judged by nothing: it measured the host, or by a method since changed
+
+
+def _reference(point: Point, role: dict, table: Expected, machine: str) -> str:
+    """Fills in the class's expectation from the table; '' or why there is none."""
+    if machine not in table.origins:
+        return f"no reference for machine class {machine}"
+    found = [(r, c) for r in alternatives(role) if (c := table.curve(machine, r)) is not None]
+    if not found:
+        return f"no reference for this variant on {machine}"
+    match = next(((r, c) for r, c in found if c.covers(point.size)), None)
+    if match is None:
+        lo, hi = min(int(c.sizes[0]) for _, c in found), max(int(c.sizes[-1]) for _, c in found)
+        has = format_size(lo) if lo == hi else f"{format_size(lo)}-{format_size(hi)}"
+        return f"no reference at these sizes (it has {has})"
+    point.curve_role, curve = match
+    log_time, point.runs = curve.at(point.size)
+    point.y_expected = -log_time
+    point.size_class = curve.size_class(point.size) if point.bandwidth else "latency"
+    point.source = f"{table.origins[machine]} {curve.instances}, {point.runs} healthy run{'s' * (point.runs != 1)}"
+    return ""
+
+
+def _learned(point: Point, role: dict, table: Expected, machine: str, theory, own_class: str) -> str:
+    """Where the class has no reference: theory times the share the other classes reach (the
+    suite's declared share where none has the role) at bandwidth-bound sizes, else the time the
+    other classes take; '' or why neither."""
+    if theory and point.bandwidth and own_class == "bandwidth":
+        gbps, declared_share, link = theory
+        learned = table.learned_share(machine, role, point.size)
+        share = learned.value if learned else declared_share
+        if not share > 0:
+            return "no other class has this variant, nor a declared share of its link"
+        point.y_expected = point.y - math.log(point.value / (gbps * share))
+        point.learned = learned
+        whose = learned.source if learned else "declared by the suite"
+        point.source = f"theory: {link} = {short_number(gbps)} GB/s x {share:.2f} ({whose})"
+        return ""
+    if point.bandwidth and own_class == "bandwidth":   # another GPU's time is no measure of this one's link
+        return "no link theory for this GPU's variant"
+    learned = table.learned_time(machine, role, point.size)
+    if learned is None:
+        return "no other class has this variant at this size" + ("" if theory else ", nor link theory")
+    point.y_expected, point.learned = -learned.value, learned
+    point.size_class = own_class if point.bandwidth else "latency"
+    point.source = f"the time {learned.source} take"
+    return ""
+
+
+def _recorded_limit(f: causes.Facts, record: dict, theory) -> tuple[float, str]:
+    """What the link this point crossed could carry as the run recorded it (GB/s, its name):
+    a host copy's PCIe link at its generation and width while busy (else its slot's); a peer copy
+    between GPUs with peer access recorded off, PCIe through the host; else the link theory."""
+    src, dst, op = str(record["src"]), str(record["dst"]), str(record["op"])
+    both = 2 if op == "bidir" else 1
+    gpu = causes.gpu_of(dst if src == "host" else src)
+    if "host" in (src, dst) and gpu is not None and record["suite"] == "copy":
+        gen, width, when = causes.recorded_pcie(f, gpu)
+        gbps = pcie_gbps(gen, width)
+        if gbps > 0:
+            return gbps * both, f"PCIe Gen{gen} x{width} as recorded {when}"
+    pair = causes.peer_pair(src, dst)
+    if record["suite"] == "p2p" and record["mode"] == "peer" and pair and causes.peer_access_off(f, *pair):
+        gen, width, _ = causes.recorded_pcie(f, pair[0])
+        gbps = pcie_gbps(gen, width)
+        if gbps > 0:
+            return gbps * both, f"PCIe Gen{gen} x{width} through the host, as peer access is recorded off"
+    return (theory[0], theory[2]) if theory else (math.nan, "")
+
+
+def judged_points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expected,
+                  in_cache: frozenset, facts: causes.Facts) -> list[Point]:
+    """Each point of a run's levels (compare.point_levels) with its expectation, the link limit
+    it was recorded under, or why it has none; `in_cache`: the (op, src, size)s the L2 holds."""
+    machine = machine_class(meta).key
+    links = (meta.get("system") or {}).get("links") or {}
+    role_rows = roles(levels, links).to_dict("records")
+    own = size_classes(levels)   # where no reference curve says
+    hooks = machine_row(meta)
+    # A GPU run made before xferbench read the host's pace: its host-bound figures hold the host's moods.
+    unpaced = levels["backend"].isin(GPU_BACKENDS).any() and not levels["paced"].any()
+    older = _older(meta)
+    out = []
+    for record, role, own_class in zip(levels.to_dict("records"), role_rows, own):
+        bandwidth = record["metric"] != "time_s"
+        point = Point(tuple(record[k] for k in VARIANT_KEYS), tuple(role[k] for k in ROLE_KEYS),
+                      int(record["size_bytes"]), own_class, float(record["y"]), float(record["value"]), bandwidth)
+        pair = pair_class(links, record["src"], record["dst"])
+        theory = _theory(catalog, {**hooks, **record, "link_class": "" if pair == "?" else pair})
+        # A copy the GPU's L2 holds is rightly above HBM's limit: not a figure to hold against it.
+        point.in_cache = (record["op"], record["src"], record["size_bytes"]) in in_cache
+        if bandwidth and not point.in_cache:
+            point.physical, point.physical_link = _recorded_limit(facts, record, theory)
+        point.reason = _reference(point, role, table, machine)
+        if point.reason:
+            why = _learned(point, role, table, machine, theory, own_class)
+            point.reason = f"{point.reason}; {why}" if why else ""
+        aside = (older or (HOST_OWN if record["op"] in view(catalog, record["suite"]).host_own else "")
+                 or (HOST_SLOW if record["host_slow"] and point.size_class == "latency" else "")   # the host's mood
+                 or (UNPACED if unpaced and point.size_class == "latency" and record["launch"] == "eager" else ""))
+        if aside:
+            point.y_expected, point.reason, point.set_aside = math.nan, aside, True
+        out.append(point)
+    return out
+
