@@ -1,40 +1,33 @@
-"""The tidy result schema, crash-safe writing of a run, and loading runs for plots and comparison.
+"""The tidy result schema, the host's usual pace, and reading runs for plots and comparison.
 
 A run is a folder: samples.parquet + samples.csv (one row per measured trial, plus one row
 per skipped or failed point) and meta.json (the machine, versions, the resolved config).
-samples.csv is the journal: each finished point's rows are appended to it, then a line to
-samples.commit (the journal's length and checksum after that point), so a crash, a kill, Ctrl-C
-or a full disk keeps every point measured before it, whole, at a cost that does not grow with
-the run; readers take the journal up to its last commit. samples.parquet is rewritten
-(atomically) when a writer closes; a reader takes it only while it holds as many rows as the
-journal, else the journal. Loading reads Parquet/CSV/JSON only: no pickle, and skips (with a
-warning) a run folder it cannot read rather than losing every other run with it.
+samples.csv is the journal (bench/journal.py writes it): readers take it up to its last commit
+in samples.commit, and samples.parquet only while it holds as many rows as the journal.
+Loading reads Parquet/CSV/JSON only: no pickle, and skips (with a warning) a run folder it
+cannot read rather than losing every other run with it.
 """
 from __future__ import annotations
 
-import errno
 import functools
 import io
 import json
 import math
 import os
-import re
 import socket
 import sys
-import uuid
-import zlib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Iterable
 
 from bench import lazy
+from bench.commits import edited_at, last_commit
 from bench.points import POINT_KEYS
 
 # Loaded when rows are first read or written: the registry, the schema and a plan need none of them.
 np = lazy.module("numpy")
 pd = lazy.module("pandas")
 pa = lazy.module("pyarrow")
-arrow_csv = lazy.module("pyarrow.csv")
 arrow_parquet = lazy.module("pyarrow.parquet")
 
 
@@ -151,160 +144,9 @@ def point_key(row) -> tuple:
     return tuple(params_text(get(k)) if k == "params" else str(get(k)) for k in POINT_KEYS)
 
 
-def _frame(samples: Iterable[Sample]) -> pd.DataFrame:
+def samples_frame(samples: Iterable[Sample]) -> pd.DataFrame:
+    """The samples as rows of the schema's columns."""
     return pd.DataFrame([asdict(s) for s in samples], columns=COLUMNS)
-
-
-def _atomic_write(path: Path, write) -> None:
-    tmp = str(path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp")
-    # Created as open() would (mode 0o666 less the umask; mkstemp's 0o600 would make results
-    # unreadable to the group), and exclusively, so no other writer's file is taken over.
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def write_json(path: Path, data: dict) -> None:
-    def dump(tmp: str) -> None:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=2, default=str)
-            f.write("\n")
-
-    _atomic_write(path, dump)
-
-
-# A running run's status as write_json lays it out (a top-level key), and what follows it.
-_RUNNING_STATUS = re.compile(rb'\n  "status": "running"(,\s*)?')
-
-
-def write_meta(run_dir: str | Path, meta: dict) -> bool:
-    """meta.json written anew (atomically): True. When that fails (a new copy needs disk blocks a
-    full disk does not have), a running meta.json gets only its status, in the bytes it already
-    holds: False. OSError when neither can be done."""
-    path = Path(run_dir) / "meta.json"
-    try:
-        write_json(path, meta)
-        return True
-    except OSError as exc:
-        try:
-            _patch_status(path, str(meta.get("status")))
-        except OSError:
-            raise exc from None
-        return False
-
-
-def _patch_status(path: Path, status: str) -> None:
-    """Overwrites `"status": "running"` in place; JSON's whitespace takes up the difference in length."""
-    with open(path, "r+b") as f:
-        found = _RUNNING_STATUS.search(f.read())
-        if found is None:
-            raise OSError(f"{path}: holds no running status")
-        width, tail = len(found.group()), found.group(1) or b""
-        pretty = f'\n  "status": "{status}"'.encode()
-        if len(pretty) + len(tail) <= width:   # "failed" fits: `"status": "failed" ,`
-            new = pretty.ljust(width - len(tail)) + tail
-        else:                                   # "interrupted" takes the newline and spaces after it
-            new = (f'"status":"{status}"'.encode() + tail.strip()).ljust(width)
-        if len(new) > width:
-            raise OSError(f"{path}: no room for status {status!r}")
-        f.seek(found.start())
-        f.write(new)
-
-
-class ResultsWriteError(OSError):
-    """Results could not be written (a full disk, a read-only or vanished folder): one line says
-    where, what is on disk whole, and how to go on."""
-
-    def __init__(self, run_dir: Path, cause: OSError, points: int) -> None:
-        self.run_dir, self.points = run_dir, points
-        code = cause.errno
-        if code is None:  # pyarrow's OSError has the errno only in its text
-            found = re.search(r"\[errno (\d+)\]", str(cause), re.IGNORECASE)
-            code = int(found.group(1)) if found else None
-        self.reason = (os.strerror(code) if code else str(cause)).lower()
-        self.disk_full = code in (errno.ENOSPC, errno.EDQUOT)
-        super().__init__(self.sentence())
-
-    def sentence(self, meta_note: str = "", fresh: bool = False) -> str:
-        """The line; `meta_note` says what became of meta.json's final status; `fresh`: a new run
-        whose meta.json could not be written (no run to resume)."""
-        n = self.points
-        safe = f"the {n} point{'s' if n != 1 else ''} before it {'are' if n != 1 else 'is'} on disk whole"
-        note = f" ({meta_note})" if meta_note else ""
-        remedy = "free space" if self.disk_full else "fix that"
-        if fresh:
-            return f"{self.reason} writing {self.run_dir}: nothing measured; {remedy} and run again"
-        return f"{self.reason} writing {self.run_dir}: {safe}{note}; {remedy} and resume={self.run_dir}"
-
-
-def _append(path: Path, data: bytes) -> int:
-    """Appends `data` whole or not at all; returns the file's length before it."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
-    try:
-        start = os.lseek(fd, 0, os.SEEK_END)
-        try:
-            view = memoryview(data)
-            while view:  # a full disk first takes part of a write, then refuses the rest
-                view = view[os.write(fd, view):]
-        except BaseException:  # ENOSPC, or a signal midway
-            os.ftruncate(fd, start)  # a truncation frees blocks; it never needs one
-            raise
-        return start
-    finally:
-        os.close(fd)
-
-
-@dataclass(frozen=True)
-class _Commit:
-    end: int        # the journal's length after the point
-    crc: int        # CRC-32 of the journal's first `end` bytes
-    line_end: int   # the commit file's length through this commit's line
-
-
-def _last_commit(journal: bytes, commits: Path) -> _Commit | None:
-    """The last commit the journal holds whole: a point torn by a full disk or a kill, or cut off
-    by hand, ends past it. None without a commit file, or with one that does not describe this
-    journal (a CSV rewritten by another tool): the journal is then read by whole lines."""
-    if not commits.exists():
-        return None
-    last, line_end = None, 0
-    for line in commits.read_bytes().split(b"\n")[:-1]:  # a torn last line was never a commit
-        line_end += len(line) + 1
-        try:
-            end, crc = (int(x, base) for x, base in zip(line.split(b" "), (10, 16), strict=True))
-        except ValueError:
-            return None
-        if end > len(journal):
-            break
-        last = _Commit(end, crc, line_end)
-    if last is None or zlib.crc32(journal[:last.end]) != last.crc:
-        return None
-    return last
-
-
-def _edited_at(journal: bytes, commits: Path) -> int | None:
-    """The first line of the journal that its commit record does not vouch for, where the record
-    exists and its checksums no longer match (rows changed after they were written); else None."""
-    try:
-        lines = commits.read_bytes().split(b"\n")[:-1]
-    except FileNotFoundError:
-        return None
-    good = 0
-    for line in lines:
-        try:
-            end, crc = (int(x, base) for x, base in zip(line.split(b" "), (10, 16), strict=True))
-        except ValueError:
-            return None   # not a commit record of this tool: read by whole lines
-        if end > len(journal):
-            return None   # a point torn by a kill or a full disk: cut back, not an edit
-        if zlib.crc32(journal[:end]) != crc:
-            return max(2, journal[:good].count(b"\n") + 1)   # the header is line 1: rows from 2 on
-        good = end
-    return None
 
 
 def _journal(path: Path) -> bytes:
@@ -312,113 +154,22 @@ def _journal(path: Path) -> bytes:
     ResultsError, naming the line, where committed rows were changed since."""
     data = path.read_bytes()
     commits = path.with_suffix(".commit")
-    commit = _last_commit(data, commits)
-    if commit is None and (line := _edited_at(data, commits)) is not None:
+    commit = last_commit(data, commits)
+    if commit is None and (line := edited_at(data, commits)) is not None:
         raise ResultsError(f"{path}, line {line}: changed after it was written (its rows no longer match "
                            f"{commits.name}); restore it, or remove {commits.name} to read it as it is now")
     return data[:commit.end] if commit else _whole_lines(data)
 
 
-def _csv_bytes(table: pa.Table, header: bool) -> bytes:
-    sink = pa.BufferOutputStream()
-    arrow_csv.write_csv(table, sink, arrow_csv.WriteOptions(include_header=header))
-    return sink.getvalue().to_pybytes()
-
-
-class RunWriter:
-    """Holds one run's rows: appends each finished point to the journal (samples.csv), commits it
-    in samples.commit, and writes samples.parquet on close.
-
-    Opening a run folder (new, resumed, or a rank appending to its parent's run) reads the
-    committed rows and cuts the journal back to its last commit, in place: a point torn by a kill
-    or a full disk is gone, and is measured again. A journal without commits (an older run, a CSV
-    from another tool) is rewritten from its whole lines, with them. Only one writer may append
-    at a time; `done` holds the finished points. Any failure to write is a ResultsWriteError.
-    An append costs the same at the 10th point and the 5,000th: rewriting the whole table after
-    every point cost ~10 ms a point by the end of a 2-GPU sweep, while the other ranks waited.
-    """
-
-    def __init__(self, run_dir: str | Path, run_id: str) -> None:
-        self.run_dir = Path(run_dir)
-        self.run_id = run_id
-        self.done: set = set()
-        self._journal, self._commits = self.run_dir / "samples.csv", self.run_dir / "samples.commit"
-        try:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
-            self._open()
-        except OSError as exc:
-            raise ResultsWriteError(self.run_dir, exc, len(self.done)) from exc
-
-    def _open(self) -> None:
-        """Takes the rows already committed; then makes the journal end at its last commit."""
-        data = self._journal.read_bytes() if self._journal.exists() else b""
-        commit = _last_commit(data, self._commits)
-        if commit is not None:
-            self._hold(read_samples(self._journal))
-            if len(data) > commit.end:
-                os.truncate(self._journal, commit.end)
-            if self._commits.stat().st_size > commit.line_end:
-                os.truncate(self._commits, commit.line_end)
-            self._crc = commit.crc
-            return
-        existing = samples_file(self.run_dir)
-        self._hold(read_samples(existing) if existing else _frame([]))
-        self._commits.unlink(missing_ok=True)  # it did not describe this journal
-        csv = _csv_bytes(self._table, header=True)
-        _atomic_write(self._journal, lambda tmp: Path(tmp).write_bytes(csv))
-        self._crc = zlib.crc32(csv)
-        # Torn by a kill, this line is no commit, and the journal reads by its whole lines: all committed.
-        self._commits.write_bytes(f"{len(csv)} {self._crc:08x}\n".encode())
-
-    def _hold(self, rows: pd.DataFrame) -> None:
-        self._table = _arrow(rows)
-        self.done = {point_key(r) for r in rows.to_dict("records")}
-
-    @property
-    def frame(self) -> pd.DataFrame:
-        return _typed(self._table.to_pandas())
-
-    def add_point(self, samples: list[Sample]) -> None:
-        for s in samples:
-            s.run_id = self.run_id
-        # Straight to Arrow: through pandas this cost ~4 ms a point, 2 s of a 2-GPU sweep.
-        rows = pa.Table.from_pylist([asdict(s) for s in samples], schema=_arrow_schema())
-        data = _csv_bytes(rows, header=False)
-        crc = zlib.crc32(data, self._crc)
-        try:
-            start = _append(self._journal, data)
-            try:
-                _append(self._commits, f"{start + len(data)} {crc:08x}\n".encode())
-            except BaseException:
-                os.truncate(self._journal, start)  # rows without their commit: not part of the run
-                raise
-        except OSError as exc:
-            raise ResultsWriteError(self.run_dir, exc, len(self.done)) from exc
-        self._crc = crc
-        self._table = pa.concat_tables([self._table, rows])
-        self.done.update(point_key(s) for s in samples)
-
-    def close(self) -> None:
-        """samples.parquet from the rows held. The journal is never rewritten here: a writer left
-        behind by another that appended since would otherwise drop that writer's rows."""
-        table = self._table = self._table.combine_chunks()  # one row group, not one per point
-        try:
-            _atomic_write(self.run_dir / "samples.parquet", lambda tmp: arrow_parquet.write_table(table, tmp))
-        except OSError as exc:
-            raise ResultsWriteError(self.run_dir, exc, len(self.done)) from exc
-
-
-def _arrow(frame: pd.DataFrame) -> pa.Table:
-    return pa.Table.from_pandas(_typed(frame), schema=_arrow_schema(), preserve_index=False)
-
-
 @functools.cache
-def _arrow_schema() -> pa.Schema:
+def arrow_schema() -> pa.Schema:
+    """The columns in Arrow's types, as samples files hold them."""
     return pa.schema([(c, pa.int64() if c in _INT_COLUMNS else pa.float64() if c in _FLOAT_COLUMNS
                        else pa.bool_() if c == "verified" else pa.string()) for c in COLUMNS])
 
 
-def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+def typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """A copy of `frame` with each of the schema's columns in its type."""
     frame = frame.copy()
     for col in COLUMNS:
         if col in _INT_COLUMNS:
@@ -476,7 +227,7 @@ def read_samples(path: str | Path) -> pd.DataFrame:
     if missing:
         raise ResultsError(f"{path}: not an xferbench samples file (missing columns: {', '.join(missing)})")
     try:
-        frame = _typed(frame[COLUMNS])
+        frame = typed(frame[COLUMNS])
     except (ValueError, TypeError) as exc:
         raise ResultsError(f"{path}: a column has values of the wrong type ({exc})") from None
     _check_values(frame, path)
@@ -530,7 +281,7 @@ def _check_values(frame: pd.DataFrame, path: Path) -> None:
 def run_samples(run_dir: str | Path) -> pd.DataFrame:
     """A run's rows as readers see them, writing nothing (a folder without samples: no rows)."""
     found = samples_file(run_dir)
-    return read_samples(found) if found else _typed(_frame([]))
+    return read_samples(found) if found else typed(samples_frame([]))
 
 
 def read_meta(run_dir: str | Path) -> dict:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench.importers import NCCL_OPS, import_nccl_tests
+from bench.importers.nccl_tests import NCCL_OPS, import_nccl_tests
 from bench.results import ResultsError, read_meta
 
 

@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from bench import ConfigError
-from bench.importers import import_nvbandwidth
+from bench.importers.nvbandwidth import import_nvbandwidth
 from bench.results import ResultsError, read_meta
 from bench.sizes import parse_size
 

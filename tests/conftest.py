@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 import bench
-from bench.results import SCHEMA_VERSION, RunWriter, Sample, write_json
+from bench.journal import RunWriter, write_json
+from bench.results import SCHEMA_VERSION, Sample
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,7 +12,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from bench.results import SCHEMA_VERSION, RunWriter, Sample, write_json
+from bench.journal import RunWriter, write_json
+from bench.results import SCHEMA_VERSION, Sample
 
 KiB, MiB = 1024, 1024**2
 SIZES = [4 * KiB * 4**i for i in range(8)]          # 4KiB .. 64MiB

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.results import RunWriter, load, read_meta, read_samples, samples_file
+from bench.journal import RunWriter
+from bench.results import load, read_meta, read_samples, samples_file
 from bench.driver.runner import run_suite
 from bench.driver.sweep import Planned
 from bench.measure.timing import TimingConfig

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.importers import import_nccl_tests, number_trials, parse_nccl_tests, parse_nvbandwidth
+from bench.importers.nccl_tests import import_nccl_tests, parse_nccl_tests
+from bench.importers.nvbandwidth import parse_nvbandwidth
+from bench.importers.run_folder import number_trials
 from bench.results import ResultsError, load, read_meta
 
 DATA = Path(__file__).resolve().parent / "data"

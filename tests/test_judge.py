@@ -22,7 +22,7 @@ from bench.analysis.expected import Expected, machine_class
 from bench.analysis.judge import judge
 from bench.cli.common import catalog
 from bench.driver.telemetry import GpuInfo, Recording, Sample, summarize
-from bench.importers import import_nvbandwidth
+from bench.importers.nvbandwidth import import_nvbandwidth
 from bench.results import load, read_meta
 from conftest import ROOT
 

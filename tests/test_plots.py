@@ -298,14 +298,14 @@ def test_p2p_peaks_show_the_slow_pair(frame):
 
 
 def test_api_overhead_is_torch_time_over_nccl_time(tmp_path):
-    from bench.results import Sample, _frame
+    from bench.results import Sample, samples_frame
     from bench.suites.collectives import api_overhead
 
     rows = [Sample("collectives", "all_reduce", size, time_s=t, iters=10, trial=i, api=api, launch="eager",
                    backend="nccl", world_size=2, dtype="float32", verified=True, run_id="r")
             for size, times in ((8, {"torch": 30e-6, "nccl": 10e-6}), (1 << 20, {"torch": 40e-6, "nccl": 20e-6}))
             for api, t in times.items() for i in range(3)]
-    frame = _frame(rows).assign(instance="box", run_dir="r")
+    frame = samples_frame(rows).assign(instance="box", run_dir="r")
     table = api_overhead(frame)
     assert table.loc[0, "torch/nccl@8B"] == 3.0 and table.loc[0, "torch/nccl@1MiB"] == 2.0
     assert api_overhead(frame[frame.api == "torch"]).empty  # one api alone: nothing to compare

@@ -16,7 +16,7 @@ from bench.analysis import report
 from bench.analysis.runs import palette, run_index
 from bench.cli import report as report_cli
 from bench.cli.common import catalog
-from bench.importers import import_nvbandwidth
+from bench.importers.nvbandwidth import import_nvbandwidth
 from bench.results import load
 
 TESTS = Path(__file__).resolve().parent

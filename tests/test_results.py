@@ -8,9 +8,9 @@ import sys
 import pandas as pd
 import pytest
 
-from bench.results import (COLUMNS, SCHEMA_VERSION, ResultsError, ResultsWriteError, RunWriter, Sample, load,
-                           read_meta, read_samples, run_status, samples_file, slow_throughout, usable_rows, write_json,
-                           write_meta)
+from bench.journal import ResultsWriteError, RunWriter, write_json, write_meta
+from bench.results import (COLUMNS, SCHEMA_VERSION, ResultsError, Sample, load, read_meta, read_samples, run_status,
+                           samples_file, slow_throughout, usable_rows)
 from conftest import fill
 from bench.contract import Point, trial_rows
 from bench.measure.timing import Trial

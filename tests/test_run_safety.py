@@ -13,8 +13,9 @@ import pytest
 
 from bench import ConfigError
 from bench.driver.folders import make_run_dir
-from bench.results import (COLUMNS, POINT_KEYS, ResultsError, RunWriter, Sample, load, read_meta, read_samples,
-                           run_status, samples_file)
+from bench.journal import RunWriter
+from bench.results import (COLUMNS, POINT_KEYS, ResultsError, Sample, load, read_meta, read_samples, run_status,
+                           samples_file)
 from bench.driver.schema import normalize_overrides
 from conftest import env, xferbench_cmd
 from test_faults import LONG_COLLECTIVES, _alive, _ranks, _start, _wait_for_points

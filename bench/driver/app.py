@@ -27,8 +27,8 @@ from bench.driver.runner import run_suite
 from bench.driver.sweep import Planned, plan_suites, suite_ops
 from bench.driver.inventory import Topology, describe, host
 from bench.gpus import Gpu, nvml_gpus
-from bench.results import (SCHEMA_VERSION, ResultsError, ResultsWriteError, RunWriter, load, point_key, read_meta,
-                           run_samples, write_json, write_meta)
+from bench.journal import ResultsWriteError, RunWriter, write_json, write_meta
+from bench.results import SCHEMA_VERSION, ResultsError, load, point_key, read_meta, run_samples
 
 
 class Interrupted(KeyboardInterrupt):

@@ -30,7 +30,7 @@ from bench import lazy
 from bench.driver.launcher import device_index, launcher_layout
 from bench.driver.runner import run_suite
 from bench.driver.sweep import Planned
-from bench.results import ResultsWriteError, RunWriter
+from bench.journal import ResultsWriteError, RunWriter
 from bench.contract import Context
 
 torch = lazy.module("torch")

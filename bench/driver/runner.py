@@ -6,7 +6,8 @@ from typing import Any, TextIO
 
 from bench import lazy
 from bench.driver.sweep import Planned
-from bench.results import RunWriter, point_key
+from bench.journal import RunWriter
+from bench.results import point_key
 
 torch = lazy.module("torch")
 tqdm = lazy.module("tqdm")
