@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     from bench.links import Speeds
     from bench.measure.numa import Topology
 
-ALL = "all"   # src or dst of a point that runs on every GPU at once (world_size of them)
-
 
 def counts_at_once(asked: Sequence[int], gpu_count: int) -> tuple[int, ...]:
     """The GPU counts of a suite's points on several GPUs at once (the first N): the counts asked

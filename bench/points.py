@@ -25,6 +25,7 @@ POINT_KEYS = ["suite", "op", "memory", "mode", "backend", "src", "dst", "world_s
 VARIANT_KEYS = [k for k in POINT_KEYS if k != "size_bytes"]
 # The GPUs or the pair a point runs on.
 ENDS = ["src", "dst"]
+ALL = "all"   # src or dst of a point that runs on every GPU at once (world_size of them)
 # A variant over its GPUs and pairs, its params left to the suite's own tables: a summary row, a
 # peak, a series of the plan.
 SERIES_KEYS = [k for k in VARIANT_KEYS if k not in (*ENDS, "params")]

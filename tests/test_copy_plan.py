@@ -19,7 +19,8 @@ from bench.measure import kernels, lanes, numa
 from bench.measure.timing import TimingConfig, Trial
 from bench.results import Sample, point_key
 from bench.sizes import machine_sizes, sweep
-from bench.suites import copy, p2p
+from bench.suites.copy import plan as copy_plan, reading as copy_reading
+from bench.suites.p2p import plan as p2p_plan, reading as p2p_reading
 from bench.contract import Context
 
 MiB, GiB = 1 << 20, 1 << 30
@@ -65,15 +66,15 @@ def test_bad_gpus_are_one_line(value, message):
 
 
 def test_gpu_selection():
-    assert copy.select_gpus(["each", "all"], 4) == copy.Selection((0, 1, 2, 3), (4,))
-    assert copy.select_gpus(["each", "all"], 1) == copy.Selection((0,), ())  # nothing to run at once
-    assert copy.select_gpus(["2", "0", "each"], 3) == copy.Selection((2, 0, 1), ())  # listed order, once each
-    assert copy.select_gpus(["all"], 2) == copy.Selection((), (2,))
+    assert copy_plan.select_gpus(["each", "all"], 4) == copy_plan.Selection((0, 1, 2, 3), (4,))
+    assert copy_plan.select_gpus(["each", "all"], 1) == copy_plan.Selection((0,), ())  # nothing to run at once
+    assert copy_plan.select_gpus(["2", "0", "each"], 3) == copy_plan.Selection((2, 0, 1), ())  # listed order, once each
+    assert copy_plan.select_gpus(["all"], 2) == copy_plan.Selection((), (2,))
     # copy.together: the first N GPUs at once, capped at the machine's count, each count once
-    assert copy.select_gpus(["0", "all"], 4, [2, 4, 8]) == copy.Selection((0,), (2, 4))
-    assert copy.select_gpus(["0"], 4, [2, 4]) == copy.Selection((0,), ())   # no 'all': nothing at once
+    assert copy_plan.select_gpus(["0", "all"], 4, [2, 4, 8]) == copy_plan.Selection((0,), (2, 4))
+    assert copy_plan.select_gpus(["0"], 4, [2, 4]) == copy_plan.Selection((0,), ())   # no 'all': nothing at once
     with pytest.raises(ConfigError, match=r"copy.gpus: GPU 2 does not exist; this machine has 2 \(0..1\)"):
-        copy.select_gpus(["2"], 2)
+        copy_plan.select_gpus(["2"], 2)
 
 
 def test_triton_is_asked_for_in_one_line(monkeypatch):
@@ -100,7 +101,7 @@ def test_machine_sizes(low, high, expected):
 
 
 def test_two_sockets_place_each_gpu_near_and_far():
-    plan = copy.host_plan(TWO_SOCKETS, [0, 1], ["local", "remote", "none"])
+    plan = copy_plan.host_plan(TWO_SOCKETS, [0, 1], ["local", "remote", "none"])
     assert plan.places[0, "local"].node == 0 and plan.places[0, "local"].cpus == frozenset(range(8))
     assert plan.places[1, "local"].node == 1 and plan.places[1, "remote"].node == 0
     assert plan.places[0, "remote"].cpus == frozenset(range(8, 16))
@@ -109,14 +110,14 @@ def test_two_sockets_place_each_gpu_near_and_far():
 
 
 def test_one_node_says_so_once_and_skips_remote():
-    plan = copy.host_plan(ONE_NODE, [None, None], ["local", "remote"])
+    plan = copy_plan.host_plan(ONE_NODE, [None, None], ["local", "remote"])
     assert {key for key in plan.places} == {(0, "local"), (1, "local")}
     assert plan.lines == ("one NUMA node: host memory is local to every GPU",
                           "copy.numa=remote skipped: one NUMA node: all host memory is local")
 
 
 def test_unknown_gpu_node_skips_that_gpu_only():
-    plan = copy.host_plan(TWO_SOCKETS, [0, None], ["local"])
+    plan = copy_plan.host_plan(TWO_SOCKETS, [0, None], ["local"])
     assert (0, "local") in plan.places and (1, "local") not in plan.places
     assert plan.lines[0] == "2 NUMA nodes; cuda:0 node 0, cuda:1 node unknown"
     assert plan.lines[1].startswith("copy.numa=local skipped for cuda:1: the GPU's NUMA node is unknown")
@@ -292,7 +293,7 @@ def whole_machine_frame() -> pd.DataFrame:
 
 def test_concurrent_table_per_gpu_beside_alone():
     frame = whole_machine_frame()
-    table = pd.concat([copy.concurrent_table(frame), p2p.concurrent_table(frame)], ignore_index=True)
+    table = pd.concat([copy_reading.concurrent_table(frame), p2p_reading.concurrent_table(frame)], ignore_index=True)
     copy_rows = table[table.suite == "copy"].set_index(["when", "gpu"]).gbps
     assert copy_rows["at once", "cuda:0"] == pytest.approx(48.48)
     assert copy_rows["at once", "total"] == pytest.approx(96.96)
@@ -307,7 +308,7 @@ def test_imported_all_to_one_names_the_gpu_in_part():
     rows = [Sample("p2p", "all_to_one", 512 * MiB, part=part, src="all", dst="all", world_size=2, mode="write",
                    memory="device", engine="ce", backend="cuda", algbw_gbps=bw, trial=0)
             for part, bw in (("cuda:0", 360.0), ("cuda:1", 365.0), ("total", 725.0))]
-    table = p2p.concurrent_table(pd.DataFrame([r.__dict__ for r in rows]))
+    table = p2p_reading.concurrent_table(pd.DataFrame([r.__dict__ for r in rows]))
     assert dict(zip(table.gpu, table.gbps)) == {"cuda:0": 360.0, "cuda:1": 365.0}
 
 
@@ -317,7 +318,7 @@ def test_summary_keeps_latency_and_engines_apart():
     assert "latency" not in set(table.op)
     h2d = table[(table.suite == "copy") & (table.op == "h2d")].set_index("world_size")["gbps@max"]
     assert h2d[1] == pytest.approx(55.0, abs=1.0) and h2d[2] == pytest.approx(96.96)   # alone and at once apart
-    peaks = p2p.peak_table(frame)
+    peaks = p2p_reading.peak_table(frame)
     assert set(zip(peaks["op"], peaks["mode"])) == {("uni", "peer"), ("uni", "peer sm")}   # no all_to_one cells
     lat = latency_table(frame).set_index(["src", "dst"]).ns_per_access
     assert lat["host", "cuda:0"] == pytest.approx(1201.0) and lat["cuda:1", "cuda:0"] == pytest.approx(830.0)
@@ -342,14 +343,14 @@ def test_concurrent_figure(tmp_path):
 
 
 def test_p2p_concurrent_ends():
-    assert p2p._ends("all_to_one", "cuda:2") == {"src": "all", "dst": "cuda:2"}
-    assert p2p._ends("one_to_all", "cuda:2") == {"src": "cuda:2", "dst": "all"}
+    assert p2p_plan._ends("all_to_one", "cuda:2") == {"src": "all", "dst": "cuda:2"}
+    assert p2p_plan._ends("one_to_all", "cuda:2") == {"src": "cuda:2", "dst": "all"}
 
 
 def test_no_gpu_note_names_only_what_the_user_set(capsys):
     cfg = config(**{"copy.memory": "[pinned,pageable]", "copy.gpus": "[0,each]", "copy.numa": "[none]"})
-    assert copy.cpu_dropped(cfg.copy, frozenset()) == ""   # defaults and unset keys: nothing to say
-    assert copy.cpu_dropped(cfg.copy, frozenset({"copy.memory", "copy.gpus", "copy.numa"})) == (
+    assert copy_plan.cpu_dropped(cfg.copy, frozenset()) == ""   # defaults and unset keys: nothing to say
+    assert copy_plan.cpu_dropped(cfg.copy, frozenset({"copy.memory", "copy.gpus", "copy.numa"})) == (
         "no GPU: copy.memory=[pinned], copy.gpus=[0] measured as pageable host-to-host copies")
     ctx = Context("cpu", TimingConfig(), [4096], explicit=frozenset({"copy.engine"}))
     assert COPY.check(config(**{"copy.engine": "[sm]"}).copy, ctx) is None

@@ -17,7 +17,7 @@ from bench.analysis.figures.style import Canvas
 from bench.analysis.runs import SERIES, palette, run_index, with_series
 from bench.cli.common import catalog
 from bench.results import load
-from bench.suites import copy as copy_suite
+from bench.suites.copy import reading as copy_reading
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "results" / "reference"
@@ -218,7 +218,7 @@ def test_one_size_panels_are_bars(reference, cat):
 
 
 def test_concurrent_totals_compare_the_same_gpus(x2):
-    table = copy_suite.concurrent_table(with_series(x2), [SERIES])
+    table = copy_reading.concurrent_table(with_series(x2), [SERIES])
     sm = table[(table["op"] == "h2d") & (table["engine"] == "sm")]
     assert not ((sm["when"] == "alone") & (sm["gpu"] == "total")).any()     # cuda:1 never measured alone
     keys = ("h200-x2", "copy", "h2d", "pinned", "", "sm", "local")

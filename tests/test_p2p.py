@@ -6,16 +6,18 @@ from bench import ConfigError, suites
 from bench.measure.timing import TimingConfig
 from bench.results import Sample
 from bench.suites import p2p
+from bench.suites.p2p.plan import select_pairs
+from bench.suites.p2p.reading import matrices
 from bench.contract import Context
 
 P2P = suites.get("p2p")
 
 
 def test_pair_selection():
-    assert p2p.select_pairs("all", 3) == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
-    assert p2p.select_pairs("ring", 4) == [(0, 1), (1, 2), (2, 3), (3, 0)]
-    assert p2p.select_pairs("ring", 2) == [(0, 1), (1, 0)]
-    assert p2p.select_pairs([[0, 3], [3, 0]], 4) == [(0, 3), (3, 0)]
+    assert select_pairs("all", 3) == [(0, 1), (0, 2), (1, 0), (1, 2), (2, 0), (2, 1)]
+    assert select_pairs("ring", 4) == [(0, 1), (1, 2), (2, 3), (3, 0)]
+    assert select_pairs("ring", 2) == [(0, 1), (1, 0)]
+    assert select_pairs([[0, 3], [3, 0]], 4) == [(0, 3), (3, 0)]
 
 
 @pytest.mark.parametrize("spec, message", [("star", "p2p.pairs='star' is unknown"),
@@ -28,7 +30,7 @@ def test_bad_pairs_are_refused_by_the_settings(spec, message):
 
 def test_pairs_beyond_the_gpus_present_are_refused_when_planned():
     with pytest.raises(ConfigError, match=r"p2p.pairs: \[0, 4\] needs two different GPUs among 0\.\.3"):
-        p2p.select_pairs(p2p.Settings(pairs=[[0, 4]]).pairs, 4)
+        select_pairs(p2p.Settings(pairs=[[0, 4]]).pairs, 4)
 
 
 def test_points_measure_each_bidirectional_pair_once():
@@ -50,5 +52,5 @@ def test_matrix_is_peak_of_medians():
             for s, d, base in (("cuda:0", "cuda:1", 100.0), ("cuda:1", "cuda:0", 50.0))
             for size, scale in ((4096, 0.1), (1 << 20, 1.0))
             for t, bw in enumerate((base * scale, base * scale * 1.02, base * scale * 0.5))]
-    matrix = p2p.matrices(pd.DataFrame([r.__dict__ for r in rows]))["uni peer"]
+    matrix = matrices(pd.DataFrame([r.__dict__ for r in rows]))["uni peer"]
     assert matrix.loc["cuda:0", "cuda:1"] == 100.0 and matrix.loc["cuda:1", "cuda:0"] == 50.0

@@ -24,7 +24,8 @@ from bench.cli import plot as plot_cli
 from bench.cli.common import catalog
 from bench.links import pcie_gbps
 from bench.results import ResultsError, load
-from bench.suites import collectives, p2p
+from bench.suites import collectives
+from bench.suites.p2p import reading as p2p_reading
 from synthetic import KiB, MiB, collective_samples, copy_samples, p2p_samples, write_run
 
 SIZES = [4 * KiB, 64 * KiB, MiB, 16 * MiB]
@@ -291,7 +292,7 @@ def test_peak_table_bounds_each_suite_by_its_link(frame):
 
 
 def test_p2p_peaks_show_the_slow_pair(frame):
-    table = p2p.peak_table(frame, ["instance"])
+    table = p2p_reading.peak_table(frame, ["instance"])
     peer = table[table["mode"] == "peer"].set_index(["src", "dst"])["algbw_gbps"]
     assert peer[("cuda:0", "cuda:2")] < 0.7 * peer[("cuda:1", "cuda:2")]
     assert len(peer) == 6         # 3 GPUs: every ordered pair

@@ -1,0 +1,49 @@
+"""The copy suite's settings (the config section `copy`) and the names of its ops."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List
+
+from bench import ConfigError
+from bench.config.settings import Choice, Engine, HostMemory, nonempty, require
+from bench.points import ALL
+
+EACH = "each"
+HOST_OPS = ("h2d", "d2h", "bidir")
+
+
+class CopyOp(Choice):
+    h2d = "h2d"
+    d2h = "d2h"
+    bidir = "bidir"
+    d2d = "d2d"
+    latency = "latency"
+    h2h = "h2h"
+
+
+class NumaMode(Choice):
+    local = "local"
+    remote = "remote"
+    none = "none"
+
+
+@dataclass
+class Settings:
+    ops: List[CopyOp] = field(default_factory=lambda: list(CopyOp))
+    memory: List[HostMemory] = field(default_factory=lambda: list(HostMemory))
+    # each (every GPU alone), all (every GPU at once) or GPU indices: strings, as the items mix kinds
+    gpus: List[str] = field(default_factory=lambda: [EACH, ALL])
+    # GPU counts of 'all' (the first N GPUs at once); [] (or auto): every GPU. Counts above the
+    # machine's are capped to it, so [2,4,8] scales as far as the machine goes.
+    together: List[int] = field(default_factory=list, metadata={"auto": "[]"})
+    engine: List[Engine] = field(default_factory=lambda: list(Engine))
+    numa: List[NumaMode] = field(default_factory=lambda: [NumaMode.local])
+
+    def __post_init__(self) -> None:
+        for key in ("ops", "memory", "gpus", "engine", "numa"):
+            nonempty(f"copy.{key}", getattr(self, key))
+        for item in self.gpus:
+            if item not in (EACH, ALL) and not str(item).isdigit():
+                raise ConfigError(f"copy.gpus: {item!r} is not each, all or a GPU index")
+        for n in self.together:
+            require(n >= 2, "copy.together", n, "a count of GPUs at once must be >= 2")

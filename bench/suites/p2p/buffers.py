@@ -1,0 +1,49 @@
+"""The p2p suite's state for a run: its buffers, streams and rings, made as points need them."""
+from __future__ import annotations
+
+from bench import lazy
+from bench.contract import Context
+from bench.measure import kernels
+from bench.measure.chase import RING_BYTES
+from bench.measure.lanes import Streams
+
+torch = lazy.module("torch")
+
+
+class P2PState:
+    """One run's buffers and streams, made as points need them: per GPU its largest-size src
+    (random bytes, seeded per GPU so that one GPU's data cannot pass for another's), dst and
+    gather (a slot per peer, for all_to_one); pinned host staging per direction; a stream per
+    GPU and direction; pointer-chase rings; the lanes' streams."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.size, self.gpus = max(ctx.sizes), ctx.gpu_count
+        self.lanes = Streams(ctx.gpu_count)
+        self._buffers: dict[tuple[str, int | None], object] = {}
+        self._streams: dict[tuple[int, str], object] = {}
+        self._rings: dict[int, object] = {}
+
+    def buffer(self, name: str, device: int | None):
+        key = (name, device)
+        if key not in self._buffers:
+            if device is None:
+                buf = torch.empty(self.size, dtype=torch.uint8, pin_memory=True)
+            elif name == "src":
+                seeded = torch.Generator(device=f"cuda:{device}").manual_seed(device + 1)
+                buf = torch.randint(0, 256, (self.size,), dtype=torch.uint8, device=f"cuda:{device}", generator=seeded)
+            else:
+                slots = self.gpus - 1 if name == "gather" else 1
+                buf = torch.empty(self.size * slots, dtype=torch.uint8, device=f"cuda:{device}")
+            self._buffers[key] = buf
+        return self._buffers[key]
+
+    def stream(self, device: int, direction: str):
+        """A stream per GPU and direction: the two legs of a bidirectional copy share none."""
+        if (device, direction) not in self._streams:
+            self._streams[device, direction] = torch.cuda.Stream(device=device)
+        return self._streams[device, direction]
+
+    def ring(self, gpu: int):
+        if gpu not in self._rings:
+            self._rings[gpu] = kernels.make_ring(RING_BYTES, device=f"cuda:{gpu}")
+        return self._rings[gpu]
