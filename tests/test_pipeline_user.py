@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
-from bench.analysis.agreement import agreement
+from bench.analysis.agreement import RUN_NOISE, agreement
 from bench.contract import Point
 from bench.results import load
 from bench.suites.pipeline import feed as pfeed, model as pmodel, source as psource, tables as ptables
@@ -89,3 +89,16 @@ def test_two_runs_agree_where_their_spreads_over_rounds_overlap():
     assert by_size.loc[MiB, "agree"] and not by_size.loc[4 * MiB, "agree"]
     assert by_size.loc[MiB, "lo_a"] == pytest.approx(1.01) and by_size.loc[MiB, "hi_a"] == pytest.approx(1.212)
     assert found.share == 0.5 and "1 of 2 points agree" in found.lines()[0]
+
+
+def test_a_spread_narrower_than_the_between_run_noise_is_widened_to_it():
+    """Rounds 1% apart state a spread of RUN_NOISE either side of the figure; two runs 5% apart
+    then agree, and 20% apart do not."""
+    steady = _rows("a", [2.0, 2.01, 2.02], 4 * MiB)
+    a = pd.DataFrame(steady)
+    found = agreement(a, pd.DataFrame(_rows("b", [2.1, 2.11, 2.12], 4 * MiB)))
+    row = found.points.iloc[0]
+    assert row["lo_a"] == pytest.approx(row["median_a"] / (1 + RUN_NOISE))
+    assert row["hi_a"] == pytest.approx(row["median_a"] * (1 + RUN_NOISE))
+    assert found.share == 1.0
+    assert agreement(a, pd.DataFrame(_rows("b", [2.4, 2.41, 2.42], 4 * MiB))).share == 0.0

@@ -1,7 +1,7 @@
 """The pipeline's tables from a run's rows: each loop with its bottleneck and the fraction of
-its bound, each stage alone, the host's pace, and what to do. A point's figure is the median
-over its rounds (each round's the median of its trials) and its spread the lowest and highest
-round (lo_gbps, hi_gbps): docs/method.md."""
+its bound, each stage alone, the host's pace, and what to do. A point's figure and its spread
+(lo_gbps, hi_gbps) are bench.analysis.agreement's, over its rounds at the host's usual pace:
+docs/method.md."""
 from __future__ import annotations
 
 from bench import lazy
@@ -11,7 +11,8 @@ from dataclasses import replace
 from typing import Callable
 
 
-from bench.results import params, params_text
+from bench.analysis.agreement import RUN_NOISE, over_rounds
+from bench.results import params, params_text, usable_rows
 from bench.sizes import format_size
 from bench.suites.pipeline.model import (H2D, PACE_OP, STAGE_NAMES, STAGES, Loop, Producer, Stage,
                                          dataloader_defaults, descriptor, stages_of)
@@ -31,22 +32,16 @@ def runs_of(rows: pd.DataFrame) -> list[str]:
     return [k for k in ("instance", "run_id") if k in rows.columns and rows[k].nunique() > 1]
 
 
-def rounds(frame: pd.DataFrame, ops: Callable[[pd.Series], pd.Series] | None = None) -> tuple[pd.DataFrame, list[str]]:
-    """Per measured pipeline point: the median over rounds of each round's median GB/s and
-    seconds, the lowest and highest round's GB/s (lo_gbps, hi_gbps) and the rounds; the columns
-    that tell runs apart."""
-    rows = frame[(frame["suite"] == SUITE) & (frame["status"] == "ok") & (frame["part"] == "total")
-                 & (frame["params"] != "")]   # runs from before the points carried params: no descriptors
+def rounds(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Per measured pipeline point, from its trials at the host's usual pace: the figure and its
+    spread over rounds (agreement.over_rounds: gbps, time_s, lo_gbps, hi_gbps, rounds), its
+    descriptor (`what`); and the columns that tell runs apart."""
+    rows = usable_rows(frame[frame["suite"] == SUITE])
+    rows = rows[rows["params"] != ""]   # runs from before the points carried params: no descriptors
     runs = runs_of(rows)
     if rows.empty:
         return pd.DataFrame(), runs
-    by_round = "round" if "round" in rows.columns else None
-    keys = runs + _ROW
-    per = rows.groupby(keys + ([by_round] if by_round else []), sort=False).agg(
-        gbps=("algbw_gbps", "median"), time_s=("time_s", "median")).reset_index()
-    med = per.groupby(keys, sort=False).agg(gbps=("gbps", "median"), time_s=("time_s", "median"),
-                                            lo_gbps=("gbps", "min"), hi_gbps=("gbps", "max"),
-                                            rounds=("gbps", "size")).reset_index()
+    med = over_rounds(rows, runs + _ROW)
     med["what"] = [descriptor(d) for d in params(med)]
     return med, runs
 
@@ -378,8 +373,9 @@ def summary_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]:
     rows = table(frame)
     if rows.empty:
         return []
-    out = [("pipeline loops: GB/s delivered (median over rounds; lo-hi: the slowest and fastest round); the group "
-            "of stages that bounds each, and the fraction of that bound reached",
+    out = [("pipeline loops: GB/s delivered (median over rounds; lo-hi: its spread, the slowest and fastest round "
+            f"at the host's usual pace, at least ±{RUN_NOISE:.0%}, the between-run noise); the group of stages that "
+            "bounds each, and the fraction of that bound reached",
             rows.drop(columns=["size_bytes", "what", "alone_lo_gbps", "alone_hi_gbps"], errors="ignore")
             .round(DIGITS).fillna(""))]
     stages = stage_table(frame)
