@@ -10,7 +10,8 @@ import torch
 from bench import suites
 from bench.measure.timing import TimingConfig
 from bench.results import load
-from bench.suites import overlap, pipeline
+from bench.suites import pipeline
+from bench.suites.overlap import reading as oreading, work as owork
 from bench.contract import Context, Point
 
 pytestmark = pytest.mark.gpu
@@ -25,18 +26,18 @@ def test_overlap_copies_syncs_and_tensors(xferbench):
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
     assert (df.status == "ok").all() and df.verified.all(), df[~df.verified].note.unique()
-    pairs = overlap.table(df).set_index(["op", "memory"])
+    pairs = oreading.table(df).set_index(["op", "memory"])
     assert len(pairs) == 4
     pinned = pairs.loc[("h2d", "pinned")]
     # A copy engine beside the SMs: both at once on two streams; on one stream, one after the other.
     assert pinned.overlap > 1.4 and pinned.overlap_one_stream < 1.15, pairs
     assert pinned.copy_gbps > 20 and pinned.tflops > 100
     assert pairs.loc[("h2d", "pageable")].overlap < pinned.overlap, pairs
-    syncs = overlap.sync_table(df).set_index("op")
+    syncs = oreading.sync_table(df).set_index("op")
     # Two host-timed costs of some 20 µs each move with the host's pace between points: a stream
     # wait costs about what a synchronize does, never many times it.
     assert syncs.loc["sync_stream", "cost_us_busy"] < 1.5 * syncs.loc["sync_device", "cost_us_busy"], syncs
-    made = overlap.make_table(df).set_index("size")
+    made = oreading.make_table(df).set_index("size")
     assert made.loc["1MiB", "device_us"] < made.loc["1MiB", "pageable_us"], made
 
 
@@ -53,7 +54,7 @@ def test_overlap_peer_copy_and_all_reduce(xferbench):
     assert (reduce.busbw_gbps / reduce.algbw_gbps).dropna().round(6).eq(round(2 * (n - 1) / n, 6)).all()
     whole = reduce[reduce.part.isin(["copy_alone", "compute_alone", "one_stream", "total"])]
     assert (whole.time_fastest_rank_s <= whole.time_s * (1 + 1e-9)).all()   # the slowest rank's time is kept
-    pairs = overlap.table(df).set_index("op")
+    pairs = oreading.table(df).set_index("op")
     assert set(pairs.index) == {"peer", "all_reduce"}
     assert (pairs.overlap_one_stream < 1.15).all() and pairs.loc["peer", "overlap"] > 1.2, pairs
 
@@ -152,7 +153,7 @@ def test_each_gpu_stage_alone_is_measured_and_checked(op, memory, mode, stage):
 
 
 def test_matmul_check_on_the_gpu():
-    mm = overlap.Matmul(2048, torch.device("cuda", 0))
+    mm = owork.Matmul(2048, torch.device("cuda", 0))
     assert not mm.correct()
     mm(3)
     torch.cuda.synchronize()
