@@ -12,7 +12,9 @@ from bench.links import bus_factor
 from bench.measure.memory import host_available_bytes
 from bench.measure.timing import TimingConfig
 from bench.results import load
-from bench.suites import collectives
+from bench.suites.collectives import measure as collective_measure
+from bench.suites.collectives.points import message_bytes, world_sizes
+from bench.suites.collectives.settings import CollectiveOp, Settings
 from bench.contract import Context
 
 COLLECTIVES = suites.get("collectives")
@@ -24,8 +26,8 @@ def test_every_op_runs_and_verifies_on_two_and_three_ranks_in_one_run(xferbench)
                            "timing.trials=2", "timing.min_trial_s=0.001")
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
-    assert df.groupby("world_size").op.unique().map(set).to_dict() == {2: set(collectives.CollectiveOp),
-                                                                         3: set(collectives.CollectiveOp)}
+    assert df.groupby("world_size").op.unique().map(set).to_dict() == {2: set(CollectiveOp),
+                                                                         3: set(CollectiveOp)}
     assert (df.status == "ok").all() and df.verified.all()
     assert set(df.backend) == {"gloo"}
     df = df[df.world_size == 3]
@@ -48,16 +50,16 @@ def test_bus_factors_follow_nccl_tests(op, n, factor):
 
 
 def test_message_sizes_are_whole_elements_per_rank():
-    assert collectives.message_bytes("all_gather", 8, "float32", 4) == 16
-    assert collectives.message_bytes("all_reduce", 10, "float32", 4) == 8
-    assert collectives.message_bytes("all_to_all", 1 << 20, "bfloat16", 3) == (1 << 20) // 6 * 6
+    assert message_bytes("all_gather", 8, "float32", 4) == 16
+    assert message_bytes("all_reduce", 10, "float32", 4) == 8
+    assert message_bytes("all_to_all", 1 << 20, "bfloat16", 3) == (1 << 20) // 6 * 6
 
 
 def test_one_rank_worlds_are_not_graphed():
     """One rank moves nothing: NCCL's captured ops there are empty graphs or local copies."""
     ctx = Context(device="cuda", timing=TimingConfig(), sizes=[8, 1 << 20], gpu_count=2,
                   launches=("eager", "graph"), graph_max_bytes=16 << 20)
-    settings = collectives.Settings()
+    settings = Settings()
     launches = {n: {p.launch for p in COLLECTIVES.points(settings, replace(ctx, world_size=n))} for n in (1, 2)}
     assert launches == {1: {"eager"}, 2: {"eager", "graph"}}
 
@@ -65,7 +67,7 @@ def test_one_rank_worlds_are_not_graphed():
 def test_the_nccl_api_stops_at_its_max_size():
     ctx = Context(device="cuda", timing=TimingConfig(), sizes=[8, 16 << 20, 64 << 20], gpu_count=2, world_size=2,
                   launches=("eager",))
-    settings = collectives.Settings()
+    settings = Settings()
     assert {(p.api, p.size_bytes) for p in COLLECTIVES.points(settings, ctx) if p.op == "all_reduce"} == {
         ("torch", 8), ("torch", 16 << 20), ("torch", 64 << 20), ("nccl", 8), ("nccl", 16 << 20)}
     settings.nccl_max_size = None   # every size through both
@@ -83,7 +85,7 @@ def _planned_worlds(capsys, *overrides: str) -> tuple[list[int], str]:
     gpus = cuda_gpus()
     machine = this_machine(cfg.instance, detect_device(cfg.device, gpus), describe(), gpus)
     [planned], _ = plan_suites(cfg, machine)
-    return collectives.world_sizes(planned.settings, planned.ctx, planned.max_ranks), capsys.readouterr().err
+    return world_sizes(planned.settings, planned.ctx, planned.max_ranks), capsys.readouterr().err
 
 
 def test_more_ranks_than_cores_are_capped_before_any_is_spawned(capsys):
@@ -125,13 +127,13 @@ def one_rank_group(tmp_path):
     tdist.init_process_group("gloo", rank=0, world_size=1, init_method=f"file://{tmp_path}/store",
                              timeout=dt.timedelta(seconds=30))
     ctx = Context(device="cpu", timing=TimingConfig(), sizes=[64])
-    yield ctx, COLLECTIVES.start(collectives.Settings(), ctx)
+    yield ctx, COLLECTIVES.start(Settings(), ctx)
     tdist.destroy_process_group()
 
 
 @pytest.mark.parametrize("op", ["all_reduce", "all_gather", "broadcast", "all_to_all"])
 def test_check_catches_wrong_data(one_rank_group, op):
-    call = collectives._Op(op, 64, "bfloat16", "torch", *one_rank_group)
+    call = collective_measure._Op(op, 64, "bfloat16", "torch", *one_rank_group)
     call.fill()
     call()
     assert call.correct()
@@ -140,16 +142,16 @@ def test_check_catches_wrong_data(one_rank_group, op):
 
 
 def test_patterns_are_exact_in_bfloat16():
-    sums = sum(collectives._pattern(r, 0, 1000, torch.bfloat16, "cpu", True).double() for r in range(64))
-    exact = sum(collectives._pattern(r, 0, 1000, torch.float64, "cpu", True) for r in range(64))
+    sums = sum(collective_measure._pattern(r, 0, 1000, torch.bfloat16, "cpu", True).double() for r in range(64))
+    exact = sum(collective_measure._pattern(r, 0, 1000, torch.float64, "cpu", True) for r in range(64))
     assert torch.equal(sums, exact)
 
 
 def test_checks_work_in_chunks(monkeypatch, one_rank_group):
-    monkeypatch.setattr(collectives, "_CHECK_CHUNK", 7)  # many chunks, one partial
-    call = collectives._Op("all_gather", 400, "float32", "torch", *one_rank_group)
+    monkeypatch.setattr(collective_measure, "_CHECK_CHUNK", 7)  # many chunks, one partial
+    call = collective_measure._Op("all_gather", 400, "float32", "torch", *one_rank_group)
     call.fill()
-    assert torch.equal(call.inp, collectives._pattern(0, 0, 100, torch.float32, "cpu", False))
+    assert torch.equal(call.inp, collective_measure._pattern(0, 0, 100, torch.float32, "cpu", False))
     call()
     assert call.correct()
     call.out[99] += 1  # in the last, partial chunk

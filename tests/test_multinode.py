@@ -18,8 +18,8 @@ from bench.analysis.runs import palette, with_series
 from bench.cli.common import catalog
 from bench.driver.launcher import Layout, device_index, launcher_layout
 from bench.results import load, usable_rows
-from bench.suites import collectives
-from bench.suites.collectives import transport_env
+from bench.suites.collectives.points import transport_env
+from bench.suites.collectives.reading import _per_world, scaling_figure
 from conftest import env, xferbench_cmd
 
 TINY = ("suite=collectives", "collectives.ops=[all_reduce]", "sizes.max=64B", "timing.trials=2")
@@ -119,14 +119,14 @@ def test_world_sizes_of_one_run_are_drawn_against_gpu_count(xferbench, tmp_path)
     frame = with_series(load(runs))
     curves = with_bandwidth(usable_rows(frame), catalog())
     all_reduce = curves[(curves.op == "all_reduce") & (curves.launch == "eager")]
-    busbw = collectives._per_world(all_reduce, "max", "bandwidth_gbps")
+    busbw = _per_world(all_reduce, "max", "bandwidth_gbps")
     assert busbw.index.tolist() == [1, 2] and busbw[1] == 0 and busbw[2] > 0   # one rank moves nothing
-    assert collectives._per_world(all_reduce, "min", "time_s").index.tolist() == [1, 2]
+    assert _per_world(all_reduce, "min", "time_s").index.tolist() == [1, 2]
     canvas = Canvas(tmp_path / "fig", ["png"], palette(frame), catalog())
-    assert [p.name for p in collectives.scaling_figure(frame, canvas)] == ["scaling_collectives.png"]
+    assert [p.name for p in scaling_figure(frame, canvas)] == ["scaling_collectives.png"]
     one_world = frame[frame.world_size == 2]
     none = Canvas(tmp_path / "none", ["png"], palette(one_world), catalog())
-    assert collectives.scaling_figure(one_world, none) == []
+    assert scaling_figure(one_world, none) == []
 
 
 FAKE_SRUN = """#!/bin/bash

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bench.measure import nccl
-from bench.suites.collectives import DTYPES
+from bench.suites.collectives.settings import DTYPES
 
 
 def test_every_collectives_dtype_has_its_header_value():

@@ -16,7 +16,9 @@ import torch
 from bench import ConfigError, suites
 from bench.measure.timing import Trial, TimingConfig, measure_stream
 from bench.results import load, params_text
-from bench.suites import overlap, pipeline
+from bench.suites import pipeline
+from bench.suites.overlap import (model as omodel, pairs as opairs, points as opoints, reading as oreading,
+                                  syncs as osyncs, work as owork)
 from bench.suites.pipeline import (feed as pfeed, figure as pfigure, measure as pmeasure, model as pmodel,
                                    source as psource, tables as ptables)
 from bench.suites.pipeline.rounds import round_timing
@@ -40,28 +42,28 @@ def _described(what):
 
 
 def test_overlap_plans_pairs_syncs_and_tensors_with_all_reduce_last():
-    settings = overlap.Settings()
-    assert overlap.world_sizes(settings, _ctx(gpus=1)) == [1]
-    assert overlap.world_sizes(settings, _ctx(gpus=2)) == [2]
-    no_reduce = overlap.Settings(ops=[overlap.OverlapOp.h2d, overlap.OverlapOp.peer])
-    assert overlap.world_sizes(no_reduce, _ctx(gpus=8)) == [1]  # no idle ranks beside rank 0's copies
+    settings = omodel.Settings()
+    assert opoints.world_sizes(settings, _ctx(gpus=1)) == [1]
+    assert opoints.world_sizes(settings, _ctx(gpus=2)) == [2]
+    no_reduce = omodel.Settings(ops=[omodel.OverlapOp.h2d, omodel.OverlapOp.peer])
+    assert opoints.world_sizes(no_reduce, _ctx(gpus=8)) == [1]  # no idle ranks beside rank 0's copies
 
     pts = OVERLAP.points(settings, _ctx(gpus=2, world=2))
     pairs = [(p.op, p.memory) for p in pts if p.mode == "mm8192"]
-    assert {p.params for p in pts if p.mode == "mm8192"} == {overlap.Product(8192)}   # the product beside each
+    assert {p.params for p in pts if p.mode == "mm8192"} == {omodel.Product(8192)}   # the product beside each
     assert pairs == [("h2d", "pinned"), ("h2d", "pageable"), ("d2h", "pinned"), ("d2h", "pageable"),
                      ("peer", "device"), ("all_reduce", "device")]
     assert pts[-1].op == "all_reduce" and pts[-1].world_size == 2 and pts[-1].dtype == "bfloat16"
     assert pts[-1].size_bytes == 256 * MiB and pts[-1].backend == "nccl"
     syncs = [(p.op, p.mode) for p in pts if p.op.startswith("sync_")]
-    assert len(syncs) == 8 and set(syncs) == {(f"sync_{k}", s) for k in overlap.SYNCS for s in ("idle", "busy")}
+    assert len(syncs) == 8 and set(syncs) == {(f"sync_{k}", s) for k in omodel.SYNCS for s in ("idle", "busy")}
     made = [(p.memory, p.size_bytes, p.src) for p in pts if p.op == "make_tensor"]
     assert len(made) == 9 and ("device", 4096, "cuda:0") in made and ("pageable", 64 * MiB, "host") in made
     assert len({p for p in pts}) == len(pts)  # every point is its own in the results
 
 
 def test_overlap_skips_without_a_gpu():
-    assert OVERLAP.check(overlap.Settings(), _ctx(device="cpu")) == "needs a CUDA GPU"
+    assert OVERLAP.check(omodel.Settings(), _ctx(device="cpu")) == "needs a CUDA GPU"
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -71,7 +73,7 @@ def test_overlap_skips_without_a_gpu():
 ])
 def test_overlap_settings_are_checked(kw, message):
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
-        overlap.Settings(**kw)
+        omodel.Settings(**kw)
 
 
 def test_pipeline_grid_is_the_base_loop_each_switch_changed_alone_and_the_defaults():
@@ -193,15 +195,15 @@ def test_pipeline_refuses_batches_that_do_not_fit_in_shared_memory(monkeypatch):
     (1.0, 1.0, (1, 1)),
 ])
 def test_balance_keeps_both_streams_equally_busy(transfer, product, expected):
-    c, m = overlap.balance(transfer, product)
+    c, m = opairs.balance(transfer, product)
     assert (c, m) == expected
-    assert abs(c * transfer - m * product) <= overlap.BALANCE_GAP * max(c * transfer, m * product)
+    assert abs(c * transfer - m * product) <= opairs.BALANCE_GAP * max(c * transfer, m * product)
 
 
 def test_balance_takes_the_closest_when_none_is_close_enough():
-    c, m = overlap.balance(1.0, 1.5, most=2)   # k=1 gives 2:1, 25% apart; k=2 gives 3:2, exact
+    c, m = opairs.balance(1.0, 1.5, most=2)   # k=1 gives 2:1, 25% apart; k=2 gives 3:2, exact
     assert (c, m) == (3, 2)
-    c, m = overlap.balance(1.0, 1.45, most=1)
+    c, m = opairs.balance(1.0, 1.45, most=1)
     assert (c, m) == (1, 1)
 
 
@@ -210,20 +212,20 @@ def _trials(per_op: float, iters: int, parts=None, n: int = 3, jitter: float = 0
 
 
 PAIR = Point("overlap", "h2d", 64 * MiB, memory="pinned", mode="mm4096", backend="cuda", src="host", dst="cuda:0",
-             params=overlap.Product(4096))
+             params=omodel.Product(4096))
 
 
 def _pair_rows(copied=True, computed=True, point=PAIR, factor=1.0) -> list:
     copy_s, mm_s, (c, m) = 2e-3, 0.5e-3, (1, 4)
     # Two streams: each side as long as alone plus 5%, the round 10% over the longer side.
     concurrent = _trials(2.2e-3, 5, {"copy": 5 * c * copy_s * 1.05, "compute": 5 * m * mm_s * 1.05})
-    return overlap.pair_rows(point, _trials(copy_s, 10), _trials(mm_s, 40), concurrent,
-                             _trials(4e-3, 5), (c, m), factor, copied, computed)
+    return opairs.pair_rows(point, _trials(copy_s, 10), _trials(mm_s, 40), concurrent,
+                            _trials(4e-3, 5), (c, m), factor, copied, computed)
 
 
 def test_pair_rows_carry_gbps_per_transfer_round_times_and_the_overlap():
     rows = pd.DataFrame([vars(r) for r in _pair_rows()])
-    assert set(rows.part) == set(overlap.PAIR_PARTS) and (rows.groupby("part").size() == 3).all()
+    assert set(rows.part) == set(omodel.PAIR_PARTS) and (rows.groupby("part").size() == 3).all()
     first = rows[rows.trial == 0].set_index("part")
     assert first.time_s["copy_alone"] == pytest.approx(2e-3)
     assert first.algbw_gbps["copy_alone"] == pytest.approx(64 * MiB / 2e-3 / 1e9)
@@ -248,30 +250,30 @@ def test_a_failed_check_fails_every_row_of_the_pair(copied, computed, why):
 
 def test_sync_rows_cost_is_the_step_less_the_work_alone():
     point = Point("overlap", "sync_item", 0, mode="busy", backend="cuda", src="cuda:0", dst="cuda:0")
-    rows = pd.DataFrame([vars(r) for r in overlap.sync_rows(point, _trials(50e-6, 400, jitter=0.01),
-                                                            _trials(30e-6, 600, jitter=0.02), True, "work: x")])
+    rows = pd.DataFrame([vars(r) for r in osyncs.sync_rows(point, _trials(50e-6, 400, jitter=0.01),
+                                                           _trials(30e-6, 600, jitter=0.02), True, "work: x")])
     cost = rows[rows.part == "cost"].time_s.to_numpy()
     assert cost == pytest.approx([19.4e-6, 19.9e-6, 20.4e-6])   # each step trial less the median work (30.6 µs)
     assert set(rows.part) == {"step", "work", "cost"} and rows.algbw_gbps.isna().all()
     assert (rows.part != "total").all()   # no bandwidth: kept out of the curves and the summary
-    failed = overlap.sync_rows(point, _trials(50e-6, 400), _trials(30e-6, 600), False, "work: x")
+    failed = osyncs.sync_rows(point, _trials(50e-6, 400), _trials(30e-6, 600), False, "work: x")
     assert {r.status for r in failed} == {"failed"}
 
 
 def test_matmul_check_passes_a_product_and_catches_a_wrong_one():
-    mm = overlap.Matmul(64, "cpu", seed=3)
+    mm = owork.Matmul(64, "cpu", seed=3)
     assert not mm.correct()              # nothing computed yet: C is zero
     mm(2)
-    assert mm.correct() and mm.flops == 2 * 64 ** 3 == overlap.Product(64).flops
+    assert mm.correct() and mm.flops == 2 * 64 ** 3 == omodel.Product(64).flops
     mm.c[5, 7] += mm.c.abs().max() * 0.1
     assert not mm.correct()
     mm.c.copy_(mm.b @ mm.a)              # the other product: the right shape and scale, the wrong data
     assert not mm.correct()
     # Runs from before params (schema 2) name the product in the mode; rows naming none have no TFLOP/s.
     older = pd.DataFrame([vars(r) for r in _pair_rows(point=replace(PAIR, params=None))])
-    assert overlap.table(older).tflops.notna().all() and older["mode"].str.fullmatch(r"mm\d+").all()
+    assert oreading.table(older).tflops.notna().all() and older["mode"].str.fullmatch(r"mm\d+").all()
     no_product = older.assign(mode="")
-    assert overlap.table(no_product).tflops.isna().all()
+    assert oreading.table(no_product).tflops.isna().all()
 
 
 # ---------------------------------------------------------------- the loader loop, for real
@@ -609,12 +611,12 @@ def test_bad_settings_are_one_line_exit_2(xferbench_in_process, args, message):
 def _overlap_run() -> list:
     rows = _pair_rows()
     ar = Point("overlap", "all_reduce", 64 * MiB, memory="device", mode="mm4096", backend="nccl", world_size=2,
-               dtype="bfloat16", params=overlap.Product(4096))
+               dtype="bfloat16", params=omodel.Product(4096))
     rows += _pair_rows(point=ar, factor=1.0)
-    for kind in overlap.SYNCS:
+    for kind in omodel.SYNCS:
         for state, step, work in (("idle", 12e-6, 4e-6), ("busy", 45e-6, 30e-6)):
             point = Point("overlap", f"sync_{kind}", 0, mode=state, backend="cuda", src="cuda:0", dst="cuda:0")
-            rows += overlap.sync_rows(point, _trials(step, 100), _trials(work, 100), True, "work")
+            rows += osyncs.sync_rows(point, _trials(step, 100), _trials(work, 100), True, "work")
     for size in (4096, MiB):
         for memory, us in (("pageable", 80), ("pinned", 60), ("device", 6)):
             point = Point("overlap", "make_tensor", size, memory=memory, backend="cuda", dst="cuda:0")
@@ -668,7 +670,7 @@ def runs_frame(tmp_path_factory):
 
 
 def test_tables_of_overlap_and_pipeline_runs(runs_frame):
-    pairs = overlap.table(runs_frame).set_index("op")
+    pairs = oreading.table(runs_frame).set_index("op")
     assert list(pairs.index) == ["h2d", "all_reduce"]
     h2d = pairs.loc["h2d"]
     assert h2d["round"] == "1+4" and h2d["size"] == "64MiB"
@@ -677,10 +679,10 @@ def test_tables_of_overlap_and_pipeline_runs(runs_frame):
     assert h2d.tflops_copying == pytest.approx(h2d.tflops / 1.05, abs=0.1)
     assert h2d.copy_gbps == pytest.approx(33.6, abs=0.1)
 
-    syncs = overlap.sync_table(runs_frame)
-    assert list(syncs.op) == [f"sync_{k}" for k in overlap.SYNCS]
+    syncs = oreading.sync_table(runs_frame)
+    assert list(syncs.op) == [f"sync_{k}" for k in omodel.SYNCS]
     assert syncs.cost_us_idle.tolist() == [8.0] * 4 and syncs.cost_us_busy.tolist() == [15.0] * 4
-    made = overlap.make_table(runs_frame).set_index("size")
+    made = oreading.make_table(runs_frame).set_index("size")
     assert made.loc["1MiB", "device_us"] == 6.0 and made.loc["4KiB", "pageable_us"] == 80.0
 
     pipe = ptables.table(runs_frame)
@@ -744,7 +746,7 @@ def test_overlap_and_pipeline_figures(runs_frame, tmp_path):
 
     frame = with_series(runs_frame)
     canvas = Canvas(tmp_path, ["png"], palette(frame), catalog())
-    drawn = {p.name for f in (overlap.overlap_figure, overlap.sync_figure, pfigure.pipeline_figure)
+    drawn = {p.name for f in (oreading.overlap_figure, oreading.sync_figure, pfigure.pipeline_figure)
              for p in f(frame, canvas)}
     assert drawn == {"overlap.png", "sync.png", "pipeline.png"}
     for name in drawn:
@@ -752,7 +754,7 @@ def test_overlap_and_pipeline_figures(runs_frame, tmp_path):
     none = Canvas(tmp_path / "none", ["png"], palette(frame), catalog())
     copies_only = frame[frame.suite != "pipeline"]
     assert pfigure.pipeline_figure(copies_only, none) == []
-    assert overlap.overlap_figure(frame[frame.suite == "pipeline"], none) == []
+    assert oreading.overlap_figure(frame[frame.suite == "pipeline"], none) == []
 
 
 def test_overlap_and_pipeline_print_their_tables(runs_frame, capsys):

@@ -28,7 +28,8 @@ from bench.measure import timing as timing_module
 from bench.measure.timing import HostClock, TimingConfig, measure
 from bench.results import POINT_KEYS, point_key, read_samples, samples_file
 from bench.sizes import format_size, ladder, sweep
-from bench.suites import collectives, p2p
+from bench.suites import p2p
+from bench.suites.collectives.points import world_sizes
 from bench.contract import Context
 
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
@@ -198,7 +199,7 @@ def test_resumed_runs_count_only_what_is_left():
 def test_scaling_worlds_are_capped_at_the_gpus_present():
     cfg = _cfg("suite=collectives", "collectives.nproc=[2,4,8]")
     ctx = Context("cuda", TimingConfig(), [8], gpu_count=4)
-    assert collectives.world_sizes(cfg.collectives, ctx) == [2, 4]
+    assert world_sizes(cfg.collectives, ctx) == [2, 4]
     by_world = _plan(cfg, _h200(4)).suites[0].points
     one_world = _plan(_cfg("suite=collectives"), _h200(4)).suites[0].points
     assert by_world == 2 * one_world

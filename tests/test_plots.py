@@ -24,7 +24,6 @@ from bench.cli import plot as plot_cli
 from bench.cli.common import catalog
 from bench.links import pcie_gbps
 from bench.results import ResultsError, load
-from bench.suites import collectives
 from bench.suites.p2p import reading as p2p_reading
 from synthetic import KiB, MiB, collective_samples, copy_samples, p2p_samples, write_run
 
@@ -300,7 +299,7 @@ def test_p2p_peaks_show_the_slow_pair(frame):
 
 def test_api_overhead_is_torch_time_over_nccl_time(tmp_path):
     from bench.results import Sample, samples_frame
-    from bench.suites.collectives import api_overhead
+    from bench.suites.collectives.reading import api_overhead, api_overhead_figure
 
     rows = [Sample("collectives", "all_reduce", size, time_s=t, iters=10, trial=i, api=api, launch="eager",
                    backend="nccl", world_size=2, dtype="float32", verified=True, run_id="r")
@@ -310,7 +309,7 @@ def test_api_overhead_is_torch_time_over_nccl_time(tmp_path):
     table = api_overhead(frame)
     assert table.loc[0, "torch/nccl@8B"] == 3.0 and table.loc[0, "torch/nccl@1MiB"] == 2.0
     assert api_overhead(frame[frame.api == "torch"]).empty  # one api alone: nothing to compare
-    assert [p.name for p in _draw(collectives.api_overhead_figure, frame, tmp_path)] == ["api_overhead.png"]
+    assert [p.name for p in _draw(api_overhead_figure, frame, tmp_path)] == ["api_overhead.png"]
 
 
 # ---------------------------------------------------------------- where files land, and run status

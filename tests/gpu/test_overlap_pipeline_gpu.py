@@ -10,8 +10,10 @@ import torch
 from bench import suites
 from bench.measure.timing import TimingConfig
 from bench.results import load
-from bench.suites import overlap, pipeline
-from bench.suites.pipeline import model as pmodel, tables as ptables
+from bench.suites.overlap import reading as oreading, work as owork
+from bench.suites.pipeline import (feed as pfeed, measure as pmeasure, model as pmodel, source as psource,
+                                   tables as ptables)
+from bench.suites.pipeline.rounds import round_timing
 from bench.contract import Context, Point
 
 pytestmark = pytest.mark.gpu
@@ -26,18 +28,18 @@ def test_overlap_copies_syncs_and_tensors(xferbench):
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
     assert (df.status == "ok").all() and df.verified.all(), df[~df.verified].note.unique()
-    pairs = overlap.table(df).set_index(["op", "memory"])
+    pairs = oreading.table(df).set_index(["op", "memory"])
     assert len(pairs) == 4
     pinned = pairs.loc[("h2d", "pinned")]
     # A copy engine beside the SMs: both at once on two streams; on one stream, one after the other.
     assert pinned.overlap > 1.4 and pinned.overlap_one_stream < 1.15, pairs
     assert pinned.copy_gbps > 20 and pinned.tflops > 100
     assert pairs.loc[("h2d", "pageable")].overlap < pinned.overlap, pairs
-    syncs = overlap.sync_table(df).set_index("op")
+    syncs = oreading.sync_table(df).set_index("op")
     # Two host-timed costs of some 20 µs each move with the host's pace between points: a stream
     # wait costs about what a synchronize does, never many times it.
     assert syncs.loc["sync_stream", "cost_us_busy"] < 1.5 * syncs.loc["sync_device", "cost_us_busy"], syncs
-    made = overlap.make_table(df).set_index("size")
+    made = oreading.make_table(df).set_index("size")
     assert made.loc["1MiB", "device_us"] < made.loc["1MiB", "pageable_us"], made
 
 
@@ -54,7 +56,7 @@ def test_overlap_peer_copy_and_all_reduce(xferbench):
     assert (reduce.busbw_gbps / reduce.algbw_gbps).dropna().round(6).eq(round(2 * (n - 1) / n, 6)).all()
     whole = reduce[reduce.part.isin(["copy_alone", "compute_alone", "one_stream", "total"])]
     assert (whole.time_fastest_rank_s <= whole.time_s * (1 + 1e-9)).all()   # the slowest rank's time is kept
-    pairs = overlap.table(df).set_index("op")
+    pairs = oreading.table(df).set_index("op")
     assert set(pairs.index) == {"peer", "all_reduce"}
     assert (pairs.overlap_one_stream < 1.15).all() and pairs.loc["peer", "overlap"] > 1.2, pairs
 
@@ -89,7 +91,7 @@ def test_pipeline_loops_stages_and_their_bottlenecks(xferbench):
     assert len(adv) == 2 * 2 and set(adv.limit) <= {"host", "link"} and adv.gain.notna().all()
 
 
-class _Swapped(pipeline.NumpySamples):
+class _Swapped(psource.NumpySamples):
     def __getitem__(self, i: int) -> torch.Tensor:
         return super().__getitem__({5: 6, 6: 5}.get(i, i))
 
@@ -97,12 +99,12 @@ class _Swapped(pipeline.NumpySamples):
 @pytest.mark.parametrize("workers", [0, 2])
 def test_prefetching_feed_checks_every_byte_on_the_gpu(monkeypatch, workers):
     loop = pmodel.Loop(pmodel.Producer.numpy, workers=workers, pin_memory=True, non_blocking=True, prefetch=True)
-    feed = pipeline.Feed(4, 4096, loop, torch.device("cuda", 0))
+    feed = pfeed.Feed(4, 4096, loop, torch.device("cuda", 0))
     feed(8)
     assert feed.correct() and feed.consumed == 8
     feed.close()
-    monkeypatch.setattr(pipeline, "NumpySamples", _Swapped)
-    feed = pipeline.Feed(4, 4096, loop, torch.device("cuda", 0))
+    monkeypatch.setattr(psource, "NumpySamples", _Swapped)
+    feed = pfeed.Feed(4, 4096, loop, torch.device("cuda", 0))
     feed(1)
     assert feed.correct()
     feed(1)
@@ -113,18 +115,19 @@ def test_prefetching_feed_checks_every_byte_on_the_gpu(monkeypatch, workers):
 def test_the_loop_on_the_gpu_reads_its_steady_rate(monkeypatch):
     """Event marks on the consuming stream, no synchronize between trials: a producer of known
     rate behind a pre-filled queue reads at that rate on the GPU path too."""
-    class Paced(pipeline.NumpySamples):
+    class Paced(psource.NumpySamples):
         def __getitem__(self, i: int) -> torch.Tensor:
             time.sleep(0.01)
             return super().__getitem__(i)
 
-    monkeypatch.setattr(pipeline, "NumpySamples", Paced)
+    monkeypatch.setattr(psource, "NumpySamples", Paced)
     loop = pmodel.Loop(pmodel.Producer.numpy, workers=2, pin_memory=True, non_blocking=True, prefetch=True)
-    feed = pipeline.Feed(2, 4096, loop, torch.device("cuda", 0))
+    feed = pfeed.Feed(2, 4096, loop, torch.device("cuda", 0))
     ctx = Context("cuda", TimingConfig(warmup=1, trials=3), [1])
     try:
         time.sleep(0.3)
-        trials = pipeline.loop_stream(feed, ctx, pmodel.Settings(min_trial_s=0.05))
+        segment = pmeasure.Segment(round_timing(ctx, pmodel.Settings(min_trial_s=0.05, rounds=1)))
+        trials = pmeasure.loop_stream(feed, segment)
         assert feed.correct()
     finally:
         feed.close()
@@ -153,7 +156,7 @@ def test_each_gpu_stage_alone_is_measured_and_checked(op, memory, mode, stage):
 
 
 def test_matmul_check_on_the_gpu():
-    mm = overlap.Matmul(2048, torch.device("cuda", 0))
+    mm = owork.Matmul(2048, torch.device("cuda", 0))
     assert not mm.correct()
     mm(3)
     torch.cuda.synchronize()
