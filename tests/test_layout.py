@@ -159,3 +159,60 @@ def test_drawing_figures_and_reading_suites_imports_no_torch(tmp_path):
             f"assert 'torch' not in sys.modules, 'torch imported'")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env(), timeout=300)
     assert proc.returncode == 0, proc.stderr
+
+
+MEASURING = ("bench.contract", "bench.measure", "bench.driver", "torch", "triton")
+
+
+def _reached(graph: dict[str, set[str]], start: str, inside: str) -> set[str]:
+    """The modules `start` imports, and those that imports of `inside` (its own package) import in turn."""
+    seen, todo = set(), [start]
+    while todo:
+        m = todo.pop()
+        for d in graph.get(m, set()):
+            if d not in seen:
+                seen.add(d)
+                if d.startswith(inside + "."):
+                    todo.append(d)
+    return seen
+
+
+def _third_party(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "module" and node.args \
+                and isinstance(node.args[0], ast.Constant):   # bench.lazy.module("torch")
+            names.add(str(node.args[0].value).split(".")[0])
+    return names
+
+
+def test_each_suite_is_a_folder_with_a_reading_face_free_of_measurement():
+    """Each suite of the package: a folder whose reading.py declares what its rows mean, and
+    neither it nor the suite's modules it imports reach the contract, measurement, the driver or
+    torch (statically: importing a submodule runs the package's __init__, the measuring face)."""
+    graph, modules = _graph(), _modules()
+    suites = sorted({m.split(".")[2] for m in modules if m.startswith("bench.suites.")})
+    for name in suites:
+        package = f"bench.suites.{name}"
+        assert modules[package].name == "__init__.py", f"{package} is not a folder"
+        face = f"{package}.reading"
+        assert face in modules, f"{package} has no reading.py"
+        reached = _reached(graph, face, package) | {face}
+        bad = sorted(d for d in reached if d.startswith(MEASURING))
+        assert not bad, f"{face} reaches {bad}"
+        own = [modules[m] for m in reached if m.startswith(package + ".")]
+        assert not {n for p in own for n in _third_party(p)} & {"torch", "triton"}, face
+
+
+def test_no_module_over_500_lines_and_no_function_over_60():
+    long_files = {str(p.relative_to(ROOT)): n for p in BENCH.rglob("*.py") if (n := len(p.read_text().splitlines())) > 500}
+    assert not long_files
+    long_functions = [f"{p.relative_to(ROOT)}:{node.name} {node.end_lineno - node.lineno + 1}"
+                      for p in BENCH.rglob("*.py") for node in ast.walk(ast.parse(p.read_text()))
+                      if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                      and node.end_lineno - node.lineno + 1 > 60]
+    assert not long_functions
