@@ -80,7 +80,7 @@ class SuiteView:
 
     def expectation(self, row: Mapping[str, Any]) -> tuple[float, float, str] | None:
         """Link theory for one point, for judging a machine no reference run describes
-        (bench/analysis/judge.py): (the figure no healthy machine exceeds, in GB/s of the suite's
+        (bench/analysis/point_expectations.py): (the figure no healthy machine exceeds, in GB/s of the suite's
         `bandwidth` column; the share of it a healthy machine reaches at this size, NaN where
         the suite cannot say, e.g. below the sizes where its curve levels off; the link's name),
         or None where no link bounds the point. `row` holds the point's keys (points.POINT_KEYS),

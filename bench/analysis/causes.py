@@ -43,7 +43,7 @@ NCCL_LIMITS = {
 }
 # Limit only when on.
 _SWITCHES = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_GRAPH_MIXING_SUPPORT")
-# What collectives.transport=socket sets in its ranks on purpose (bench/suites/collectives.py).
+# What collectives.transport=socket sets in its ranks on purpose (bench/suites/collectives/points.py).
 _SOCKET_MODE = ("NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "NCCL_IB_DISABLE", "NCCL_NET")
 _TOPOLOGY = {
     "PIX": "are joined through one PCIe switch (PIX), not NVLink",

@@ -120,7 +120,7 @@ def pair_rows(point: Point, copy_alone: list[Trial], compute_alone: list[Trial],
               computed: bool) -> list[Sample]:
     """A pair's rows, per trial (README, "The result columns"). Copy rows carry GB/s per
     transfer, round rows (serial, one_stream, total) the transfer's bytes over the round's time,
-    compute rows none: TFLOP/s is flops_of(mode) / time_s."""
+    compute rows none: TFLOP/s is reading._flops_of(mode) / time_s."""
     c, m = round_
     verified = copied and computed
     failed = "; ".join(why for ok, why in ((copied, "the transfer's data differs from the exact result"),
