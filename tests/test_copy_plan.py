@@ -19,8 +19,8 @@ from bench.measure import kernels, lanes, numa
 from bench.measure.timing import TimingConfig, Trial
 from bench.results import Sample, point_key
 from bench.sizes import machine_sizes, sweep
-from bench.suites.copy import plan as copy_plan, reading as copy_reading
-from bench.suites.p2p import plan as p2p_plan, reading as p2p_reading
+from bench.suites.copy import points as copy_sweep, reading as copy_reading
+from bench.suites.p2p import points as p2p_sweep, reading as p2p_reading
 from bench.contract import Context
 
 MiB, GiB = 1 << 20, 1 << 30
@@ -66,15 +66,15 @@ def test_bad_gpus_are_one_line(value, message):
 
 
 def test_gpu_selection():
-    assert copy_plan.select_gpus(["each", "all"], 4) == copy_plan.Selection((0, 1, 2, 3), (4,))
-    assert copy_plan.select_gpus(["each", "all"], 1) == copy_plan.Selection((0,), ())  # nothing to run at once
-    assert copy_plan.select_gpus(["2", "0", "each"], 3) == copy_plan.Selection((2, 0, 1), ())  # listed order, once each
-    assert copy_plan.select_gpus(["all"], 2) == copy_plan.Selection((), (2,))
+    assert copy_sweep.select_gpus(["each", "all"], 4) == copy_sweep.Selection((0, 1, 2, 3), (4,))
+    assert copy_sweep.select_gpus(["each", "all"], 1) == copy_sweep.Selection((0,), ())  # nothing to run at once
+    assert copy_sweep.select_gpus(["2", "0", "each"], 3) == copy_sweep.Selection((2, 0, 1), ())  # listed order, once each
+    assert copy_sweep.select_gpus(["all"], 2) == copy_sweep.Selection((), (2,))
     # copy.together: the first N GPUs at once, capped at the machine's count, each count once
-    assert copy_plan.select_gpus(["0", "all"], 4, [2, 4, 8]) == copy_plan.Selection((0,), (2, 4))
-    assert copy_plan.select_gpus(["0"], 4, [2, 4]) == copy_plan.Selection((0,), ())   # no 'all': nothing at once
+    assert copy_sweep.select_gpus(["0", "all"], 4, [2, 4, 8]) == copy_sweep.Selection((0,), (2, 4))
+    assert copy_sweep.select_gpus(["0"], 4, [2, 4]) == copy_sweep.Selection((0,), ())   # no 'all': nothing at once
     with pytest.raises(ConfigError, match=r"copy.gpus: GPU 2 does not exist; this machine has 2 \(0..1\)"):
-        copy_plan.select_gpus(["2"], 2)
+        copy_sweep.select_gpus(["2"], 2)
 
 
 def test_triton_is_asked_for_in_one_line(monkeypatch):
@@ -101,7 +101,7 @@ def test_machine_sizes(low, high, expected):
 
 
 def test_two_sockets_place_each_gpu_near_and_far():
-    plan = copy_plan.host_plan(TWO_SOCKETS, [0, 1], ["local", "remote", "none"])
+    plan = copy_sweep.host_plan(TWO_SOCKETS, [0, 1], ["local", "remote", "none"])
     assert plan.places[0, "local"].node == 0 and plan.places[0, "local"].cpus == frozenset(range(8))
     assert plan.places[1, "local"].node == 1 and plan.places[1, "remote"].node == 0
     assert plan.places[0, "remote"].cpus == frozenset(range(8, 16))
@@ -110,14 +110,14 @@ def test_two_sockets_place_each_gpu_near_and_far():
 
 
 def test_one_node_says_so_once_and_skips_remote():
-    plan = copy_plan.host_plan(ONE_NODE, [None, None], ["local", "remote"])
+    plan = copy_sweep.host_plan(ONE_NODE, [None, None], ["local", "remote"])
     assert {key for key in plan.places} == {(0, "local"), (1, "local")}
     assert plan.lines == ("one NUMA node: host memory is local to every GPU",
                           "copy.numa=remote skipped: one NUMA node: all host memory is local")
 
 
 def test_unknown_gpu_node_skips_that_gpu_only():
-    plan = copy_plan.host_plan(TWO_SOCKETS, [0, None], ["local"])
+    plan = copy_sweep.host_plan(TWO_SOCKETS, [0, None], ["local"])
     assert (0, "local") in plan.places and (1, "local") not in plan.places
     assert plan.lines[0] == "2 NUMA nodes; cuda:0 node 0, cuda:1 node unknown"
     assert plan.lines[1].startswith("copy.numa=local skipped for cuda:1: the GPU's NUMA node is unknown")
@@ -343,14 +343,14 @@ def test_concurrent_figure(tmp_path):
 
 
 def test_p2p_concurrent_ends():
-    assert p2p_plan._ends("all_to_one", "cuda:2") == {"src": "all", "dst": "cuda:2"}
-    assert p2p_plan._ends("one_to_all", "cuda:2") == {"src": "cuda:2", "dst": "all"}
+    assert p2p_sweep._ends("all_to_one", "cuda:2") == {"src": "all", "dst": "cuda:2"}
+    assert p2p_sweep._ends("one_to_all", "cuda:2") == {"src": "cuda:2", "dst": "all"}
 
 
 def test_no_gpu_note_names_only_what_the_user_set(capsys):
     cfg = config(**{"copy.memory": "[pinned,pageable]", "copy.gpus": "[0,each]", "copy.numa": "[none]"})
-    assert copy_plan.cpu_dropped(cfg.copy, frozenset()) == ""   # defaults and unset keys: nothing to say
-    assert copy_plan.cpu_dropped(cfg.copy, frozenset({"copy.memory", "copy.gpus", "copy.numa"})) == (
+    assert copy_sweep.cpu_dropped(cfg.copy, frozenset()) == ""   # defaults and unset keys: nothing to say
+    assert copy_sweep.cpu_dropped(cfg.copy, frozenset({"copy.memory", "copy.gpus", "copy.numa"})) == (
         "no GPU: copy.memory=[pinned], copy.gpus=[0] measured as pageable host-to-host copies")
     ctx = Context("cpu", TimingConfig(), [4096], explicit=frozenset({"copy.engine"}))
     assert COPY.check(config(**{"copy.engine": "[sm]"}).copy, ctx) is None

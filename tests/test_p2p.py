@@ -6,7 +6,7 @@ from bench import ConfigError, suites
 from bench.measure.timing import TimingConfig
 from bench.results import Sample
 from bench.suites import p2p
-from bench.suites.p2p.plan import select_pairs
+from bench.suites.p2p.points import select_pairs
 from bench.suites.p2p.reading import matrices
 from bench.contract import Context
 

@@ -42,7 +42,7 @@ from bench.analysis.cache import short_of_hbm
 from bench.analysis.compare import JUDGED_CLASSES, point_levels
 from bench.analysis.expected import Expected, machine_class, shipped, shipped_noise
 from bench.analysis.noise import PAIR_MEDIAN_TO_SIGMA, default_noise, family_sigma, median_factor, run_noise
-from bench.analysis.point_expectations import Point, judged_points
+from bench.analysis.point_expectations import JudgedPoint, judged_points
 from bench.analysis.verdicts import (FAILED, HIGH, INCONSISTENT, LOW, MIN_JUDGED, NOISY, NORMAL, NOT_JUDGED,
                                      THEORY_TOLERANCE, Judgement, Verdict, short_number)
 from bench.points import ROLE_KEYS, VARIANT_KEYS, variant_label
@@ -67,7 +67,7 @@ class _Family:
     variant: tuple
     role: tuple
     size_class: str
-    points: list[Point]
+    points: list[JudgedPoint]
     change: float = math.nan      # D against the expectation
     limit: float = math.nan
     sibling_change: float = math.nan
@@ -77,12 +77,12 @@ class _Family:
     sibling_sigma: float = math.nan   # how far siblings of this run stray from their median (log units)
 
     @property
-    def expected(self) -> list[Point]:
+    def expected(self) -> list[JudgedPoint]:
         return [p for p in self.points if math.isfinite(p.y_expected)]
 
 
-def _families(points: list[Point]) -> list[_Family]:
-    grouped: dict[tuple, list[Point]] = {}
+def _families(points: list[JudgedPoint]) -> list[_Family]:
+    grouped: dict[tuple, list[JudgedPoint]] = {}
     for p in points:
         if p.size_class in JUDGED_CLASSES:
             grouped.setdefault((p.variant, p.size_class), []).append(p)
@@ -129,7 +129,7 @@ def _siblings(families: list[_Family]) -> None:
                 f.sibling_change, f.peers = float(np.median(diffs)), min(peers)
 
 
-def _plateau(points: list[Point]) -> list[Point]:
+def _plateau(points: list[JudgedPoint]) -> list[JudgedPoint]:
     """A bandwidth-bound family's plateau: its sizes whose expected rate is within PLATEAU of the
     family's highest. A link shared with another process, or throttled, shows there, while
     smaller sizes may slip through in a time slice, and those still paying a launch (a kernel's
@@ -147,12 +147,12 @@ def _spread(sigma: float, runs: int) -> float:
     return sigma * math.sqrt(1 + (median_factor(runs) / runs if runs else 0))
 
 
-def _representative(f: _Family, change: float, expected: dict[int, float]) -> Point:
+def _representative(f: _Family, change: float, expected: dict[int, float]) -> JudgedPoint:
     """The size whose change is nearest the family's: where its figures are shown."""
     return min((p for p in f.points if p.size in expected), key=lambda p: abs(p.y - expected[p.size] - change))
 
 
-def _shown(p: Point, y_expected: float, size_class: str) -> tuple[float, float, str]:
+def _shown(p: JudgedPoint, y_expected: float, size_class: str) -> tuple[float, float, str]:
     """(expected, measured, unit) at a point: GB/s at bandwidth-bound sizes, else µs per op."""
     if p.bandwidth and size_class == "bandwidth":
         return p.value * math.exp(y_expected - p.y), p.value, "GB/s"

@@ -47,7 +47,7 @@ def _theory(catalog: Catalog, point: dict) -> tuple[float, float, str] | None:
 
 
 @dataclass
-class Point:
+class JudgedPoint:
     """One point of the run, what a healthy machine delivers there and where that came from."""
     variant: tuple
     role: tuple
@@ -68,7 +68,7 @@ class Point:
     set_aside: bool = False       # judged by nothing: it measured the host, or by a method since changed
 
 
-def _reference(point: Point, role: dict, table: Expected, machine: str) -> str:
+def _reference(point: JudgedPoint, role: dict, table: Expected, machine: str) -> str:
     """Fills in the class's expectation from the table; '' or why there is none."""
     if machine not in table.origins:
         return f"no reference for machine class {machine}"
@@ -88,7 +88,7 @@ def _reference(point: Point, role: dict, table: Expected, machine: str) -> str:
     return ""
 
 
-def _learned(point: Point, role: dict, table: Expected, machine: str, theory, own_class: str) -> str:
+def _learned(point: JudgedPoint, role: dict, table: Expected, machine: str, theory, own_class: str) -> str:
     """Where the class has no reference: theory times the share the other classes reach (the
     suite's declared share where none has the role) at bandwidth-bound sizes, else the time the
     other classes take; '' or why neither."""
@@ -136,7 +136,7 @@ def _recorded_limit(f: causes.Facts, record: dict, theory) -> tuple[float, str]:
 
 
 def judged_points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expected,
-                  in_cache: frozenset, facts: causes.Facts) -> list[Point]:
+                  in_cache: frozenset, facts: causes.Facts) -> list[JudgedPoint]:
     """Each point of a run's levels (compare.point_levels) with its expectation, the link limit
     it was recorded under, or why it has none; `in_cache`: the (op, src, size)s the L2 holds."""
     machine = machine_class(meta).key
@@ -150,7 +150,7 @@ def judged_points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: 
     out = []
     for record, role, own_class in zip(levels.to_dict("records"), role_rows, own):
         bandwidth = record["metric"] != "time_s"
-        point = Point(tuple(record[k] for k in VARIANT_KEYS), tuple(role[k] for k in ROLE_KEYS),
+        point = JudgedPoint(tuple(record[k] for k in VARIANT_KEYS), tuple(role[k] for k in ROLE_KEYS),
                       int(record["size_bytes"]), own_class, float(record["y"]), float(record["value"]), bandwidth)
         pair = pair_class(links, record["src"], record["dst"])
         theory = _theory(catalog, {**hooks, **record, "link_class": "" if pair == "?" else pair})

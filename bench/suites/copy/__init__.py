@@ -39,7 +39,7 @@ from bench.points import ALL
 from bench.results import Sample
 from bench.suites.copy.buffers import CopyState
 from bench.suites.copy.measure import measure_alone, measure_h2h, measure_latency, measure_together
-from bench.suites.copy.plan import cpu_dropped, gpus_of, host_plan_for, select_gpus, sweep
+from bench.suites.copy.points import cpu_dropped, gpus_of, host_plan_for, select_gpus, sweep
 from bench.suites.copy.reading import CopyView
 from bench.suites.copy.settings import CopyOp, Settings
 

@@ -9,7 +9,7 @@ from bench.contract import Context
 from bench.measure import kernels, numa
 from bench.measure.chase import RING_BYTES
 from bench.measure.lanes import Streams
-from bench.suites.copy.plan import HostPlan, gpus_of, host_plan_for, sweep
+from bench.suites.copy.points import HostPlan, gpus_of, host_plan_for, sweep
 from bench.suites.copy.settings import Settings
 
 torch = lazy.module("torch")

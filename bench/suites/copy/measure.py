@@ -18,7 +18,7 @@ from bench.measure.lanes import Lane, SpanClock, Together, sync_all
 from bench.measure.timing import EventClock, HostClock
 from bench.results import Sample
 from bench.suites.copy.buffers import CopyState, Store
-from bench.suites.copy.plan import gpus_of
+from bench.suites.copy.points import gpus_of
 
 torch = lazy.module("torch")
 

@@ -35,7 +35,7 @@ from bench.measure.memory import check_fits
 from bench.results import Sample
 from bench.suites.p2p.buffers import P2PState
 from bench.suites.p2p.measure import measure_concurrent, measure_latency, measure_pair
-from bench.suites.p2p.plan import select_pairs, sweep
+from bench.suites.p2p.points import select_pairs, sweep
 from bench.suites.p2p.reading import P2PView
 from bench.suites.p2p.settings import CONCURRENT_OPS, P2PMode, P2POp, Settings
 
