@@ -2,7 +2,7 @@
 """How long xferbench takes before it measures anything, beside what torch alone takes.
 
 Side by side, in the same environment and interleaved (so drift hits all of them alike), each
-repeated --reps times, medians printed as a table:
+repeated --reps times after one untimed run of each, medians printed as a table:
 - torch: `python -c "import torch; torch.cuda.init()"` (cuda.init only where CUDA is), the floor
   every run pays, timed to the line it prints then;
 - plan: `python -m bench plan=true` (the default sweep's plan), which measures nothing;
@@ -79,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     samples: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="xferbench-startup-") as tmp:
         cwd = Path(tmp)
+        # Once untimed: compiled bytecode and the page cache warm, as on a machine in use (where
+        # PYTHONDONTWRITEBYTECODE is set nothing is cached and every start compiles its sources).
+        _wall([sys.executable, "-c", TORCH], cwd)
+        _marked([sys.executable, "-m", "bench", "progress=true", f"out_dir={cwd / 'warm'}", *overrides], cwd, BAR)
         for rep in range(args.reps):
             torch = _marked([sys.executable, "-c", TORCH], cwd, READY)[0]
             samples.setdefault("torch: import torch; torch.cuda.init()", []).append(torch)

@@ -114,7 +114,7 @@ def test_stages_of_a_loop_are_grouped_by_who_runs_them():
                             for who, g in groups.items()}
     assert names(pmodel.stages_of(Loop(P.numpy, workers=4, pin_memory=True, non_blocking=True), True)) == {
         "4 workers": ["make", "collate"], "pin thread": ["handoff", "pin"], "copy engine": ["h2d/pinned"],
-        "main thread": ["consume"]}
+        "main thread": ["launch/pinned", "consume"]}
     assert names(pmodel.stages_of(Loop(P.numpy, workers=4, pin_memory=False, non_blocking=True), True)) == {
         "4 workers": ["make", "collate"], "main thread": ["handoff", "h2d/pageable", "consume"]}
     assert names(pmodel.stages_of(Loop(P.free, workers=0, pin_memory=True, non_blocking=False), True)) == {
@@ -151,7 +151,8 @@ def test_pipeline_sizes_points_and_the_cpu_cap(monkeypatch):
     assert first[0].op == "host_pace" and first[0].params == pmodel.Pace(sample, sample)   # the pace, then ...
     is_stage = [p.op in pmodel.STAGES for p in first[1:]]
     assert is_stage == sorted(is_stage, reverse=True)   # ... a size's stages, then its loops
-    assert sorted({p.op for p in first}) == sorted(pmodel.STAGES + ("loader_to_gpu", "host_pace"))
+    alone = [op for op in pmodel.STAGES if op not in pmodel.LOOP_ONLY]   # launch: timed only in the loops
+    assert sorted({p.op for p in first}) == sorted(alone + ["loader_to_gpu", "host_pace"])
     assert {PIPELINE.together(p) for p in first} == {("uint8[65536]", sample)}   # measured together, in rounds
     loop = next(p for p in first if p.op == "loader_to_gpu")
     assert (loop.memory, loop.mode, loop.dtype) == (
@@ -485,7 +486,8 @@ def test_disagreeing_trials_say_so():
 
 def _stage_rates(**slow) -> dict:
     """GB/s of every stage a loop can need, by name; `slow` overrides some."""
-    rates = dict(make=3.6, collate=60.0, handoff=40.0, pin=8.0, h2d_pinned=50.0, h2d_pageable=6.0, consume=400.0)
+    rates = dict(make=3.6, collate=60.0, handoff=40.0, pin=8.0, h2d_pinned=50.0, h2d_pageable=6.0, launch=300.0,
+                 consume=400.0)
     return {**rates, **slow}
 
 
@@ -508,6 +510,7 @@ def _loop(producer: str, workers: int, pin_memory: bool, non_blocking: bool) -> 
     (_loop("free", 4, False, True), {}, "h2d pageable", "main thread"),
     (_loop("free", 4, False, True), {"handoff": 1.0}, "handoff", "main thread"),
     (_loop("free", 4, True, True), {"consume": 0.5}, "consume", "main thread"),
+    (_loop("free", 4, True, True), {"launch": 0.5}, "launch pinned", "main thread"),
 ])
 def test_attribution_names_the_stage_made_slow(loop, slow, bottleneck, on):
     att = ptables.attribute(loop, True, _rate_of(_stage_rates(**slow)))
@@ -521,6 +524,10 @@ def test_attribution_adds_the_stages_one_thread_runs():
     assert att["on"] == "main thread" and att["stage_gbps"] == 10.0
     assert att["bound_gbps"] == pytest.approx(1 / (3 / 10 + 1 / 40 + 1 / 400))   # and the loader's own work
     assert ptables.attribute(loop, True, lambda st: None) is None   # a stage not measured: no attribution
+    pinned = _loop("free", 4, True, True)
+    rates = _rate_of(_stage_rates(consume=0.5))
+    older = ptables.attribute(pinned, True, lambda st: None if st.op == pmodel.LAUNCH else rates(st))
+    assert (older["bottleneck"], older["bound_gbps"]) == ("consume", 0.5)   # a run from before launch was timed
 
 
 def test_training_suite_on_a_cpu_runs_the_loader_and_its_stages(xferbench):
@@ -640,12 +647,14 @@ def _pipe_stage_gbps(st, stages: dict = PIPE_STAGES) -> float:
 
 def _pipeline_run(stage_gbps: dict = PIPE_STAGES) -> list:
     """Loops at 95% of their bound, the stages alone as stage_gbps says, at three batch sizes."""
-    rate = functools.partial(_pipe_stage_gbps, stages=stage_gbps)
+    measured = functools.partial(_pipe_stage_gbps, stages=stage_gbps)
+    rate = lambda st: None if st.op in pmodel.LOOP_ONLY else measured(st)   # runs from before loops timed launch
     Loop, P = pmodel.Loop, pmodel.Producer
     loops = [Loop(p, PIPE_SAMPLE, w, pin, True, True) for p in (P.numpy, P.free)
              for w, pin in ((4, True), (0, True), (4, False))]
     loops += [pmodel.dataloader_defaults(P.numpy, PIPE_SAMPLE), pmodel.dataloader_defaults(P.free, PIPE_SAMPLE)]
-    stages = {st for lp in loops for group in pmodel.stages_of(lp, True).values() for st in group}
+    stages = {st for lp in loops for group in pmodel.stages_of(lp, True).values() for st in group
+              if st.op not in pmodel.LOOP_ONLY}
     rows, dtype = [], pmodel.sample_dtype(PIPE_SAMPLE)
     for size in PIPE_SIZES:
         for st in stages:
@@ -795,3 +804,21 @@ def test_advice_names_the_thread_setting_that_moves_a_loop_beyond_its_spread():
     assert len(said) == len(PIPE_SIZES)
     assert "pageable numpy workers=0 blocking delivers" in said[0] and "with 1 intra-op thread" in said[0]
     assert "3.00x: set pipeline.threads=[1]" in said[0]
+
+
+def test_a_slow_check_is_named_the_host_caches_where_a_host_copy_slows_it_alone():
+    loop = pmodel.Loop(pmodel.Producer.free, PIPE_SAMPLE, 0, True, True, True, threads=1)
+    best = pd.Series({"bottleneck": "consume", "stage_gbps": 2.3, "alone_gbps": 7.8, "alone_lo_gbps": 7.2,
+                      "alone_hi_gbps": 8.4, "what": loop, "memory": "pinned", "mode": loop.mode()})
+    h = pd.DataFrame([best])
+    caches = ptables._cause_line(best, h, cold=3.9)
+    assert caches.startswith("cause: consume runs at 2.30 GB/s in the loop against 7.80 alone")
+    assert "3.90 GB/s after a host copy of the batch (2.0x slower)" in caches
+    for cold in (7.0, None):   # the copy barely slows it, or the run did not measure it: still to find
+        assert ptables._cause_line(best, h, cold=cold).startswith("cause to find: consume runs at 2.30")
+    other = best.copy()
+    other["bottleneck"] = "collate"   # a host stage: not the check's launches
+    assert ptables._cause_line(other, h, cold=3.9).startswith("cause to find: collate")
+    rows = pd.DataFrame({"suite": "pipeline", "op": pmodel.CONSUME, "part": ["cold"] * 3 + ["total"],
+                         "status": "ok", "size_bytes": MiB, "algbw_gbps": [3.0, 4.0, 9.0, 30.0]})
+    assert ptables.cold_check(rows, []) == {(MiB,): 4.0}   # the median of the cold trials, not the hot one

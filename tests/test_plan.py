@@ -20,7 +20,7 @@ from hydra import compose, initialize_config_dir
 from bench import ConfigError, suites
 from bench.driver import schema
 from bench.config.files import CONF_DIR
-from bench.driver import plan
+from bench.driver import plan, reference_times
 from bench.driver.machine import Machine, instance_machine
 from bench.driver.sweep import plan_suites, suite_sizes
 from bench.links import Speeds
@@ -56,7 +56,7 @@ def _h200(n: int, links: dict[str, str] | None = None) -> Machine:
                    "h200", here=False)
 
 
-def _plan(cfg, machine: Machine, root: Path = plan.REFERENCE_ROOT) -> plan.Plan:
+def _plan(cfg, machine: Machine, root: Path | None = None) -> plan.Plan:
     """The plan for a machine that is not this one (a fake topology), as plan=true makes it."""
     planned, skipped = plan_suites(cfg, machine)
     return plan.estimate(cfg, planned, machine, skipped, root=root)
@@ -167,6 +167,26 @@ def test_a_reference_run_sets_the_per_point_cost(tmp_path):
     assert estimates[0].basis == f"per-op times h200-x2; per-point cost h200-x2/{source.name}"
     model = _plan(cfg, _h200(2), root=tmp_path / "nothing").suites[0]
     assert model.basis.startswith("model") and model.points == estimates[0].points
+
+
+def test_the_shipped_reference_table_is_the_committed_runs():
+    fresh = reference_times.table_text(reference_times.folder_runs(REFERENCE))
+    assert fresh == reference_times.TABLE.read_text(), \
+        "bench/driver/reference_times.json is stale: run python scripts/make_reference_times.py"
+
+
+def test_the_shipped_table_plans_as_the_run_folders_do():
+    cfg = _cfg(*THEN, "suite=collectives", "collectives.ops=[all_reduce,all_gather]", NCCL_GRAPHS)
+    from_table, from_folders = _plan(cfg, _h200(2)), _plan(cfg, _h200(2), root=REFERENCE)
+    assert from_table.seconds == pytest.approx(from_folders.seconds, rel=1e-9)
+    assert from_table.suites[0].basis == from_folders.suites[0].basis
+    assert "(" not in from_table.suites[0].basis.split(";")[0]   # every point's time from a reference series
+
+
+def test_a_missing_or_foreign_table_plans_from_the_model(tmp_path):
+    (tmp_path / "other.json").write_text(json.dumps({"columns": ["suite"], "kinds": {"h200-x2": []}}))
+    assert reference_times.shipped(tmp_path / "other.json") == {}
+    assert reference_times.shipped(tmp_path / "missing.json") == {}
 
 
 def test_another_world_size_scales_by_the_bus_factor():

@@ -337,6 +337,15 @@ def test_readers_keep_the_trials_taken_at_the_hosts_usual_pace():
     assert len(usable_rows(pd.concat([rows, other_run]))) == 10 + 3
 
 
+def test_a_point_in_rounds_keeps_its_rounds_at_pace_only_where_two_or_more_are():
+    # Five rounds of one trial each; 8 B met the usual pace in one round only (a moment, not a
+    # figure: all five stay), 16 B in two (those two stay).
+    rows = _paced_rows({8: [1.0, 2.0, 2.0, 2.0, 2.0], 16: [2.0, 1.0, 2.0, 1.0, 2.0]})
+    rows["round"] = rows["trial"]
+    kept = usable_rows(rows)
+    assert list(kept.groupby("size_bytes").size()) == [5, 2] and set(kept[kept.size_bytes == 16]["round"]) == {1, 3}
+
+
 def test_runs_without_pace_readings_keep_every_trial():
     rows = _paced_rows({8: [1.0, 5.0]}).assign(host_pace_s=math.nan)
     assert len(usable_rows(rows)) == 2 and not slow_throughout(rows).any()

@@ -8,7 +8,8 @@ checks, a results rewrite, graph captures) and what a suite costs once (spawning
 start-up, per world of ranks).
 
 Times per operation come from the committed reference runs of the same machine kind
-(results/reference/<label>/, else those of the same GPU model with the most GPUs): the same
+(results/reference/<label>/, else those of the same GPU model with the most GPUs; read from the
+table bench.driver.reference_times ships, which needs no pandas): the same
 point, else the closest series of the same op and variant, its sizes interpolated on a log-log
 line and another world size scaled by the bus factor. Where no reference has the series, a
 model of latency + bytes / link bandwidth gives it. A reference run also refines the cost per
@@ -29,13 +30,13 @@ from bench.links import Speeds, bus_factor
 from bench.points import SERIES_KEYS
 from bench.measure import timing
 from bench.measure.timing import TimingConfig
-from bench.results import ResultsError, point_key, read_meta, read_samples, samples_file, usable_rows
+from bench.results import point_key
+from bench.driver import reference_times
+from bench.driver.reference_times import COLUMNS, RunTimes
 from bench.contract import DEFAULT_OVERHEAD, Overhead, Point
 
 np = lazy.module("numpy")
-pd = lazy.module("pandas")
 
-REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "results" / "reference"
 LONG_S = 600.0          # above this, a run says plainly that it is long
 GRAPH_OPS = 256         # timing.measure_graph's max_graph_ops: operations captured in one graph
 
@@ -103,7 +104,7 @@ def timing_seconds(per_op: float, cfg: TimingConfig, graph: bool = False, per_tr
     """Seconds the timing core spends on one point whose operation takes `per_op` seconds."""
     clock = _VirtualClock(max(per_op, 1e-9), per_trial)
     if not graph:
-        timing.measure(clock.enqueue, clock, cfg)
+        timing.measure(clock.enqueue, clock, cfg, read_pace=False)
         return clock.elapsed
     # measure_graph's steps (it needs a GPU to run): a warm-up on a side stream and the timed
     # warm-up whose rate sizes the graph, one replay, the calibration of replays per trial, the trials.
@@ -152,54 +153,39 @@ class _Series:
         return float(np.exp(np.interp(math.log(size), np.log(self.sizes), np.log(self.times))))
 
 
-@dataclass
-class _Run:
-    path: Path
-    meta: dict
-    medians: pd.DataFrame
-
-
-def _read_run(path: Path) -> _Run | None:
-    samples = samples_file(path)
-    try:
-        meta = read_meta(path)
-        frame = usable_rows(read_samples(samples)) if samples else None
-    except ResultsError:
-        return None
-    if frame is None or frame.empty:
-        return None
-    keys = ["suite", "op", "memory", "mode", "backend", "src", "dst", "world_size", "nnodes", "dtype", "launch",
-            "api", "engine", "numa", "size_bytes"]
-    medians = frame.groupby(keys, sort=False)["time_s"].median().reset_index()
-    speeds = Speeds(classes=meta.get("system", {}).get("links") or {})
-    medians["link"] = [speeds.pair(src, dst) for src, dst in medians[["src", "dst"]].itertuples(index=False)]
-    return _Run(path, meta, medians)
-
-
 class Reference:
     """A machine kind's committed runs: times per op by series, and each suite's per-point cost."""
 
-    def __init__(self, label: str, runs: list[_Run]) -> None:
+    def __init__(self, label: str, runs: list[RunTimes]) -> None:
         self.label = label
-        self.runs = sorted(runs, key=lambda r: str(r.meta.get("start_time", "")))
+        self.runs = sorted(runs, key=lambda r: r.start_time)
         self._series: dict[tuple, list[_Series]] = {}
+        order = [COLUMNS.index(k) for k in (*_HARD, *_SOFT)]
+        size, time_s = COLUMNS.index("size_bytes"), COLUMNS.index("time_s")
         for run in self.runs:
-            start = str(run.meta.get("start_time", ""))
-            for hard, group in run.medians.groupby(list(_HARD) + list(_SOFT), sort=False):
-                group = group.sort_values("size_bytes")
-                series = _Series(dict(zip(_SOFT, hard[len(_HARD):])), group["size_bytes"].to_numpy(float),
-                                 group["time_s"].to_numpy(float), start)
-                self._series.setdefault(tuple(str(v) for v in hard[:len(_HARD)]), []).append(series)
+            curves: dict[tuple, list[tuple]] = {}
+            for row in run.rows:
+                curves.setdefault(tuple(row[i] for i in order), []).append((row[size], row[time_s]))
+            for key, points in curves.items():
+                points.sort()
+                series = _Series(dict(zip(_SOFT, key[len(_HARD):])), np.array([p[0] for p in points], float),
+                                 np.array([p[1] for p in points], float), run.start_time)
+                self._series.setdefault(tuple(str(v) for v in key[:len(_HARD)]), []).append(series)
 
     @classmethod
-    def find(cls, machine: Machine, root: Path = REFERENCE_ROOT) -> "Reference | None":
-        """The runs under root/<label>, else under the same GPU model's folder with the most GPUs."""
-        folder = root / machine.label
-        if not folder.is_dir() and machine.gpu_model:
-            siblings = [p for p in root.glob(f"{machine.gpu_model}-x*") if re.fullmatch(r".*-x\d+", p.name)]
-            folder = max(siblings, key=lambda p: int(p.name.rsplit("-x", 1)[1]), default=folder)
-        runs = [r for r in (_read_run(m.parent) for m in sorted(folder.glob("*/meta.json"))) if r]
-        return cls(folder.name, runs) if runs else None
+    def find(cls, machine: Machine, root: Path | None = None) -> "Reference | None":
+        """The runs of machine.label, else of the same GPU model's kind with the most GPUs: from the
+        table shipped in the package, or from the run folders under `root`."""
+        kinds = reference_times.shipped() if root is None else {
+            p.name: p for p in root.glob("*") if p.is_dir()}
+        label = machine.label
+        if label not in kinds and machine.gpu_model:
+            siblings = [k for k in kinds if re.fullmatch(rf"{re.escape(machine.gpu_model)}-x\d+", k)]
+            label = max(siblings, key=lambda k: int(k.rsplit("-x", 1)[1]), default=label)
+        if label not in kinds:
+            return None
+        runs = kinds[label] if root is None else reference_times.runs_under(kinds[label])
+        return cls(label, runs) if runs else None
 
     def op_time(self, point: Point, link: str) -> float | None:
         """The point's time per op from the closest series, or None where no series has its variant."""
@@ -223,24 +209,23 @@ class Reference:
     def overhead(self, suite: str, base: Overhead, distributed: bool) -> tuple[Overhead, str]:
         """`base` with per_point_s fitted to the main reference run that measured the suite
         (a distributed suite starts once per world of ranks)."""
-        walled = [r for r in self.runs if suite in (r.meta.get("suite_wall_s") or {})
-                  and r.meta.get("status") in ("complete", None)]
+        walled = [r for r in self.runs if suite in r.suite_wall_s and r.status in ("complete", None)]
         if not walled:
             return base, ""
         # The main sweep (most suites), newest: special-purpose runs have start-up heavy walls.
-        run = max(walled, key=lambda r: (len(r.meta["suite_wall_s"]), str(r.meta.get("start_time", ""))))
-        cfg = _timing_of(run.meta)
-        points = run.medians[run.medians["suite"] == suite]
-        replayed = sum(timing_seconds(t, cfg, launch == "graph", base.per_trial_s) + size * base.per_byte_s
-                       + (base.per_graph_s if launch == "graph" else 0.0)
-                       for t, launch, size in zip(points["time_s"], points["launch"], points["size_bytes"]))
-        worlds = points["world_size"].nunique() if distributed else 1
-        rest = run.meta["suite_wall_s"][suite] - replayed - worlds * base.startup_s
-        return replace(base, per_point_s=max(0.0, rest / max(1, len(points)))), f"{self.label}/{run.path.name}"
+        run = max(walled, key=lambda r: (len(r.suite_wall_s), r.start_time))
+        cfg = _timing_of(run.timing)
+        at = {k: COLUMNS.index(k) for k in ("suite", "time_s", "launch", "size_bytes", "world_size")}
+        mine = [row for row in run.rows if row[at["suite"]] == suite]
+        replayed = sum(timing_seconds(row[at["time_s"]], cfg, row[at["launch"]] == "graph", base.per_trial_s)
+                       + row[at["size_bytes"]] * base.per_byte_s
+                       + (base.per_graph_s if row[at["launch"]] == "graph" else 0.0) for row in mine)
+        worlds = len({row[at["world_size"]] for row in mine}) if distributed else 1
+        rest = run.suite_wall_s[suite] - replayed - worlds * base.startup_s
+        return replace(base, per_point_s=max(0.0, rest / max(1, len(mine)))), f"{self.label}/{run.name}"
 
 
-def _timing_of(meta: dict) -> TimingConfig:
-    t = (meta.get("config") or {}).get("timing") or {}
+def _timing_of(t: dict) -> TimingConfig:
     default = TimingConfig()
     return TimingConfig(int(t.get("warmup", default.warmup)), int(t.get("trials", default.trials)),
                         float(t.get("min_trial_s", default.min_trial_s)), int(t.get("min_iters", default.min_iters)),
@@ -289,8 +274,9 @@ def _basis(reference: Reference | None, fitted: str, from_model: int, total: int
 
 
 def estimate(cfg, planned: list[Planned], machine: Machine, skipped: list[str] = (),
-             done: set = frozenset(), root: Path = REFERENCE_ROOT) -> Plan:
-    """The plan for suites already checked (sweep.plan_suites), on `machine`."""
+             done: set = frozenset(), root: Path | None = None) -> Plan:
+    """The plan for suites already checked (sweep.plan_suites), on `machine`; its per-op times
+    from the shipped reference table, or from the run folders under `root`."""
     reference = Reference.find(machine, root)
     return Plan(machine, [estimate_suite(p, machine, reference, done) for p in planned], list(skipped),
                 RUN_START_S.get(machine.device, 0.0) if planned else 0.0)

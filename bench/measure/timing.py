@@ -266,13 +266,15 @@ def measure(
     clock: Clock,
     cfg: TimingConfig,
     agree: Callable[[float], float] = _same,
+    read_pace: bool = True,
 ) -> list[Trial]:
     """Warm up, calibrate N, then cfg.trials trials of N back-to-back operations each (ops the
     warm-up finds under SMALL_OP_S: SMALL_OP_SPLIT times as many trials of a SMALL_OP_SPLIT-th
     of min_trial_s; without a warm-up no op is known to be small). Ops under HOST_BOUND_S and
     host-clocked ones read the host's pace before each trial; when none of the trials of a GPU op
     under WAIT_BELOW_S ran at the host's usual pace, as many again follow once it is back (if it
-    comes back within WAIT_FOR_HOST_S)."""
+    comes back within WAIT_FOR_HOST_S). read_pace=False where no host runs the operations (the
+    plan's replay on a virtual clock): no reading is taken, and none joins this process's."""
     per_op = warm_up(enqueue, clock, cfg, agree)   # agreed: every rank decides alike
     if per_op < SMALL_OP_S:
         cfg = replace(cfg, trials=cfg.trials * SMALL_OP_SPLIT, min_trial_s=cfg.min_trial_s / SMALL_OP_SPLIT)
@@ -281,7 +283,7 @@ def measure(
     # on every rank, says too how long an op takes.
     calibrated = 1.2 * cfg.min_trial_s / n
     per_op = calibrated if math.isnan(per_op) else min(per_op, calibrated)
-    paced = per_op < HOST_BOUND_S or isinstance(clock, HostClock)
+    paced = read_pace and (per_op < HOST_BOUND_S or isinstance(clock, HostClock))
     trials = _trials(enqueue, clock, n, cfg, agree, paced)
     # Only GPU work waits: the device's clock is what a slow host must not set; work the host does
     # itself (and tests on CPUs shared with other tests) keeps its readings for the readers to sort.

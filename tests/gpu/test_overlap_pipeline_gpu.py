@@ -70,16 +70,22 @@ def test_pipeline_loops_stages_and_their_bottlenecks(xferbench):
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
     assert (df.status == "ok").all() and df.verified.all(), df[~df.verified].note.unique()
-    assert set(df.op) == {"loader_to_gpu", *pmodel.STAGES}
+    assert set(df.op) == {"loader_to_gpu", pmodel.PACE_OP, *pmodel.STAGES} - set(pmodel.LOOP_ONLY)
     spent = df[(df.op == "loader_to_gpu") & (df.part != "total")]   # the stages as each loop ran them
-    assert set(spent.part) == {"make", "collate", "handoff", "pin", "h2d", "consume"} and (spent.algbw_gbps > 0).all()
+    assert set(spent.part) == {"make", "collate", "handoff", "pin", "h2d", "launch", "consume"}
+    assert (spent.algbw_gbps > 0).all()
+    launched = spent[spent.part == "launch"]   # the main thread only launches pinned non_blocking copies
+    assert set(launched.memory) == {"pinned"} and launched["mode"].str.contains("non_blocking").all()
+    cold = df[(df.op == pmodel.CONSUME) & (df.part == "cold")]   # the check after a host copy of the batch
+    assert len(cold) and (cold.algbw_gbps > 0).all()
     pinned = spent[(spent.memory == "pinned")]
     assert all({"make", "collate", "handoff", "pin"} <= parts for parts in pinned.groupby("mode").part.agg(set))
     stages = ptables.stage_table(df)
     assert set(stages.stage) == {"make", "collate", "handoff", "pin", "h2d", "consume"}
     assert set(stages[stages.stage == "h2d"].memory) == {"pinned", "pageable"}
     table = ptables.table(df)
-    assert len(table) == 2 * 6 * 2   # two producers: the base loop, each switch changed alone, the defaults; two sizes
+    settings = pmodel.Settings(workers=[0, 2])   # the loops of both producers: the base loop, each switch changed
+    assert len(table) == 2 * len(pmodel.loops(settings, "cuda", 64 << 10))   # alone, the defaults; two sizes
     assert table.bottleneck.notna().all() and table.on.notna().all(), table
     assert (table.link_gbps[table["size"] == "4MiB"] > 10).all()
     assert (table.of_link < 1.05).all(), table   # no loop delivers more than the link carries

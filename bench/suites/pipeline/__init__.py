@@ -20,8 +20,8 @@ from bench.measure.memory import format_bytes, gpu_free_bytes, host_available_by
 from bench.results import Sample
 from bench.sizes import parse_size
 from bench.sizes import sweep as size_sweep
-from bench.suites.pipeline.model import (CONSUME, H2D, LOOP_OP, PACE_OP, STAGES, Pace, Settings, loops, sample_dtype,
-                                         stages_of)
+from bench.suites.pipeline.model import (CONSUME, H2D, LOOP_ONLY, LOOP_OP, PACE_OP, STAGES, Pace, Settings, loops,
+                                         sample_dtype, stages_of)
 from bench.suites.pipeline.reading import PipelineView
 from bench.suites.pipeline.rounds import measure_rounds
 from bench.suites.pipeline.source import PERIOD, user_dataset, user_sample
@@ -95,7 +95,8 @@ def sweep(p: Settings, ctx: Context) -> list[Point]:
     out = []
     for sample, dtype, most in samples_of(p):
         measured = loops(p, ctx.device, sample)
-        needed = dict.fromkeys(st for lp in measured for group in stages_of(lp, gpu).values() for st in group)
+        needed = dict.fromkeys(st for lp in measured for group in stages_of(lp, gpu).values() for st in group
+                               if st.op not in LOOP_ONLY)
         order = sorted(needed, key=lambda st: (STAGES.index(st.op), st.memory, str(st.producer), st.workers, st.threads))
         for size in batch_sizes(p, ctx, sample, most):
             out.append(Point(Pipeline.name, PACE_OP, 0, mode="timing.host_pace 1 thread",

@@ -168,11 +168,12 @@ class Feed:
                              pin_memory=loop.pin_memory and self.gpu, prefetch_factor=loop.prefetch_factor,
                              persistent_workers=loop.persistent_workers and w > 0, threads=loop.threads)
         # Seconds each stage spent on the batches pulled so far, as the loop ran it: make and
-        # collate summed over the workers; h2d only where the main thread waits through the copy;
-        # consume the rest of the main thread's step (launching the copy and the check, the check
-        # itself on the host, releasing the batch).
+        # collate summed over the workers; the main thread's share of the copy, h2d where it waits
+        # through it and launch where it only launches it (and orders the streams); consume the
+        # rest of its step (the check, on the host the check itself, releasing the batch): the
+        # work the check alone does, so that the two compare.
         self.spent: dict[str, float] = defaultdict(float)
-        self.elsewhere = 0.0   # seconds of the main thread's steps spent in the loader or in a copy it waits for
+        self.elsewhere = 0.0   # seconds of the main thread's steps spent in the loader or on the batch's copy
         self.batches = iter(self.loader)
         self.next_sample = 0         # the first sample of the next batch the loader gives, in its epoch
         self.check = check_of(loop, batch, device)
@@ -218,33 +219,44 @@ class Feed:
         (a pinned block goes back to the cache once the copy is done; a worker's segment is unmapped)."""
         if not self.gpu:
             return got.data
-        start = time.perf_counter()
         out = moved(got.data, self.device, self.loop.non_blocking)
         got.data = None
-        if not (self.loop.pin_memory and self.loop.non_blocking):   # else the copy engine's, not this thread's
-            took = time.perf_counter() - start
-            self.spent["h2d"] += took
-            self.elsewhere += took
         return out
+
+    def _copying(self, seconds: float) -> None:
+        """The main thread's seconds on a batch's copy: waiting through it (h2d: a blocking copy, or
+        a pageable one, which the host stages), else launching it and ordering the streams (launch:
+        a pinned non_blocking copy runs on the copy engine meanwhile)."""
+        self.spent["launch" if self.loop.pin_memory and self.loop.non_blocking else "h2d"] += seconds
+        self.elsewhere += seconds
 
     def _next(self) -> tuple[Any, int, int]:
         if self.stream is None:
             got, first = self._pull()
-            return self._move(got), first, got.first
+            start = time.perf_counter()
+            batch = self._move(got)
+            if self.gpu:
+                self._copying(time.perf_counter() - start)
+            return batch, first, got.first
         if self.ahead is None:
             self.ahead = self._load_ahead()
+        start = time.perf_counter()
         current = torch.cuda.current_stream(self.device)
         current.wait_stream(self.stream)
         (batch, first, carried), self.ahead = self.ahead, None
         for t in tensors(batch):
             t.record_stream(current)     # made on the side stream, freed after use on this one
+        self._copying(time.perf_counter() - start)
         self.ahead = self._load_ahead()  # the next copy runs while this batch is consumed
         return batch, first, carried
 
     def _load_ahead(self) -> tuple[Any, int, int]:
         got, first = self._pull()
+        start = time.perf_counter()
         with torch.cuda.stream(self.stream):
-            return self._move(got), first, got.first
+            batch = self._move(got)
+        self._copying(time.perf_counter() - start)
+        return batch, first, got.first
 
     def correct(self) -> bool:
         return self.check.passed()

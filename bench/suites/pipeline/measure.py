@@ -3,6 +3,7 @@ each a measure_stream segment whose N the point's first round calibrated (Segmen
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections import defaultdict
 from dataclasses import replace
@@ -16,8 +17,8 @@ from bench.measure.checks import same_data
 from bench.measure.timing import BusyMarks, EventMarks, HostMarks, TimingConfig, Trial
 from bench.results import Sample
 from bench.suites.pipeline.feed import Check, Feed, SpentMarks, check_of
-from bench.suites.pipeline.model import (CONSUME, COLLATE, H2D, HANDOFF, MAKE, PIN, WORKER_STAGES, Loop, Producer,
-                                         Stage)
+from bench.suites.pipeline.model import (COLD, CONSUME, COLLATE, H2D, HANDOFF, MAKE, PIN, WORKER_STAGES, Loop,
+                                         Producer, Stage)
 from bench.suites.pipeline.source import (ENDLESS, FreeSamples, Wrapped, collate_of, intra_op, loader, samples)
 
 np = lazy.module("numpy")
@@ -66,11 +67,10 @@ def _batch(point: Point) -> int:
 # ---------------------------------------------------------------- the loop
 
 
-def _spent_rows(point: Point, trials: list[Trial], verified: bool) -> list[Sample]:
-    """A loop's stages as it ran them, a row per trial and stage (part = the stage's name): time_s
-    the seconds a batch cost that stage, divided among the workers that run it at once (make,
-    collate), so that its GB/s is what the stage sustains in this loop."""
-    workers = point.params.workers
+def _part_rows(point: Point, trials: list[Trial], verified: bool, workers: int) -> list[Sample]:
+    """A row per trial and part (part = a stage's name): time_s the seconds a batch cost that
+    part, divided among the workers that run it at once (make, collate), so that its GB/s is
+    what the part sustains."""
     rows = []
     for i, t in enumerate(trials):
         for stage, seconds in t.parts.items():
@@ -103,7 +103,7 @@ def _loop(point: Point, seg: Segment, ctx: Context, epoch_batches: int) -> list[
     rows = _rows(point, bare, verified, "data check failed: a batch differs from the samples it should hold")
     said = f"torch threads {threads}"   # what threads=0 (torch's default) meant on this host
     rows = [replace(r, note="; ".join(x for x in (r.note, said) if x)) for r in rows]
-    return rows + _spent_rows(point, trials, verified)
+    return rows + _part_rows(point, trials, verified, loop.workers)
 
 
 # ---------------------------------------------------------------- stages alone
@@ -322,7 +322,10 @@ def _link(point: Point, seg: Segment, ctx: Context) -> list[Sample]:
 
 
 def _consume(point: Point, seg: Segment, ctx: Context) -> list[Sample]:
-    """The data check on the GPU of a batch already there, back to back."""
+    """The data check on the GPU of a batch already there, back to back; then, as rows of part
+    COLD, the same check timed on the host after each batch's bytes went through the host's
+    caches (a host copy of them before each check, untimed), as a loop's main thread moves them
+    (collate, pin, a pageable copy's staging) between its checks."""
     batch = _batch(point)
     device = _device(ctx)
     sample = point.params.sample_size
@@ -334,7 +337,24 @@ def _consume(point: Point, seg: Segment, ctx: Context) -> list[Sample]:
             check(resident, 0)
 
     trials = seg(step, EventMarks())
-    return _rows(point, trials, check.passed(), "data check failed: the resident batch reads wrong")
+    host_src, host_dst = np.ones(point.size_bytes, np.uint8), np.zeros(point.size_bytes, np.uint8)
+    spent: dict[str, float] = defaultdict(float)
+
+    def after_host_copy(n: int) -> None:
+        for _ in range(n):
+            np.copyto(host_dst, host_src)
+            start = time.perf_counter()
+            check(resident, 0)
+            spent[COLD] += time.perf_counter() - start
+
+    start = time.perf_counter()
+    np.copyto(host_dst, host_src)
+    per = time.perf_counter() - start + min(t.per_op_s for t in trials)
+    n = max(MIN_BATCHES, math.ceil(seg.cfg.min_trial_s / per))   # the copies make each op longer than the check's
+    cold = timing.stream_trials(after_host_copy, SpentMarks(HostMarks(), spent), seg.cfg, n)
+    verified = check.passed()
+    return (_rows(point, trials, verified, "data check failed: the resident batch reads wrong")
+            + _part_rows(point, cold, verified, 1))
 
 
 def measure_point(point: Point, seg: Segment, ctx: Context, epoch_batches: int) -> list[Sample]:

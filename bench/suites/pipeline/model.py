@@ -93,9 +93,15 @@ class Settings:
 
 LOOP_OP = "loader_to_gpu"
 PACE_OP = "host_pace"
-MAKE, COLLATE, HANDOFF, PIN, H2D, CONSUME = ("stage_make", "stage_collate", "stage_handoff", "stage_pin",
-                                             "stage_h2d", "stage_consume")
-STAGES = (MAKE, COLLATE, HANDOFF, PIN, H2D, CONSUME)
+MAKE, COLLATE, HANDOFF, PIN, H2D, LAUNCH, CONSUME = ("stage_make", "stage_collate", "stage_handoff", "stage_pin",
+                                                     "stage_h2d", "stage_launch", "stage_consume")
+STAGES = (MAKE, COLLATE, HANDOFF, PIN, H2D, LAUNCH, CONSUME)
+# The consume stage alone's second reading (rows of this part): the check after a host copy of
+# the batch, as a loop's main thread moves each batch's bytes through the host's caches.
+COLD = "cold"
+# Timed only as the loops run them: launching pinned non_blocking copies back to back alone
+# would run at the copy's pace, not the launch's. Runs from before the loops timed it lack it.
+LOOP_ONLY = (LAUNCH,)
 STAGE_NAMES = tuple(op.removeprefix("stage_") for op in STAGES)   # a stage's name in rows and tables: 'make'
 WORKER_STAGES = STAGE_NAMES[:2]   # make and collate: the stages a loader's workers run
 
@@ -223,6 +229,7 @@ def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
         elif not loop.non_blocking:
             main.append(Stage(H2D, memory="pinned", sample_size=sample))
         else:
+            main.append(Stage(LAUNCH, memory="pinned", sample_size=sample))   # the copy's launch and stream order
             groups["copy engine"] = (Stage(H2D, memory="pinned", sample_size=sample),)
     # The check: on the GPU of a batch the copy just wrote; on the host of a batch as received,
     # whose pages it is the first to touch.

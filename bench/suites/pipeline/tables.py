@@ -14,8 +14,8 @@ from typing import Callable
 from bench.analysis.agreement import RUN_NOISE, over_rounds
 from bench.results import params, params_text, usable_rows
 from bench.sizes import format_size
-from bench.suites.pipeline.model import (H2D, PACE_OP, STAGE_NAMES, STAGES, Loop, Producer, Stage,
-                                         dataloader_defaults, descriptor, stages_of)
+from bench.suites.pipeline.model import (COLD, CONSUME, H2D, LOOP_ONLY, PACE_OP, STAGE_NAMES, STAGES, Loop,
+                                         Producer, Stage, dataloader_defaults, descriptor, stages_of)
 
 np = lazy.module("numpy")
 pd = lazy.module("pandas")
@@ -26,6 +26,9 @@ _ROW = ["op", "memory", "mode", "backend", "dtype", "params", "size_bytes"]
 # rounds differ this much, is a cause to find: the advice then names the settings that move it.
 SLOWER = 2.0
 ERRATIC = 2.0
+# The check alone this many times slower after a batch-sized host copy than back to back: the
+# host's caches, which the loop's main thread fills with each batch's bytes, slow its launches.
+CACHES = 1.3
 
 
 def runs_of(rows: pd.DataFrame) -> list[str]:
@@ -87,6 +90,7 @@ def attribute(loop: Loop, gpu: bool, rate: Callable[[Stage], float | None]) -> d
     and its slowest stage; None where a stage it needs was not measured."""
     best = None
     for who, group in stages_of(loop, gpu).items():
+        group = tuple(st for st in group if st.op not in LOOP_ONLY or rate(st) is not None)   # older runs: untimed
         rates = [rate(st) for st in group]
         if any(r is None or not r > 0 for r in rates):
             return None
@@ -99,13 +103,18 @@ def attribute(loop: Loop, gpu: bool, rate: Callable[[Stage], float | None]) -> d
 
 
 def _spent(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, float]:
-    """GB/s of each stage as the loops ran it (their rows of part = a stage's name), medians of
-    trials: {(run keys, size_bytes, params text, stage name): GB/s}."""
-    rows = frame[(frame["suite"] == SUITE) & (frame["status"] == "ok") & frame["part"].isin(STAGE_NAMES)]
-    if rows.empty:
+    """GB/s of each stage as the loops ran it (their rows of part = a stage's name), from the
+    trials the loop's own figure is made of (those at the host's usual pace), over rounds as it
+    is: {(run keys, size_bytes, params text, stage name): GB/s}."""
+    rows = frame[(frame["suite"] == SUITE) & (frame["status"] == "ok")]
+    parts = rows[rows["part"].isin(STAGE_NAMES)]
+    if parts.empty:
         return {}
-    med = rows.groupby(runs + ["size_bytes", "params", "part"], sort=False)["algbw_gbps"].median()
-    return {key: gbps for key, gbps in med.items() if gbps > 0}
+    trial = runs + ["size_bytes", "params", "trial"]
+    parts = parts.merge(usable_rows(rows)[trial].drop_duplicates(), on=trial)
+    med = over_rounds(parts, runs + ["size_bytes", "params", "part"])
+    keys = runs + ["size_bytes", "params", "part"]
+    return {tuple(r[k] for k in keys): r["gbps"] for r in med.to_dict("records") if r["gbps"] > 0}
 
 
 def table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -252,10 +261,33 @@ def _erratic_line(stages: pd.DataFrame, threads_default: str) -> str | None:
     return None
 
 
-def _cause_line(best: pd.Series, h: pd.DataFrame) -> str | None:
+def cold_check(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, float]:
+    """The check alone after a batch-sized host copy (the consume stage's COLD rows), GB/s,
+    median of its trials: {(run keys, size_bytes): GB/s}."""
+    rows = frame[(frame["suite"] == SUITE) & (frame["op"] == CONSUME) & (frame["part"] == COLD)
+                 & (frame["status"] == "ok")]
+    if rows.empty:
+        return {}
+    med = rows.groupby(runs + ["size_bytes"], sort=False)["algbw_gbps"].median()
+    return {key if isinstance(key, tuple) else (key,): gbps for key, gbps in med.items() if gbps > 0}
+
+
+def _caches(best: pd.Series, cold: float | None) -> str | None:
+    """Where the main thread's check is the bottleneck and the check alone after a host copy of
+    the batch runs CACHES times slower than back to back: that measurement, as the cause."""
+    alone = best.get("alone_gbps")
+    if best.get("bottleneck") != Stage(CONSUME).label or cold is None or not (pd.notna(alone) and alone / cold >= CACHES):
+        return None
+    return (f"the check alone runs at {cold:.2f} GB/s after a host copy of the batch ({alone / cold:.1f}x slower): "
+            "the batch's bytes, which the main thread moves itself (collate, pin, a pageable copy's staging), "
+            "evict the host's caches its launches run from; larger batches launch less per byte")
+
+
+def _cause_line(best: pd.Series, h: pd.DataFrame, cold: float | None = None) -> str | None:
     """Where the best loop's bottleneck runs SLOWER times slower in the loop than alone at its
-    fastest round, or alone is ERRATIC across rounds: what was measured, and the loop's twin at
-    another thread setting beside it where the grid measured one."""
+    fastest round, or alone is ERRATIC across rounds: what was measured, the cause where the run
+    measured it (the host's caches, for the check: `cold`, its GB/s after a host copy), and the
+    loop's twin at another thread setting beside it where the grid measured one."""
     stage, alone_hi, alone_lo = best.get("stage_gbps"), best.get("alone_hi_gbps"), best.get("alone_lo_gbps")
     if not (pd.notna(stage) and pd.notna(alone_hi) and pd.notna(alone_lo) and alone_lo > 0):
         return None
@@ -273,6 +305,9 @@ def _cause_line(best: pd.Series, h: pd.DataFrame) -> str | None:
     beside = "; the same loop " + ", ".join(f"at threads={r['what'].threads or 'default'}: {r['gbps']:.2f} GB/s "
                                           f"({_spread(r['lo_gbps'], r['hi_gbps'])})" for r in twins.to_dict("records")) \
         if len(twins) else "; measure it with pipeline.threads=[0,1] to see whether intra-op threads cause it"
+    caches = _caches(best, cold) if slower else None
+    if caches:
+        return "cause: " + " and ".join(said) + "; " + caches + beside
     return "cause to find: " + " and ".join(said) + beside
 
 
@@ -288,6 +323,7 @@ def advice(frame: pd.DataFrame) -> pd.DataFrame:
     threads_default = _default_threads(frame)
     med, _ = rounds(frame)
     alone = med[med["op"].isin(STAGES)] if not med.empty else med
+    cold = cold_check(frame, runs)
     out = []
     for key, g in loops_.groupby(runs + ["sample", "size_bytes"], sort=False):
         for producer, h in g.groupby("producer", sort=False):
@@ -304,7 +340,7 @@ def advice(frame: pd.DataFrame) -> pd.DataFrame:
                         "alone_gbps": best.get("alone_gbps", np.nan),
                         "bound_gbps": best.get("bound_gbps", np.nan), "of_bound": best.get("of_bound", np.nan),
                         "of_link": best.get("of_link", np.nan),
-                        "threads": _thread_line(h, threads_default), "cause": _worst_cause(h),
+                        "threads": _thread_line(h, threads_default), "cause": _worst_cause(h, cold.get(key[:len(runs)] + key[-1:])),
                         "erratic": _erratic_line(_at(alone, runs, key, producer), threads_default)})
     adv = pd.DataFrame(out)
     adv["gain"] = (adv["gbps"] / adv["defaults_gbps"].where(adv["defaults_gbps"] > 0)).round(2)
@@ -323,12 +359,12 @@ def _at(alone: pd.DataFrame, runs: list[str], key: tuple, producer: str) -> pd.D
     return got.assign(stage=[w.name for w in got["what"]])
 
 
-def _worst_cause(h: pd.DataFrame) -> str | None:
+def _worst_cause(h: pd.DataFrame, cold: float | None) -> str | None:
     """The cause line of the loop at this size whose bottleneck is furthest below itself alone."""
     ranked = h.assign(gap=h.get("alone_hi_gbps", np.nan) / h.get("stage_gbps", np.nan)).sort_values("gap",
                                                                                                        ascending=False)
     for _, row in ranked.iterrows():
-        line = _cause_line(row, h)
+        line = _cause_line(row, h, cold)
         if line:
             return f"{row['memory']} {row['mode']}: {line}"
     return None
