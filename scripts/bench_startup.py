@@ -96,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
             samples.setdefault("run: summary and verdicts, to exit", []).append(after)
             samples.setdefault("run: whole", []).append(whole)
     print(f"xferbench start-up, {args.reps} reps, medians (min-max), run: {' '.join(overrides)}")
+    if sys.flags.dont_write_bytecode:
+        print("  PYTHONDONTWRITEBYTECODE is set: no bytecode is cached, so every start compiles the sources "
+              "it imports (torch's too); unset it, or set PYTHONPYCACHEPREFIX, for what an installed tool costs")
     width = max(map(len, samples))
     for name, values in samples.items():
         print(f"  {name:<{width}}  {statistics.median(values):6.2f} s  ({min(values):.2f}-{max(values):.2f})")

@@ -153,12 +153,15 @@ def _stage(producer: str | None = None, workers: int = -1, memory: str = "", op:
     ("stage_consume", "", "", _stage(op=pmodel.CONSUME))])
 def test_each_gpu_stage_alone_is_measured_and_checked(op, memory, mode, stage):
     assert (stage.op, stage.memory, stage.mode()) == (op, memory, mode)   # the row names its stage
-    settings = pmodel.Settings(min_trial_s=0.01)
+    settings = pmodel.Settings(min_trial_s=0.01, rounds=3)   # a trial a round
     ctx = Context("cuda", TimingConfig(warmup=1, trials=3), [1])
     point = Point("pipeline", op, 4 << 20, memory=memory, mode=mode, backend="cuda", src="host",
                   dst="cuda:0" if op != "stage_pin" else "host", dtype=pmodel.sample_dtype(64 << 10), params=stage)
     rows = suites.get("pipeline").measure(point, settings, ctx, None)
-    assert len(rows) == 3 and all(r.verified and r.status == "ok" and r.algbw_gbps > 0 for r in rows), rows
+    assert all(r.verified and r.status == "ok" and r.algbw_gbps > 0 for r in rows), rows
+    assert [r.part for r in rows].count("total") == 3
+    cold = [r for r in rows if r.part == pmodel.COLD]   # the check again, after a host copy of the batch
+    assert len(cold) == (3 if op == "stage_consume" else 0) and len(rows) == 3 + len(cold)
 
 
 def test_matmul_check_on_the_gpu():

@@ -304,11 +304,12 @@ def _cause_line(best: pd.Series, h: pd.DataFrame, cold: float | None = None) -> 
     twins = h[[replace(w, threads=0) == replace(best["what"], threads=0) and w != best["what"] for w in h["what"]]]
     beside = "; the same loop " + ", ".join(f"at threads={r['what'].threads or 'default'}: {r['gbps']:.2f} GB/s "
                                           f"({_spread(r['lo_gbps'], r['hi_gbps'])})" for r in twins.to_dict("records")) \
-        if len(twins) else "; measure it with pipeline.threads=[0,1] to see whether intra-op threads cause it"
-    caches = _caches(best, cold) if slower else None
+        if len(twins) else ""
+    caches = _caches(best, cold) if slower and not erratic else None
     if caches:
         return "cause: " + " and ".join(said) + "; " + caches + beside
-    return "cause to find: " + " and ".join(said) + beside
+    return "cause to find: " + " and ".join(said) + (
+        beside or "; measure it with pipeline.threads=[0,1] to see whether intra-op threads cause it")
 
 
 def advice(frame: pd.DataFrame) -> pd.DataFrame:
