@@ -9,7 +9,8 @@ Everything else has a default, and a suite overrides what its story needs:
 - running: `start` (its typed state, made once per run and rank), `finish`, `distribution`
   (ranks: world sizes, backend, timeout, environment); `together` and `measure_together`
   (points measured as one, e.g. in interleaved rounds);
-- the plan: `op_time` (a model of one operation where no reference run has it), `overhead`;
+- the plan: `op_time` (a model of one operation where no reference run has it), `overhead`
+  (`overhead_of` where its settings move it);
 - reading its rows, its reading face (`bench.suite_view.SuiteView`, which Suite extends):
   `bandwidth`, `latency_sizes`, `tables`, `figures`, `headline`, `noise`, `link_limit`,
   `efficiency`, `expectation` and `judged` (what the analysis side needs; it gets them from the
@@ -197,6 +198,11 @@ class Suite(SuiteView):
     def op_time(self, point: Point, speeds: Speeds) -> float | None:
         """Seconds per operation from the links' speeds, where no reference run has the series."""
         return None
+
+    def overhead_of(self, settings: Any, device: str) -> Overhead:
+        """What the suite costs besides its operations on `device` with these settings: by
+        default `overhead`'s entry for the device."""
+        return self.overhead.get(device, DEFAULT_OVERHEAD)
 
 
 _REQUIRED = ("check", "points", "measure")

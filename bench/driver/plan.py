@@ -33,7 +33,7 @@ from bench.measure.timing import TimingConfig
 from bench.results import point_key
 from bench.driver import reference_times
 from bench.driver.reference_times import COLUMNS, RunTimes
-from bench.contract import DEFAULT_OVERHEAD, Overhead, Point
+from bench.contract import Overhead, Point
 
 np = lazy.module("numpy")
 
@@ -248,7 +248,7 @@ def estimate_suite(planned: Planned, machine: Machine, reference: Reference | No
     suite, ctx = planned.suite, planned.ctx
     points = [p for p in planned.points() if point_key(p) not in done]
     distributed = planned.distribution() is not None
-    base = suite.overhead.get(machine.device, DEFAULT_OVERHEAD)
+    base = suite.overhead_of(planned.settings, machine.device)
     overhead, fitted = reference.overhead(suite.name, base, distributed) if reference else (base, "")
     timed = other = 0.0
     from_model = 0

@@ -12,10 +12,11 @@ and your own dataset: docs/training.md; its rows: docs/columns.md.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 
 from bench import ConfigError
-from bench.contract import Context, Point, Suite
+from bench.contract import DEFAULT_OVERHEAD, Context, Overhead, Point, Suite
 from bench.measure.memory import format_bytes, gpu_free_bytes, host_available_bytes
 from bench.results import Sample
 from bench.sizes import parse_size
@@ -111,6 +112,13 @@ def sweep(p: Settings, ctx: Context) -> list[Point]:
     return out
 
 
+# A point costs this much a round, whatever its operations: its loader started (workers forked),
+# the stream's warm-up and trials of at least pipeline.min_trial_s. 0.21-0.25 s on H100, H200 and
+# 4x H200 hosts and 0.24 on the 2-core CPU machine (default suites, 2026-11-26:
+# results/noise/pipeline-*), against 0.04 s a point the plan assumed before.
+SEGMENT_S = 0.24
+
+
 class Pipeline(PipelineView, Suite):
     name = "pipeline"
     title = "Input pipeline"
@@ -124,6 +132,9 @@ class Pipeline(PipelineView, Suite):
 
     def points(self, p: Settings, ctx: Context) -> list[Point]:
         return sweep(p, ctx)
+
+    def overhead_of(self, p: Settings, device: str) -> Overhead:
+        return replace(DEFAULT_OVERHEAD, per_point_s=p.rounds * SEGMENT_S)
 
     def together(self, point: Point):
         """A batch size's points, measured in interleaved rounds."""
