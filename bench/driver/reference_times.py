@@ -38,10 +38,6 @@ class RunTimes:
     timing: dict
     rows: list[tuple]
 
-    def column(self, name: str) -> list:
-        i = COLUMNS.index(name)
-        return [row[i] for row in self.rows]
-
 
 def read_run(path: Path) -> RunTimes | None:
     """The run in `path` (None where it holds no usable rows)."""

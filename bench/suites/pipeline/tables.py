@@ -110,10 +110,9 @@ def _spent(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, float]:
     parts = rows[rows["part"].isin(STAGE_NAMES)]
     if parts.empty:
         return {}
-    trial = runs + ["size_bytes", "params", "trial"]
+    trial, keys = runs + ["size_bytes", "params", "trial"], runs + ["size_bytes", "params", "part"]
     parts = parts.merge(usable_rows(rows)[trial].drop_duplicates(), on=trial)
-    med = over_rounds(parts, runs + ["size_bytes", "params", "part"])
-    keys = runs + ["size_bytes", "params", "part"]
+    med = over_rounds(parts, keys)
     return {tuple(r[k] for k in keys): r["gbps"] for r in med.to_dict("records") if r["gbps"] > 0}
 
 
