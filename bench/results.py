@@ -69,6 +69,8 @@ class Sample:
     algbw_gbps: float = math.nan
     busbw_gbps: float = math.nan
     host_pace_s: float = math.nan   # the host's pace just before the trial (timing.host_pace), where it sets the op's
+    page_faults: float = math.nan   # pipeline: minor page faults per op of the thread(s) that ran it
+    cpu_s: float = math.nan         # pipeline: CPU seconds per op of the thread that ran it, where timed
     verified: bool = False
     status: str = "ok"           # ok | failed | skipped
     note: str = ""
@@ -77,11 +79,12 @@ class Sample:
 
 COLUMNS = [f.name for f in fields(Sample)]
 _INT_COLUMNS = {"size_bytes", "iters", "trial", "round", "world_size", "nnodes"}
-_FLOAT_COLUMNS = {"time_s", "time_fastest_rank_s", "algbw_gbps", "busbw_gbps", "host_pace_s"}
+_FLOAT_COLUMNS = {"time_s", "time_fastest_rank_s", "algbw_gbps", "busbw_gbps", "host_pace_s", "page_faults", "cpu_s"}
 # Older files lack these columns: the values they had implicitly.
 _SCHEMA1_DEFAULTS = {"api": "", "engine": "", "numa": "", "time_fastest_rank_s": math.nan}
 _SCHEMA2_DEFAULTS = {"params": ""}
 _SCHEMA3_DEFAULTS = {"host_pace_s": math.nan, "round": 0}
+_LATER_DEFAULTS = {"page_faults": math.nan, "cpu_s": math.nan}   # schema-4 files written before it was counted
 
 
 def params(rows: pd.DataFrame) -> list[dict]:
@@ -227,7 +230,7 @@ def read_samples(path: str | Path) -> pd.DataFrame:
     if "params" not in frame.columns and "suite" in frame.columns:  # schemas 1 and 2
         frame = frame.assign(**_SCHEMA2_DEFAULTS)
     if "suite" in frame.columns:  # schemas 1 to 3, and early schema-4 files lacking one of the two
-        absent = {c: v for c, v in _SCHEMA3_DEFAULTS.items() if c not in frame.columns}
+        absent = {c: v for c, v in {**_SCHEMA3_DEFAULTS, **_LATER_DEFAULTS}.items() if c not in frame.columns}
         if absent:
             frame = frame.assign(**absent)
     missing = [c for c in COLUMNS if c not in frame.columns]

@@ -5,7 +5,11 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
+import platform
 import re
+import subprocess
+import sys
 import time
 from dataclasses import replace
 
@@ -21,6 +25,7 @@ from bench.suites.overlap import (model as omodel, pairs as opairs, points as op
                                   syncs as osyncs, work as owork)
 from bench.suites.pipeline import (feed as pfeed, figure as pfigure, measure as pmeasure, model as pmodel,
                                    source as psource, tables as ptables)
+from bench.suites.pipeline import advice as padvice
 from bench.suites.pipeline.rounds import round_timing
 from bench.contract import Context, Point
 from synthetic import write_run
@@ -386,9 +391,10 @@ def test_a_loop_on_one_thread_accounts_for_its_time_stage_by_stage():
     finally:
         feed.close()
     for t in trials:
-        assert set(t.parts) == {"make", "collate", "handoff", "consume"}
-        assert all(seconds > 0 for seconds in t.parts.values())
-    accounted = [sum(t.parts.values()) / t.time_s for t in trials]
+        assert set(t.parts) == {"make", "collate", "handoff", "consume", pmodel.FAULTS + "main thread"}
+        assert all(t.parts[stage] > 0 for stage in ("make", "collate", "handoff", "consume"))
+        assert t.parts[pmodel.FAULTS + "main thread"] >= 0
+    accounted = [sum(v for k, v in t.parts.items() if not k.startswith(pmodel.FAULTS)) / t.time_s for t in trials]
     assert max(accounted) <= 1.0 and max(accounted) > 0.8   # a trial the test machine did not preempt: nearly all
 
 
@@ -470,11 +476,12 @@ def test_measure_stream_cuts_one_stream_into_trials_of_whole_epochs():
 def test_worker_busy_sums_the_rates_of_processes_at_once():
     marks = pmeasure.WorkerBusy()
     a = marks.mark()
-    marks.add(0, 0.10, 100)    # 1 ms an operation
-    marks.add(1, 0.10, 50)     # 2 ms an operation
+    marks.add(0, 0.10, 100, 30)    # 1 ms an operation
+    marks.add(1, 0.10, 50, 12)     # 2 ms an operation
     b = marks.mark()
     assert marks.count(a, b) == 150
     assert marks.seconds(a, b) == pytest.approx(150 / (1000 + 500))   # 1500 operations a second together
+    assert marks.parts(a, b) == {pmodel.FAULTS: 42}                  # the page faults of both
 
 
 def test_disagreeing_trials_say_so():
@@ -709,7 +716,7 @@ def test_tables_of_overlap_and_pipeline_runs(runs_frame):
     defaults = pipe[pipe["mode"] == "numpy workers=0 blocking"]
     assert set(defaults.bottleneck) == {"make"} and set(defaults.on) == {"main thread"}
 
-    adv = ptables.advice(runs_frame).set_index(["producer", "size"])
+    adv = padvice.advice(runs_frame).set_index(["producer", "size"])
     numpy_1m = adv.loc[("numpy", "1MiB")]
     assert numpy_1m.best == "pageable numpy workers=4 prefetch_factor=2 non_blocking prefetch"
     assert numpy_1m.limit == "host" and numpy_1m.bottleneck == "make"
@@ -717,7 +724,7 @@ def test_tables_of_overlap_and_pipeline_runs(runs_frame):
     # copy and the check on one thread
     defaults_bound = 1 / (1 / 1 + 1 / 5 + 1 / 30 + 1 / 8 + 1 / 300)
     assert numpy_1m.gain == pytest.approx(round((1 / (1 / 4 + 1 / 20)) / defaults_bound, 2))
-    lines = ptables.advice_lines(ptables.advice(runs_frame))
+    lines = padvice.advice_lines(padvice.advice(runs_frame))
     assert len(lines) == 2 * len(PIPE_SIZES)
     assert any(line.startswith("1MiB batches of 64KiB numpy samples: best pageable numpy workers=4") for line in lines)
 
@@ -742,10 +749,10 @@ def test_a_loop_is_judged_by_its_own_stage_times_where_it_has_them():
 def test_advice_says_when_the_link_limits_the_best_loop():
     slow_copies = {**PIPE_STAGES, "h2d_pinned": 2.0, "h2d_pageable": 1.0}
     frame = pd.DataFrame([vars(r) for r in _pipeline_run(slow_copies)])
-    adv = ptables.advice(frame)
+    adv = padvice.advice(frame)
     assert set(adv.limit) == {"link"} and set(adv.bottleneck) == {"h2d pinned"}
     assert set(adv.on) == {"copy engine"} and (adv.of_link.round(6) == 0.95).all()
-    assert "the link limits it: h2d pinned on the copy engine" in ptables.advice_lines(adv)[0]
+    assert "the link limits it: h2d pinned on the copy engine" in padvice.advice_lines(adv)[0]
 
 
 def test_overlap_and_pipeline_figures(runs_frame, tmp_path):
@@ -799,7 +806,7 @@ def test_advice_names_the_thread_setting_that_moves_a_loop_beyond_its_spread():
     loop = replace(pmodel.dataloader_defaults(pmodel.Producer.numpy, PIPE_SAMPLE), threads=1)
     twin = [replace(r, mode=loop.mode(), params=params_text(loop), time_s=r.time_s / 3, algbw_gbps=r.algbw_gbps * 3)
             for r in defaults]
-    lines = ptables.advice_lines(ptables.advice(pd.DataFrame([vars(r) for r in rows + twin])))
+    lines = padvice.advice_lines(padvice.advice(pd.DataFrame([vars(r) for r in rows + twin])))
     said = [line for line in lines if line.strip().startswith("threads:")]
     assert len(said) == len(PIPE_SIZES)
     assert "pageable numpy workers=0 blocking delivers" in said[0] and "with 1 intra-op thread" in said[0]
@@ -811,14 +818,70 @@ def test_a_slow_check_is_named_the_host_caches_where_a_host_copy_slows_it_alone(
     best = pd.Series({"bottleneck": "consume", "stage_gbps": 2.3, "alone_gbps": 7.8, "alone_lo_gbps": 7.2,
                       "alone_hi_gbps": 8.4, "what": loop, "memory": "pinned", "mode": loop.mode()})
     h = pd.DataFrame([best])
-    caches = ptables._cause_line(best, h, cold=3.9)
+    caches = padvice._cause_line(best, h, cold=3.9)
     assert caches.startswith("cause: consume runs at 2.30 GB/s in the loop against 7.80 alone")
     assert "3.90 GB/s after a host copy of the batch (2.0x slower)" in caches and "pipeline.threads" not in caches
     for cold in (7.0, None):   # the copy barely slows it, or the run did not measure it: still to find
-        assert ptables._cause_line(best, h, cold=cold).startswith("cause to find: consume runs at 2.30")
+        assert padvice._cause_line(best, h, cold=cold).startswith("cause to find: consume runs at 2.30")
     other = best.copy()
     other["bottleneck"] = "collate"   # a host stage: not the check's launches
-    assert ptables._cause_line(other, h, cold=3.9).startswith("cause to find: collate")
+    assert padvice._cause_line(other, h, cold=3.9).startswith("cause to find: collate")
     rows = pd.DataFrame({"suite": "pipeline", "op": pmodel.CONSUME, "part": ["cold"] * 3 + ["total"],
                          "status": "ok", "size_bytes": MiB, "algbw_gbps": [3.0, 4.0, 9.0, 30.0]})
-    assert ptables.cold_check(rows, []) == {(MiB,): 4.0}   # the median of the cold trials, not the hot one
+    assert padvice.cold_check(rows, []) == {(MiB,): 4.0}   # the median of the cold trials, not the hot one
+
+
+_MAKE_FAULTS = ("from bench.suites.pipeline.measure import MakeBatch\n"
+                "from bench.suites.pipeline.source import NumpySamples\n"
+                "make = MakeBatch(NumpySamples(64 * 1024), 64)\n"
+                "for _ in range(10): make()\n"
+                "before = make.faults\n"
+                "for _ in range(20): make()\n"
+                "print((make.faults - before) / 20)")
+
+
+def _make_faults(env: dict[str, str]) -> float:
+    """Page faults a 4 MiB batch of numpy samples costs make, in a process started with `env`."""
+    done = subprocess.run([sys.executable, "-c", _MAKE_FAULTS], env={**os.environ, **env}, capture_output=True,
+                          text=True, timeout=120, check=True)
+    return float(done.stdout.split()[-1])
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's allocator settings")
+def test_page_faults_count_the_memory_the_allocator_gives_back():
+    """Every 64 KiB sample mapped anew (glibc's mmap threshold below it): each of a batch's 1,024
+    pages is a fault; with the settings the advice gives, the memory is kept and none is."""
+    given_back = _make_faults({"MALLOC_MMAP_THRESHOLD_": str(64 * 1024)})
+    kept = _make_faults({"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "1073741824"})
+    assert given_back >= 1024 and kept < 16
+
+
+def test_a_stage_the_allocator_slows_is_named_with_its_page_faults():
+    loop = pmodel.Loop(pmodel.Producer.numpy, PIPE_SAMPLE, 0, True, True, True, threads=1)
+    best = pd.Series({"bottleneck": "make", "on": "main thread", "stage_gbps": 2.7, "alone_gbps": 13.2,
+                      "alone_lo_gbps": 12.3, "alone_hi_gbps": 14.3, "what": loop, "memory": "pinned",
+                      "mode": loop.mode(), "size_bytes": 4 * MiB, "faults": 1003.0, "alone_faults": 0.0,
+                      "alone_lo_faults": 0.0, "alone_hi_faults": 0.0})
+    h = pd.DataFrame([best])
+    line = padvice._cause_line(best, h)
+    assert line.startswith("cause: make runs at 2.70 GB/s in the loop against 13.20 alone")
+    assert "the main thread takes 1,003 page faults a batch in the loop against 0 for make alone (1,024 pages" in line
+    assert padvice.KEEP_MEMORY in line
+    few = best.copy()
+    few["faults"] = 100.0   # under a quarter of the batch's pages: not the allocator's doing
+    assert padvice._cause_line(few, h).startswith("cause to find: make")
+    erratic = best.copy()
+    erratic[["stage_gbps", "alone_lo_gbps", "alone_hi_faults"]] = [12.0, 3.0, 700.0]   # alone: 3.0-14.3 GB/s
+    assert "make alone took 0 page faults a batch in one round and 700 in another" in padvice._cause_line(erratic, h)
+
+
+def test_a_thread_setting_whose_slower_twin_took_the_faults_says_so():
+    base = pmodel.Loop(pmodel.Producer.numpy, PIPE_SAMPLE, 0, False, False, False, threads=0)
+    rows = [{"memory": "pageable", "what": loop, "mode": loop.mode(), "gbps": gbps, "lo_gbps": gbps * 0.9,
+             "hi_gbps": gbps * 1.1, "faults": faults, "size_bytes": 4 * MiB}
+            for loop, gbps, faults in ((base, 4.08, 666.0), (replace(base, threads=1), 16.11, 0.1))]
+    line = padvice._thread_line(pd.DataFrame(rows), "2 threads")
+    assert line.startswith("threads: pageable") and "3.95x" in line
+    assert "but the slower took 666 page faults a batch against 0" in line
+    rows[0]["faults"] = 0.2   # both kept their memory: the threads alone
+    assert "page faults" not in padvice._thread_line(pd.DataFrame(rows), "2 threads")

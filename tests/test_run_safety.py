@@ -439,3 +439,22 @@ def test_a_trial_recorded_twice_is_refused(xferbench):
     pd.concat([frame, frame.iloc[[2]]]).to_parquet(run / "samples.parquet", index=False)
     with pytest.raises(ResultsError, match=r"samples.parquet, row \d+: trial \d+ of this point is recorded twice"):
         read_samples(run / "samples.parquet")
+
+
+def test_ctrl_c_on_a_pipeline_run_with_workers_is_interrupted_not_failed(tmp_path):
+    """A terminal's Ctrl-C reaches the whole process group, the DataLoader's workers too: a worker
+    that exits first must not turn the user's interrupt into a failed run."""
+    def own_group() -> None:
+        os.setpgrp()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    args = ("suite=pipeline", "pipeline.producers=[numpy]", "pipeline.workers=[2]", "pipeline.rounds=3",
+            "pipeline.max_size=1MiB", "pipeline.min_trial_s=0.2")
+    proc = subprocess.Popen(xferbench_cmd(tmp_path / "results", *args), cwd=tmp_path, env=env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=own_group)
+    run = _wait_for_points(tmp_path, proc, at_least=20)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert "interrupted (SIGINT" in err and f"resume={run}" in err
+    assert read_meta(run)["status"] == "interrupted" and load(run).verified.all()

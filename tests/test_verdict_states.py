@@ -174,3 +174,30 @@ def test_a_point_measured_only_while_the_host_was_slow_is_not_judged_and_says_wh
     assert [v["verdict"] for v in hit if v["size_class"] == "bandwidth"] == ["low"]
     lows = [v for v in verdicts.values() if v["verdict"] == "low"]
     assert all(v["family"].startswith("copy h2d pinned eager ce") and v["size_class"] == "bandwidth" for v in lows)
+
+
+H100_PIPELINE = ROOT / "results" / "noise" / "pipeline-h100-x1" / "pairs" / "20261126-120128-pipe-1"
+H100_JPEG = ROOT / "results" / "noise" / "pipeline-h100-x1" / "20261126-120128-jpeg"
+
+
+def _loops_halved(frame: pd.DataFrame) -> pd.DataFrame:
+    """Each loop delivering half of what it did, its stages as they were: half of its own bound."""
+    hit = (frame.op == "loader_to_gpu") & (frame.part == "total")
+    frame.loc[hit, "time_s"] *= 2
+    frame.loc[hit, ["algbw_gbps", "busbw_gbps"]] /= 2
+    return frame
+
+
+def test_pipeline_loops_are_judged_on_a_class_without_pipeline_references(tmp_path, capsys):
+    """The H100 class has no pipeline reference: its loops are judged by the fraction of their own
+    bound the other classes reach (or the suite's declared share), normal as measured, low halved."""
+    code, lines = _doctor(capsys, H100_PIPELINE)
+    assert code == 0 and "18 normal; judged 18 of 18" in " ".join(lines)
+    code, lines = _doctor(capsys, _copy(H100_PIPELINE, tmp_path / "run", rows=_loops_halved))
+    low = _starting(lines, "LOW ")
+    assert code == 1 and len(low) == 18 and all("the loop's own bound" in line for line in low)
+
+
+def test_a_users_dataset_is_not_judged_by_what_other_loops_reach(capsys):
+    code, lines = _doctor(capsys, H100_JPEG)
+    assert code == 3 and "judged 0 of 9" in " ".join(lines)

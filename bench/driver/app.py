@@ -39,7 +39,11 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+_received: list[int] = []   # the signals that reached this run, even where their exception was swallowed
+
+
 def _raise_interrupted(signum: int, _frame) -> None:
+    _received.append(signum)
     raise Interrupted(signum)
 
 
@@ -222,7 +226,10 @@ def _run_suites(here: _Here, run_dir: Path, meta: dict, progress: bool) -> tuple
     """The planned suites measured into the run, SIGTERM and SIGHUP ending it as Ctrl-C does, then
     meta.json settled and what became of it said: the run's status, exit code and failed write."""
     sampler = telemetry.Sampler().start()   # what else ran on the GPUs, their links and clocks, meanwhile
-    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGTERM, signal.SIGHUP)}
+    # SIGINT too: Ctrl-C reaches DataLoader workers as well, and one that exits first can fail the
+    # run before the main process raises (its raise swallowed where it landed, e.g. in a fork handler).
+    _received.clear()
+    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     status, code, failed_write = "complete", 0, None
     wall = meta.setdefault("suite_wall_s", {})
     try:
@@ -239,9 +246,14 @@ def _run_suites(here: _Here, run_dir: Path, meta: dict, progress: bool) -> tuple
     except ResultsWriteError as exc:  # said once meta.json is settled: the line tells what became of it
         status, code, failed_write = "failed", 1, exc
     except Exception as exc:
-        status, code = "failed", 1
-        print(f"xferbench: error: {exc}\nxferbench: finished points are in {run_dir} (resume={run_dir})",
-              file=sys.stderr)
+        if _received:   # what failed, failed because the signal stopped it
+            status, code = "interrupted", 128 + _received[0]
+            print(f"\nxferbench: interrupted ({signal.Signals(_received[0]).name}: {exc}); finished points are in "
+                  f"{run_dir} (resume={run_dir})", file=sys.stderr)
+        else:
+            status, code = "failed", 1
+            print(f"xferbench: error: {exc}\nxferbench: finished points are in {run_dir} (resume={run_dir})",
+                  file=sys.stderr)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)

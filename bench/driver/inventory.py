@@ -134,7 +134,10 @@ def _head() -> dict[str, Any]:
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k.startswith(("NCCL_", "CUDA_VISIBLE", "TORCH_SYMM", "NVSHMEM_"))}
+    """The variables that set how NCCL, the GPUs and the host's allocator and threads behave."""
+    return {k: v for k, v in os.environ.items()
+            if k.startswith(("NCCL_", "CUDA_VISIBLE", "TORCH_SYMM", "NVSHMEM_", "MALLOC_", "GLIBC_TUNABLES", "LD_PRELOAD",
+                             "OMP_NUM_THREADS"))}
 
 
 def host(cuda: bool, topology: Topology) -> dict[str, Any]:

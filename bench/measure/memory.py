@@ -1,13 +1,17 @@
-"""What fits: free GPU memory and available host memory, checked before anything is allocated."""
+"""What fits: free GPU memory and available host memory, checked before anything is allocated;
+and the page faults a thread takes while it runs."""
 from __future__ import annotations
 
 import os
+import resource
 from typing import Iterable
 
 from bench import ConfigError, lazy
 from bench.gpus import cuda_started, nvml_gpus
 
 torch = lazy.module("torch")
+
+_THREAD = getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF)   # Linux; elsewhere the process's
 
 
 def format_bytes(n: int) -> str:
@@ -106,3 +110,10 @@ def local_rank_limit(what: str, per_rank_bytes: int = 0, buffers: str = "", over
     if oversubscribe:
         return 0, ""
     return cores, f"the {_plural(cores, 'CPU core')} here"
+
+
+def page_faults(thread: bool = False) -> int:
+    """Minor page faults this process (`thread`: the calling thread) has taken so far: each a page
+    the kernel handed over on first touch (memory the allocator had given back, or a new
+    mapping), zeroed or mapped then. The process's count holds its intra-op threads' too."""
+    return resource.getrusage(_THREAD if thread else resource.RUSAGE_SELF).ru_minflt

@@ -13,6 +13,7 @@ from bench.results import load
 from bench.suites.overlap import reading as oreading, work as owork
 from bench.suites.pipeline import (feed as pfeed, measure as pmeasure, model as pmodel, source as psource,
                                    tables as ptables)
+from bench.suites.pipeline import advice as padvice
 from bench.suites.pipeline.rounds import round_timing
 from bench.contract import Context, Point
 
@@ -93,7 +94,7 @@ def test_pipeline_loops_stages_and_their_bottlenecks(xferbench):
     assert (table.alone_gbps > 0).all(), table
     free = table[table["mode"].str.startswith("free")]
     assert (free.of_bound >= 0.8).all(), free[["memory", "mode", "size", "gbps", "bottleneck", "on", "bound_gbps"]]
-    adv = ptables.advice(df)
+    adv = padvice.advice(df)
     assert len(adv) == 2 * 2 and set(adv.limit) <= {"host", "link"} and adv.gain.notna().all()
 
 

@@ -2,35 +2,58 @@
 as they are consumed, each stage timed as the loop runs it (the seconds ride with the batch)."""
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections import defaultdict
 from typing import Any
 
 from bench import lazy
-from bench.suites.pipeline.model import Loop, Producer
+from bench.measure.memory import page_faults
+from bench.suites.pipeline.model import CPU, FAULTS, PIN_THREAD, Loop, Producer
 from bench.suites.pipeline.source import (ENDLESS, PERIOD, collate_of, loader, moved, samples, shape, tensors)
 
 torch = lazy.module("torch")
+
+_seen = threading.local()
+
+
+def new_faults(thread: bool = False) -> int:
+    """Page faults this process (`thread`: this thread) took since this thread's last call in this
+    process (none at its first): read once a batch where it runs beside the main thread (a
+    worker, the pin thread)."""
+    now, pid = page_faults(thread), os.getpid()
+    last = getattr(_seen, "mark", None)
+    _seen.mark = (pid, now)
+    return now - last[1] if last and last[0] == pid else 0
 
 
 class LoaderBatch:
     """A batch as the loop's DataLoader hands it on: the collated data (of any structure), the
     index of its first sample and how many it holds, and the seconds its stages have spent on it
-    so far, each in the process or thread that ran it. The DataLoader pins it through its
-    pin_memory method (timed there, on the pin thread or the main thread); the process that
-    receives it from a worker times rebuilding it (the hand-off)."""
+    so far, each in the process or thread that ran it; the page faults the threads beside the
+    main thread took for it (`faults`: its worker's, the pin thread's); and the CPU seconds the
+    receiving side's stages ran (`cpu`: the hand-off's and pinning's, by the thread's clock: what
+    their time was not waiting). The DataLoader pins it through its pin_memory method (timed
+    there, on the pin thread or the main thread); the process that receives it from a worker
+    times rebuilding it (the hand-off)."""
 
-    def __init__(self, data: Any, spent: dict[str, float], first: int = 0, count: int = 0) -> None:
+    def __init__(self, data: Any, spent: dict[str, float], first: int = 0, count: int = 0,
+                 faults: dict[str, int] | None = None, cpu: dict[str, float] | None = None) -> None:
         self.data, self.spent, self.first, self.count = data, spent, first, count
+        self.faults, self.cpu = faults or {}, cpu or {}
 
     def pin_memory(self, device=None) -> "LoaderBatch":
-        start = time.perf_counter()
+        start, ran = time.perf_counter(), time.thread_time()
         data = torch.utils.data._utils.pin_memory.pin_memory(self.data)
         self.data = None   # the received batch released here, as the loader's pin step releases it (its segment unmapped)
-        return LoaderBatch(data, {**self.spent, "pin": time.perf_counter() - start}, self.first, self.count)
+        spent, cpu = {**self.spent, "pin": time.perf_counter() - start}, {**self.cpu, "pin": time.thread_time() - ran}
+        beside = threading.current_thread() is not threading.main_thread()   # the loader's pin thread
+        return LoaderBatch(data, spent, self.first, self.count,
+                           {**self.faults, PIN_THREAD: new_faults(thread=True)} if beside else self.faults, cpu)
 
     def __reduce__(self):
-        return _received, (_Now(), self.data, self.spent, self.first, self.count)
+        return _received, (_Now(), _ThreadNow(), self.data, self.spent, self.first, self.count, self.faults)
 
 
 class _Now:
@@ -41,8 +64,17 @@ class _Now:
         return time.perf_counter, ()
 
 
-def _received(start: float, data: Any, spent: dict[str, float], first: int, count: int) -> LoaderBatch:
-    return LoaderBatch(data, {**spent, "handoff": time.perf_counter() - start}, first, count)
+class _ThreadNow:
+    """Unpickles as the receiving thread's CPU clock, as _Now does its wall clock."""
+
+    def __reduce__(self):
+        return time.thread_time, ()
+
+
+def _received(start: float, ran: float, data: Any, spent: dict[str, float], first: int, count: int,
+              faults: dict[str, int]) -> LoaderBatch:
+    return LoaderBatch(data, {**spent, "handoff": time.perf_counter() - start}, first, count, faults,
+                       {"handoff": time.thread_time() - ran})
 
 
 class TimedSamples:
@@ -68,24 +100,39 @@ class TimedSamples:
         batch = self.collate_samples([sample for _, sample in items])
         spent = {"make": self.making, "collate": time.perf_counter() - start}
         self.making = 0.0
-        return LoaderBatch(batch, spent, items[0][0], len(items))
+        in_worker = torch.utils.data.get_worker_info() is not None   # else the main thread, counted at its marks
+        return LoaderBatch(batch, spent, items[0][0], len(items), {"workers": new_faults()} if in_worker else None)
 
 
 class SpentMarks:
     """A loop's marks that also read what its stages spent between two of them: a trial's parts
-    (timing.measure_stream), seconds by stage name."""
+    (timing.measure_stream), seconds by stage name; page faults: `faults` as the workers' and
+    the pin thread's batches carry them, and this process's, read at the marks, as FAULTS +
+    `own` (less the pin thread's, which runs in it); and `cpu`, CPU seconds by stage, as CPU +
+    the stage's name."""
 
-    def __init__(self, marks, spent: dict[str, float]) -> None:
-        self.marks, self.spent = marks, spent
+    def __init__(self, marks, spent: dict[str, float], faults: dict[str, float] | None = None,
+                 own: str | None = None, cpu: dict[str, float] | None = None) -> None:
+        self.marks, self.spent, self.own = marks, spent, own
+        self.faults = faults if faults is not None else {}
+        self.cpu = cpu if cpu is not None else {}
+
+    def _counted(self) -> dict[str, float]:
+        mine = {FAULTS + self.own: page_faults()} if self.own is not None else {}
+        return {**self.spent, **{FAULTS + k: v for k, v in self.faults.items()}, **mine,
+                **{CPU + k: v for k, v in self.cpu.items()}}
 
     def mark(self) -> tuple:
-        return self.marks.mark(), dict(self.spent)
+        return self.marks.mark(), self._counted()
 
     def seconds(self, start: tuple, end: tuple) -> float:
         return self.marks.seconds(start[0], end[0])
 
     def parts(self, start: tuple, end: tuple) -> dict[str, float]:
-        return {k: v - start[1].get(k, 0.0) for k, v in end[1].items()}
+        out = {k: v - start[1].get(k, 0.0) for k, v in end[1].items()}
+        if self.own is not None and FAULTS + PIN_THREAD in out:
+            out[FAULTS + self.own] -= out[FAULTS + PIN_THREAD]
+        return out
 
 
 class Check:
@@ -173,6 +220,11 @@ class Feed:
         # rest of its step (the check, on the host the check itself, releasing the batch): the
         # work the check alone does, so that the two compare.
         self.spent: dict[str, float] = defaultdict(float)
+        # Page faults the workers and the pin thread took for the batches pulled so far (the main
+        # thread's are read at the marks): where the allocator gives memory back to the kernel,
+        # each batch's pages come back one fault at a time.
+        self.faults: dict[str, float] = defaultdict(float)
+        self.cpu: dict[str, float] = defaultdict(float)   # CPU seconds of the hand-off and pinning, by stage
         self.elsewhere = 0.0   # seconds of the main thread's steps spent in the loader or on the batch's copy
         self.batches = iter(self.loader)
         self.next_sample = 0         # the first sample of the next batch the loader gives, in its epoch
@@ -211,6 +263,10 @@ class Feed:
             spent = {**spent, "handoff": took - sum(spent.values())}
         for stage, seconds in spent.items():
             self.spent[stage] += seconds
+        for thread, faults in got.faults.items():
+            self.faults[thread] += faults
+        for stage, seconds in got.cpu.items():
+            self.cpu[stage] += seconds
         first, self.next_sample = self.next_sample, self.next_sample + got.count
         return got, first
 

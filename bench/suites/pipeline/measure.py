@@ -14,11 +14,12 @@ from bench import lazy
 from bench.contract import Context, Point, trial_rows
 from bench.measure import timing
 from bench.measure.checks import same_data
+from bench.measure.memory import page_faults
 from bench.measure.timing import BusyMarks, EventMarks, HostMarks, TimingConfig, Trial
 from bench.results import Sample
 from bench.suites.pipeline.feed import Check, Feed, SpentMarks, check_of
-from bench.suites.pipeline.model import (COLD, CONSUME, COLLATE, H2D, HANDOFF, MAKE, PIN, WORKER_STAGES, Loop,
-                                         Producer, Stage)
+from bench.suites.pipeline.model import (COLD, CONSUME, COLLATE, CPU, FAULTS, H2D, HANDOFF, MAKE, PIN,
+                                         WORKER_STAGES, Loop, Producer, Stage, stages_of, thread_of)
 from bench.suites.pipeline.source import (ENDLESS, FreeSamples, Wrapped, collate_of, intra_op, loader, samples)
 
 np = lazy.module("numpy")
@@ -53,7 +54,11 @@ def disagreement(trials: list[Trial]) -> str:
 
 
 def _rows(point: Point, trials: list[Trial], verified: bool, failure: str) -> list[Sample]:
-    return trial_rows(point, trials, point.size_bytes, 1.0, verified, disagreement(trials) if verified else failure)
+    """A row per trial; page_faults a batch where the trial counted them (its parts' FAULTS)."""
+    bare = [replace(t, parts={}) for t in trials]
+    rows = trial_rows(point, bare, point.size_bytes, 1.0, verified, disagreement(trials) if verified else failure)
+    return [replace(r, page_faults=trials[r.trial].parts[FAULTS] / r.iters) if FAULTS in trials[r.trial].parts else r
+            for r in rows]
 
 
 def _device(ctx: Context) -> torch.device:
@@ -67,24 +72,33 @@ def _batch(point: Point) -> int:
 # ---------------------------------------------------------------- the loop
 
 
-def _part_rows(point: Point, trials: list[Trial], verified: bool, workers: int) -> list[Sample]:
+def _part_rows(point: Point, trials: list[Trial], verified: bool, workers: int,
+               thread: Callable[[str], str] = lambda stage: "") -> list[Sample]:
     """A row per trial and part (part = a stage's name): time_s the seconds a batch cost that
     part, divided among the workers that run it at once (make, collate), so that its GB/s is
-    what the part sustains."""
+    what the part sustains; page_faults the faults a batch cost the thread that runs it
+    (`thread` of the stage's name; all its workers together), and cpu_s the CPU seconds a batch
+    it ran, where the trial counted them."""
     rows = []
     for i, t in enumerate(trials):
         for stage, seconds in t.parts.items():
+            if stage.startswith((FAULTS, CPU)):
+                continue
             per = max(seconds, 0.0) / t.iters / (workers if workers and stage in WORKER_STAGES else 1)
             gbps = point.size_bytes / per / 1e9 if verified and per > 0 else float("nan")
+            faults = t.parts.get(FAULTS + thread(stage), math.nan) / t.iters
+            cpu = t.parts.get(CPU + stage, math.nan) / t.iters
             rows.append(point.sample(trial=i, iters=t.iters, part=stage, time_s=per, algbw_gbps=gbps,
-                                     busbw_gbps=gbps, verified=verified, status="ok" if verified else "failed"))
+                                     busbw_gbps=gbps, page_faults=faults, cpu_s=cpu, verified=verified,
+                                     status="ok" if verified else "failed"))
     return rows
 
 
 def loop_stream(feed: Feed, seg: Segment, epoch_batches: int = 0) -> list[Trial]:
     """The loop's trials: a warm-up that drains what the workers queued, trials of at least
     twice that, whole epochs each when there are epochs."""
-    marks = SpentMarks(EventMarks() if feed.gpu else HostMarks(), feed.spent)
+    marks = SpentMarks(EventMarks() if feed.gpu else HostMarks(), feed.spent, feed.faults, own="main thread",
+                       cpu=feed.cpu)
     return seg(feed, marks, warmup=feed.queued + 1, min_ops=max(MIN_BATCHES, 2 * feed.queued),
                multiple=epoch_batches or 1)
 
@@ -99,11 +113,11 @@ def _loop(point: Point, seg: Segment, ctx: Context, epoch_batches: int) -> list[
             threads = torch.get_num_threads()
         finally:
             feed.close()
-    bare = [replace(t, parts={}) for t in trials]
-    rows = _rows(point, bare, verified, "data check failed: a batch differs from the samples it should hold")
+    rows = _rows(point, trials, verified, "data check failed: a batch differs from the samples it should hold")
     said = f"torch threads {threads}"   # what threads=0 (torch's default) meant on this host
     rows = [replace(r, note="; ".join(x for x in (r.note, said) if x)) for r in rows]
-    return rows + _part_rows(point, trials, verified, loop.workers)
+    who = {st.name: thread_of(group) for group, stages in stages_of(loop, feed.gpu).items() for st in stages}
+    return rows + _part_rows(point, trials, verified, loop.workers, lambda stage: who.get(stage, ""))
 
 
 # ---------------------------------------------------------------- stages alone
@@ -115,15 +129,19 @@ class MakeBatch:
 
     def __init__(self, dataset, batch: int) -> None:
         self.dataset, self.batch, self.next = dataset, batch, 0
+        self.faults = 0   # page faults its timed parts took, read outside the clock
 
     def samples(self) -> list:
         first, self.next = self.next, self.next + self.batch
         return [self.dataset[i] for i in range(first, first + self.batch)]
 
     def __call__(self) -> float:
+        before = page_faults()
         start = time.perf_counter()
         self.samples()
-        return time.perf_counter() - start
+        took = time.perf_counter() - start
+        self.faults += page_faults() - before
+        return took
 
 
 class CollateBatch:
@@ -133,19 +151,23 @@ class CollateBatch:
 
     def __init__(self, dataset, batch: int, collate: Callable) -> None:
         self.make, self.collate = MakeBatch(dataset, batch), collate
+        self.faults = 0
 
     def __call__(self) -> float:
         samples_ = self.make.samples()
+        before = page_faults()
         start = time.perf_counter()
         batch = self.collate(samples_)
         del batch
-        return time.perf_counter() - start
+        took = time.perf_counter() - start
+        self.faults += page_faults() - before
+        return took
 
 
 class StageItems:
     """Item j: a stage's operation (which returns the seconds of its timed part) run until those
     add up to ITEM_S, in the process that serves it (a DataLoader worker, or the main process
-    without workers): [seconds, runs, worker]."""
+    without workers): [seconds, runs, worker, page faults of the timed parts]."""
 
     def __init__(self, make_op: Callable[[], Callable[[], float]]) -> None:
         self.make_op, self.op = make_op, None
@@ -156,12 +178,12 @@ class StageItems:
     def __getitem__(self, j: int) -> torch.Tensor:
         if self.op is None:
             self.op = self.make_op()   # in the process that runs it
-        runs, busy = 0, 0.0
+        runs, busy, faults = 0, 0.0, self.op.faults
         while busy < ITEM_S:
             busy += self.op()
             runs += 1
         info = torch.utils.data.get_worker_info()
-        return torch.tensor([busy, runs, info.id if info else 0], dtype=torch.float64)
+        return torch.tensor([busy, runs, info.id if info else 0, self.op.faults - faults], dtype=torch.float64)
 
 
 class WorkerBusy:
@@ -172,13 +194,18 @@ class WorkerBusy:
     def __init__(self) -> None:
         self.busy: dict[int, float] = defaultdict(float)
         self.runs: dict[int, int] = defaultdict(int)
+        self.faults = 0.0
 
-    def add(self, worker: int, seconds: float, runs: int) -> None:
+    def add(self, worker: int, seconds: float, runs: int, faults: float) -> None:
         self.busy[worker] += seconds
         self.runs[worker] += runs
+        self.faults += faults
 
-    def mark(self) -> tuple[dict, dict]:
-        return dict(self.busy), dict(self.runs)
+    def mark(self) -> tuple[dict, dict, float]:
+        return dict(self.busy), dict(self.runs), self.faults
+
+    def parts(self, start: tuple, end: tuple) -> dict[str, float]:
+        return {FAULTS: end[2] - start[2]}
 
     def count(self, start: tuple[dict, dict], end: tuple[dict, dict]) -> int:
         return sum(n - start[1].get(w, 0) for w, n in end[1].items())
@@ -208,8 +235,8 @@ def _worker_stage(point: Point, st: Stage, seg: Segment) -> list[Sample]:
 
         def step(n: int) -> None:
             for _ in range(n):
-                busy, runs, worker = next(items).tolist()
-                marks.add(int(worker), busy, int(runs))
+                busy, runs, worker, faults = next(items).tolist()
+                marks.add(int(worker), busy, int(runs), faults)
 
         try:
             trials = seg(step, marks, warmup=2 * processes, min_ops=processes, multiple=processes)
@@ -250,7 +277,8 @@ def _handoff(point: Point, st: Stage, seg: Segment) -> list[Sample]:
                 sizes.append(next(batches).numel())
 
         try:
-            trials = seg(step, HostMarks(), warmup=2 * st.workers + 1, min_ops=max(MIN_BATCHES, 4 * st.workers))
+            trials = seg(step, SpentMarks(HostMarks(), {}, own=""), warmup=2 * st.workers + 1,
+                         min_ops=max(MIN_BATCHES, 4 * st.workers))
         finally:
             batches = None
     verified = bool(sizes) and set(sizes) == {point.size_bytes}
@@ -265,7 +293,7 @@ def _received_stage(point: Point, st: Stage, seg: Segment, ctx: Context) -> list
     batch = _batch(point)
     device = _device(ctx)
     check = Check(batch, device if st.op == H2D else torch.device("cpu"))
-    marks, first = BusyMarks(), [0]
+    marks, first, faults = BusyMarks(), [0], {FAULTS: 0}
 
     def stage(received: torch.Tensor) -> torch.Tensor | None:
         """The stage on one batch; what it made, to check after the clock stops (the check itself: None)."""
@@ -284,10 +312,12 @@ def _received_stage(point: Point, st: Stage, seg: Segment, ctx: Context) -> list
             size = len(received)
             if st.op == H2D:
                 torch.cuda.synchronize(device)   # the last check is not this copy's time
+            before = page_faults()
             start = time.perf_counter()
             out = stage(received)
             received = None                      # freed here, as the loop frees it
             marks.add(time.perf_counter() - start)
+            faults[FAULTS] += page_faults() - before
             if out is not None:
                 check(out, first[0])
             first[0] += size
@@ -299,7 +329,8 @@ def _received_stage(point: Point, st: Stage, seg: Segment, ctx: Context) -> list
     with intra_op(threads):
         batches = iter(loader(samples(Producer.free, st.sample_size), batch, st.workers))
         try:
-            trials = seg(step, marks, warmup=2 * st.workers + 1, min_ops=max(MIN_BATCHES, 4 * st.workers))
+            trials = seg(step, SpentMarks(marks, faults), warmup=2 * st.workers + 1,
+                         min_ops=max(MIN_BATCHES, 4 * st.workers))
         finally:
             batches = None
     return _rows(point, trials, check.passed(), "data check failed: a batch differs from the samples it should hold")

@@ -104,6 +104,13 @@ COLD = "cold"
 LOOP_ONLY = (LAUNCH,)
 STAGE_NAMES = tuple(op.removeprefix("stage_") for op in STAGES)   # a stage's name in rows and tables: 'make'
 WORKER_STAGES = STAGE_NAMES[:2]   # make and collate: the stages a loader's workers run
+# A trial's page faults ride in its parts beside the stages' seconds, under this prefix and the
+# threads that took them: the main thread, the pin thread, the workers (stages_of's groups).
+FAULTS = "faults:"
+PIN_THREAD = "pin thread"
+# ... and the CPU seconds of the stages timed on the receiving side (the hand-off, pinning), by
+# the thread's own clock, under this prefix and the stage's name.
+CPU = "cpu:"
 
 
 @dataclass(frozen=True)
@@ -219,7 +226,7 @@ def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
     else:
         main += [make, collate]
     if gpu and loop.pin_memory and w:
-        groups["pin thread"] = (handoff, Stage(PIN, Producer.free, w, sample_size=sample))   # takes the workers' batches
+        groups[PIN_THREAD] = (handoff, Stage(PIN, Producer.free, w, sample_size=sample))   # takes the workers' batches
     else:
         main += [handoff, Stage(PIN, Producer.free, w, sample_size=sample, threads=threads)] if gpu and loop.pin_memory \
             else [handoff]
@@ -236,6 +243,11 @@ def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
     groups["main thread"] = (*main, Stage(CONSUME, sample_size=sample) if gpu
                              else Stage(CONSUME, Producer.free, w, sample_size=sample, threads=threads))
     return groups
+
+
+def thread_of(group: str) -> str:
+    """Who runs a group of stages_of, as its page faults are counted: 'workers' for its N workers."""
+    return "workers" if group.endswith(("worker", "workers")) else group
 
 
 # ---------------------------------------------------------------- the sweep's loops

@@ -1,0 +1,284 @@
+"""What to do, from the pipeline's tables: per batch size the best loop against the DataLoader's
+defaults and what limits it, and the causes the run measured (threads, page faults, the host's
+caches) or leaves to find; and the summary's pipeline tables with those lines under them."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from bench import lazy
+from bench.analysis.agreement import RUN_NOISE
+from bench.suites.pipeline.model import CONSUME, COLD, H2D, PACE_OP, STAGES, Producer, Stage, dataloader_defaults
+from bench.suites.pipeline.tables import (SUITE, faults_over_rounds, pace_table, rounds, runs_of, stage_table,
+                                          table)
+
+np = lazy.module("numpy")
+pd = lazy.module("pandas")
+
+# A stage this many times slower in the loop than alone at its fastest round, or alone whose
+# rounds differ this much, is a cause to find: the advice then names the settings that move it.
+SLOWER = 2.0
+ERRATIC = 2.0
+# The check alone this many times slower after a batch-sized host copy than back to back: the
+# host's caches, which the loop's main thread fills with each batch's bytes, slow its launches.
+CACHES = 1.3
+# A thread that takes page faults for this share of a batch's pages or more, beyond what the
+# same stage takes alone (or one round alone beyond another), is given back by its allocator
+# memory it then faults in anew, page by page: the cause named. Pages of 4 KiB (x86-64's; a host
+# of larger pages takes fewer faults a batch, and is named less readily).
+FAULTED = 0.25
+PAGE = 4096
+# What keeps glibc's allocator from giving freed batches back: its mmap threshold at its
+# largest (32 MiB) and a trim threshold of 1 GiB, set in the environment before the process
+# starts (either one alone leaves batches mapped anew, or trimmed, in every batch).
+KEEP_MEMORY = "MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824"
+
+
+def _spread(lo: float, hi: float) -> str:
+    return f"{lo:.2f}–{hi:.2f}"
+
+
+def _thread_line(h: pd.DataFrame, threads_default: str) -> str | None:
+    """Where a loop and its twin at another thread setting differ beyond their spreads: the
+    largest such gain, as a sentence of the two measured figures."""
+    twins = {}
+    for row in h.to_dict("records"):
+        twins.setdefault((row["memory"], row["what"].__class__, replace(row["what"], threads=0)), []).append(row)
+    best = None
+    for group in twins.values():
+        for a in group:
+            for b in group:
+                if b["gbps"] > a["gbps"] and b["lo_gbps"] > a["hi_gbps"] and (best is None or
+                                                                            b["gbps"] / a["gbps"] > best[2]):
+                    best = (a, b, b["gbps"] / a["gbps"])
+    if best is None:
+        return None
+    slow, fast, gain = best
+    text = (f"threads: {slow['memory']} {slow['mode']} delivers {slow['gbps']:.2f} GB/s "
+            f"({_spread(slow['lo_gbps'], slow['hi_gbps'])} over rounds) with {_threads(slow['what'], threads_default)}; "
+            f"with {_threads(fast['what'], threads_default)} {fast['gbps']:.2f} ({_spread(fast['lo_gbps'], fast['hi_gbps'])})"
+            f", {gain:.2f}x: set pipeline.threads=[{fast['what'].threads}] here, torch.set_num_threads"
+            f"({fast['what'].threads or 'default'}) in your training process")
+    extra = slow.get("faults", np.nan) - fast.get("faults", np.nan)
+    if extra >= FAULTED * slow.get("size_bytes", np.nan) / PAGE:   # the allocator, not the threads, may make the difference
+        text += (f"; but the slower took {slow['faults']:,.0f} page faults a batch against {fast['faults']:,.0f}: "
+                 f"with {KEEP_MEMORY} the two may not differ")
+    return text
+
+
+def _threads(what, threads_default: str) -> str:
+    return f"torch's default intra-op threads ({threads_default})" if not what.threads \
+        else f"{what.threads} intra-op thread{'s' if what.threads > 1 else ''}"
+
+
+def _erratic_line(stages: pd.DataFrame, threads_default: str) -> str | None:
+    """A stage alone whose rounds differ ERRATIC times or more, beside its twin at another thread
+    setting where that one holds steadier and faster."""
+    for row in stages.to_dict("records"):
+        if not (row["lo_gbps"] > 0 and row["hi_gbps"] / row["lo_gbps"] >= ERRATIC):
+            continue
+        twins = [r for r in stages.to_dict("records") if r["what"] != row["what"]
+                 and replace(r["what"], threads=0) == replace(row["what"], threads=0) and r["gbps"] > row["gbps"]]
+        text = (f"erratic: {row['stage']} {row['mode']} alone moves {row['hi_gbps'] / row['lo_gbps']:.1f}x between "
+                f"rounds ({_spread(row['lo_gbps'], row['hi_gbps'])} GB/s) with {_threads(row['what'], threads_default)}")
+        lo, hi = row.get("lo_faults", np.nan), row.get("hi_faults", np.nan)
+        if hi - lo >= FAULTED * row["size_bytes"] / PAGE:
+            text += f", its rounds taking {lo:,.0f} to {hi:,.0f} page faults a batch (the allocator: {KEEP_MEMORY})"
+        if twins:
+            twin = twins[0]
+            text += (f"; with {_threads(twin['what'], threads_default)} {twin['gbps']:.2f} "
+                     f"({_spread(twin['lo_gbps'], twin['hi_gbps'])})")
+        return text
+    return None
+
+
+def cold_check(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, float]:
+    """The check alone after a batch-sized host copy (the consume stage's COLD rows), GB/s,
+    median of its trials: {(run keys, size_bytes): GB/s}."""
+    rows = frame[(frame["suite"] == SUITE) & (frame["op"] == CONSUME) & (frame["part"] == COLD)
+                 & (frame["status"] == "ok")]
+    if rows.empty:
+        return {}
+    med = rows.groupby(runs + ["size_bytes"], sort=False)["algbw_gbps"].median()
+    return {key if isinstance(key, tuple) else (key,): gbps for key, gbps in med.items() if gbps > 0}
+
+
+def _caches(best: pd.Series, cold: float | None) -> str | None:
+    """Where the main thread's check is the bottleneck and the check alone after a host copy of
+    the batch runs CACHES times slower than back to back: that measurement, as the cause."""
+    alone = best.get("alone_gbps")
+    if best.get("bottleneck") != Stage(CONSUME).label or cold is None or not (pd.notna(alone) and alone / cold >= CACHES):
+        return None
+    return (f"the check alone runs at {cold:.2f} GB/s after a host copy of the batch ({alone / cold:.1f}x slower): "
+            "the batch's bytes, which the main thread moves itself (collate, pin, a pageable copy's staging), "
+            "evict the host's caches its launches run from; larger batches launch less per byte")
+
+
+def _faults(best: pd.Series, slower: bool, erratic: bool) -> str | None:
+    """Where the bottleneck's thread takes FAULTED of a batch's pages or more in page faults
+    beyond the stage alone (slower), or the stage alone takes that much more in one round than
+    another (erratic): those counts, as the cause, and the settings that keep the memory."""
+    pages = best.get("size_bytes", np.nan) / PAGE
+    loop, alone = best.get("faults", np.nan), best.get("alone_faults", np.nan)
+    lo, hi = best.get("alone_lo_faults", np.nan), best.get("alone_hi_faults", np.nan)
+    said = None
+    if slower and loop - (alone if pd.notna(alone) else 0) >= FAULTED * pages:
+        said = (f"the {best['on']} takes {loop:,.0f} page faults a batch in the loop"
+                + (f" against {alone:,.0f} for {best['bottleneck']} alone" if pd.notna(alone) else ""))
+    elif erratic and hi - lo >= FAULTED * pages:
+        said = f"{best['bottleneck']} alone took {lo:,.0f} page faults a batch in one round and {hi:,.0f} in another"
+    if said is None:
+        return None
+    return (f"{said} ({pages:,.0f} pages a batch): the C allocator gives freed batches back to the kernel and "
+            f"faults them in again, page by page, as the process's history sets its thresholds; keep the memory: "
+            f"{KEEP_MEMORY} in your training process's environment (glibc), or jemalloc or tcmalloc")
+
+
+def _cause_line(best: pd.Series, h: pd.DataFrame, cold: float | None = None) -> str | None:
+    """Where the best loop's bottleneck runs SLOWER times slower in the loop than alone at its
+    fastest round, or alone is ERRATIC across rounds: what was measured, the cause where the run
+    measured it (page faults the allocator causes; the host's caches, for the check: `cold`, its
+    GB/s after a host copy), and the loop's twin at another thread setting beside it where the
+    grid measured one."""
+    stage, alone_hi, alone_lo = best.get("stage_gbps"), best.get("alone_hi_gbps"), best.get("alone_lo_gbps")
+    if not (pd.notna(stage) and pd.notna(alone_hi) and pd.notna(alone_lo) and alone_lo > 0):
+        return None
+    slower, erratic = alone_hi / stage >= SLOWER, alone_hi / alone_lo >= ERRATIC
+    if not (slower or erratic):
+        return None
+    said = []
+    if slower:
+        said.append(f"{best['bottleneck']} runs at {stage:.2f} GB/s in the loop against {best['alone_gbps']:.2f} alone "
+                    f"({_spread(alone_lo, alone_hi)} over rounds)")
+    if erratic:
+        said.append(f"{best['bottleneck']} alone moves {alone_hi / alone_lo:.1f}x between rounds "
+                    f"({_spread(alone_lo, alone_hi)} GB/s)")
+    twins = h[[replace(w, threads=0) == replace(best["what"], threads=0) and w != best["what"] for w in h["what"]]]
+    beside = "; the same loop " + ", ".join(f"at threads={r['what'].threads or 'default'}: {r['gbps']:.2f} GB/s "
+                                          f"({_spread(r['lo_gbps'], r['hi_gbps'])})" for r in twins.to_dict("records")) \
+        if len(twins) else ""
+    found = _faults(best, slower, erratic) or (_caches(best, cold) if slower and not erratic else None)
+    if found:
+        return "cause: " + " and ".join(said) + "; " + found + beside
+    return "cause to find: " + " and ".join(said) + (
+        beside or "; measure it with pipeline.threads=[0,1] to see whether intra-op threads cause it")
+
+
+def advice(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per run, producer, sample and batch size: the best loop measured, its GB/s against the
+    DataLoader's defaults', and what limits it: the link (pinned copies at the copy engine's
+    pace) or the host (the stage named); where the thread settings or a slow stage say more,
+    that too (`threads`, `cause`)."""
+    loops_ = table(frame)
+    if loops_.empty:
+        return pd.DataFrame()
+    runs = runs_of(frame[frame["suite"] == SUITE])
+    threads_default = _default_threads(frame)
+    med, _ = rounds(frame)
+    alone = med[med["op"].isin(STAGES)] if not med.empty else med
+    if not alone.empty:
+        faulted = faults_over_rounds(frame, runs)
+        counts = [faulted.get(tuple(r[k] for k in runs) + (r["size_bytes"], r["params"], "total"), (np.nan,) * 3)
+                  for r in alone.to_dict("records")]
+        alone = alone.assign(lo_faults=[c[1] for c in counts], hi_faults=[c[2] for c in counts])
+    cold = cold_check(frame, runs)
+    out = []
+    for key, g in loops_.groupby(runs + ["sample", "size_bytes"], sort=False):
+        for producer, h in g.groupby("producer", sort=False):
+            best = h.loc[h["gbps"].idxmax()]
+            defaults = dataloader_defaults(Producer(producer), best["what"].sample_size, best["what"].dataset)
+            default = h[[w == defaults for w in h["what"]]]["gbps"]
+            link = best.get("bottleneck") == Stage(H2D, memory="pinned").label   # the pinned copy itself
+            out.append({**dict(zip(runs, key[:len(runs)])), "producer": producer, "sample": key[-2],
+                        "size": best["size"], "size_bytes": key[-1], "best": f"{best['memory']} {best['mode']}",
+                        "gbps": best["gbps"], "lo_gbps": best["lo_gbps"], "hi_gbps": best["hi_gbps"],
+                        "defaults_gbps": default.iloc[0] if len(default) else np.nan,
+                        "limit": "link" if link else "host", "bottleneck": best.get("bottleneck", np.nan),
+                        "on": best.get("on", np.nan), "stage_gbps": best.get("stage_gbps", np.nan),
+                        "alone_gbps": best.get("alone_gbps", np.nan),
+                        "bound_gbps": best.get("bound_gbps", np.nan), "of_bound": best.get("of_bound", np.nan),
+                        "of_link": best.get("of_link", np.nan),
+                        "threads": _thread_line(h, threads_default), "cause": _worst_cause(h, cold.get(key[:len(runs)] + key[-1:])),
+                        "erratic": _erratic_line(_at(alone, runs, key, producer), threads_default)})
+    adv = pd.DataFrame(out)
+    adv["gain"] = (adv["gbps"] / adv["defaults_gbps"].where(adv["defaults_gbps"] > 0)).round(2)
+    return adv
+
+
+def _at(alone: pd.DataFrame, runs: list[str], key: tuple, producer: str) -> pd.DataFrame:
+    """The stages alone of one run, batch size and producer (make and collate: of that producer), with their names."""
+    if alone.empty:
+        return alone
+    mask = (alone["size_bytes"] == key[-1]) & np.array([w.op not in STAGES[:2] or w.producer.value == producer
+                                                        for w in alone["what"]], dtype=bool)
+    for k, v in zip(runs, key):
+        mask &= alone[k] == v
+    got = alone[mask]
+    return got.assign(stage=[w.name for w in got["what"]])
+
+
+def _worst_cause(h: pd.DataFrame, cold: float | None) -> str | None:
+    """The cause line of the loop at this size whose bottleneck is furthest below itself alone."""
+    ranked = h.assign(gap=h.get("alone_hi_gbps", np.nan) / h.get("stage_gbps", np.nan)).sort_values("gap",
+                                                                                                       ascending=False)
+    for _, row in ranked.iterrows():
+        line = _cause_line(row, h, cold)
+        if line:
+            return f"{row['memory']} {row['mode']}: {line}"
+    return None
+
+
+def _default_threads(frame: pd.DataFrame) -> str:
+    """What torch's default number of threads was, as the loops' notes say ('torch threads 16')."""
+    notes = frame.loc[(frame["suite"] == SUITE) & (frame["op"] != PACE_OP) & (frame["mode"].str.contains("workers=")
+                      & ~frame["mode"].str.contains("threads=")), "note"]
+    found = notes.str.extract(r"torch threads (\d+)")[0].dropna()
+    return f"{found.iloc[0]} threads" if len(found) else "one per core"
+
+
+def advice_lines(adv: pd.DataFrame) -> list[str]:
+    """advice() as sentences, one per batch size and producer, and the thread and cause findings."""
+    lines = []
+    for row in adv.to_dict("records"):
+        text = (f"{row['size']} batches of {row['sample']} {row['producer']} samples: best {row['best']}, "
+                f"{row['gbps']:.2f} GB/s")
+        if pd.notna(row.get("lo_gbps")) and row["hi_gbps"] > row["lo_gbps"]:
+            text += f" ({_spread(row['lo_gbps'], row['hi_gbps'])} over rounds)"
+        if pd.notna(row["defaults_gbps"]):
+            text += f", {row['gain']:.2f}x the DataLoader's defaults ({row['defaults_gbps']:.2f})"
+        if pd.notna(row["bottleneck"]):
+            alone = f", {row['alone_gbps']:.2f} alone" if pd.notna(row.get("alone_gbps")) else ""
+            text += (f"; the {row['limit']} limits it: {row['bottleneck']} on the {row['on']}, "
+                     f"{row['stage_gbps']:.2f} GB/s in the loop{alone}; {row['bound_gbps']:.2f} with what the "
+                     f"{row['on']} run{'s' if row['on'] in ('main thread', 'pin thread', 'copy engine') else ''} "
+                     f"beside it (the loop reaches {row['of_bound']:.0%} of that)")
+        if pd.notna(row.get("of_link")):
+            text += f"; {row['of_link']:.0%} of the link"
+        lines.append(text)
+        lines += [f"  {row[k]}" for k in ("threads", "cause", "erratic") if isinstance(row.get(k), str)]
+    return lines
+
+
+DIGITS = {"gbps": 2, "lo_gbps": 2, "hi_gbps": 2, "stage_gbps": 2, "of_stage": 3, "alone_gbps": 2, "alone_lo_gbps": 2,
+          "alone_hi_gbps": 2, "bound_gbps": 2, "of_bound": 3, "link_gbps": 1, "of_link": 3, "faults": 0,
+          "alone_faults": 0}
+
+
+def summary_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]:
+    rows = table(frame)
+    if rows.empty:
+        return []
+    out = [("pipeline loops: GB/s delivered (median over rounds; lo-hi: its spread, the slowest and fastest round "
+            f"at the host's usual pace, at least ±{RUN_NOISE:.0%}, the between-run noise); the group of stages that "
+            "bounds each, and the fraction of that bound reached",
+            rows.drop(columns=["size_bytes", "what", "alone_lo_gbps", "alone_hi_gbps", "alone_lo_faults",
+                               "alone_hi_faults"], errors="ignore")
+            .round(DIGITS).fillna(""))]
+    stages = stage_table(frame)
+    if not stages.empty:
+        out.append(("pipeline stages alone: GB/s (median over rounds, lo-hi)",
+                    stages.drop(columns=["size_bytes", "producer", "workers"]).round(DIGITS)))
+    pace = pace_table(frame)
+    if not pace.empty:
+        out.append(("pipeline: the host's single-thread pace between rounds (µs per unit of work)", pace.round(2)))
+    return out + [("pipeline: what to do", "\n".join(advice_lines(advice(frame))))]
+
