@@ -865,7 +865,7 @@ def test_a_stage_the_allocator_slows_is_named_with_its_page_faults():
     h = pd.DataFrame([best])
     line = padvice._cause_line(best, h)
     assert line.startswith("cause: make runs at 2.70 GB/s in the loop against 13.20 alone")
-    assert "the main thread takes 1,003 page faults a batch in the loop against 0 for make alone (1,024 pages" in line
+    assert "the main thread takes 1,003 page faults a batch in the loop against 0 for its stages alone (1,024 pages" in line
     assert padvice.KEEP_MEMORY in line
     few = best.copy()
     few["faults"] = 100.0   # under a quarter of the batch's pages: not the allocator's doing
@@ -885,3 +885,34 @@ def test_a_thread_setting_whose_slower_twin_took_the_faults_says_so():
     assert "but the slower took 666 page faults a batch against 0" in line
     rows[0]["faults"] = 0.2   # both kept their memory: the threads alone
     assert "page faults" not in padvice._thread_line(pd.DataFrame(rows), "2 threads")
+
+
+def test_file_system_sharing_is_the_base_loop_changed_alone_and_named_apart():
+    Sharing, sample = pmodel.Sharing, 64 * 1024
+    plain = pmodel.loops(pmodel.Settings(producers=[pmodel.Producer.numpy]), "cuda", sample, cores=16)
+    both = pmodel.loops(pmodel.Settings(producers=[pmodel.Producer.numpy],
+                                        sharing=[Sharing.file_system, Sharing.file_descriptor]), "cuda", sample, cores=16)
+    added = [lp for lp in both if lp not in plain]
+    assert added == [replace(plain[0], sharing=Sharing.file_system)] and "file_system" in added[0].mode()
+    assert _described(added[0]) == added[0]
+    assert all(lp.sharing == Sharing.file_descriptor for lp in both if not lp.workers)   # nothing shared without workers
+
+
+def test_a_hand_off_that_waits_on_its_workers_is_named_with_the_sharing_that_fixes_it():
+    loop = pmodel.Loop(pmodel.Producer.user, 150536, 4, True, True, True, threads=1, dataset="m:f")
+    best = pd.Series({"bottleneck": "handoff", "on": "pin thread", "stage_gbps": 0.74, "alone_gbps": 1.53,
+                      "alone_lo_gbps": 1.22, "alone_hi_gbps": 1.84, "what": loop, "memory": "pinned",
+                      "mode": loop.mode(), "size_bytes": 903216, "cpu_share": 0.46, "gbps": 0.39,
+                      "lo_gbps": 0.28, "hi_gbps": 0.50})
+    line = padvice._cause_line(best, pd.DataFrame([best]))
+    assert line.startswith("cause: handoff runs at 0.74 GB/s in the loop against 1.53 alone")
+    assert "the pin thread ran on a CPU for 46% of each hand-off (0.56 of 1.22 ms a batch)" in line
+    assert 'set_sharing_strategy("file_system")' in line
+    busy = best.copy()
+    busy["cpu_share"] = 0.9   # it ran all along: not waiting on its workers
+    assert padvice._cause_line(busy, pd.DataFrame([busy])).startswith("cause to find: handoff")
+    twin = best.copy()
+    twin[["what", "mode", "gbps", "lo_gbps", "hi_gbps"]] = [replace(loop, sharing=pmodel.Sharing.file_system),
+                                                           "fs", 0.60, 0.56, 0.65]
+    line = padvice._sharing_line(pd.DataFrame([best, twin]))
+    assert line.startswith("sharing: pinned") and "with file_system 0.60 (0.56–0.65), 1.54x" in line

@@ -7,7 +7,8 @@ from dataclasses import replace
 
 from bench import lazy
 from bench.analysis.agreement import RUN_NOISE
-from bench.suites.pipeline.model import CONSUME, COLD, H2D, PACE_OP, STAGES, Producer, Stage, dataloader_defaults
+from bench.suites.pipeline.model import (COLD, CONSUME, H2D, HANDOFF, PACE_OP, STAGES, Producer, Sharing, Stage,
+                                         dataloader_defaults)
 from bench.suites.pipeline.tables import (SUITE, faults_over_rounds, pace_table, rounds, runs_of, stage_table,
                                           table)
 
@@ -31,6 +32,8 @@ PAGE = 4096
 # largest (32 MiB) and a trim threshold of 1 GiB, set in the environment before the process
 # starts (either one alone leaves batches mapped anew, or trimmed, in every batch).
 KEEP_MEMORY = "MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824"
+# A hand-off whose thread ran on a CPU for this share of its time or less waited the rest.
+WAITS = 0.6
 
 
 def _spread(lo: float, hi: float) -> str:
@@ -63,6 +66,28 @@ def _thread_line(h: pd.DataFrame, threads_default: str) -> str | None:
         text += (f"; but the slower took {slow['faults']:,.0f} page faults a batch against {fast['faults']:,.0f}: "
                  f"with {KEEP_MEMORY} the two may not differ")
     return text
+
+
+def _sharing_line(h: pd.DataFrame) -> str | None:
+    """Where a loop and its twin with file_system sharing differ beyond their spreads: the
+    largest such gain, as a sentence of the two measured figures."""
+    pairs: dict[tuple, dict] = {}
+    for row in h.to_dict("records"):
+        plain = replace(row["what"], sharing=Sharing.file_descriptor)
+        pairs.setdefault((row["memory"], plain), {})[row["what"].sharing] = row
+    best = None
+    for pair in pairs.values():
+        fd, fs = pair.get(Sharing.file_descriptor), pair.get(Sharing.file_system)
+        if fd and fs and fs["lo_gbps"] > fd["hi_gbps"] and (best is None or fs["gbps"] / fd["gbps"] > best[2]):
+            best = (fd, fs, fs["gbps"] / fd["gbps"])
+    if best is None:
+        return None
+    fd, fs, gain = best
+    return (f"sharing: {fd['memory']} {fd['mode']} delivers {fd['gbps']:.2f} GB/s "
+            f"({_spread(fd['lo_gbps'], fd['hi_gbps'])} over rounds) with file_descriptor sharing; with file_system "
+            f"{fs['gbps']:.2f} ({_spread(fs['lo_gbps'], fs['hi_gbps'])}), {gain:.2f}x: "
+            "torch.multiprocessing.set_sharing_strategy(\"file_system\") in your training process (its batches "
+            "are then files in /dev/shm, left there if a process is killed)")
 
 
 def _threads(what, threads_default: str) -> str:
@@ -123,7 +148,7 @@ def _faults(best: pd.Series, slower: bool, erratic: bool) -> str | None:
     said = None
     if slower and loop - (alone if pd.notna(alone) else 0) >= FAULTED * pages:
         said = (f"the {best['on']} takes {loop:,.0f} page faults a batch in the loop"
-                + (f" against {alone:,.0f} for {best['bottleneck']} alone" if pd.notna(alone) else ""))
+                + (f" against {alone:,.0f} for its stages alone" if pd.notna(alone) else ""))
     elif erratic and hi - lo >= FAULTED * pages:
         said = f"{best['bottleneck']} alone took {lo:,.0f} page faults a batch in one round and {hi:,.0f} in another"
     if said is None:
@@ -133,12 +158,43 @@ def _faults(best: pd.Series, slower: bool, erratic: bool) -> str | None:
             f"{KEEP_MEMORY} in your training process's environment (glibc), or jemalloc or tcmalloc")
 
 
+def _waits(best: pd.Series) -> str | None:
+    """Where the hand-off from workers is the bottleneck and its thread ran on a CPU for WAITS of
+    its time or less, with file-descriptor sharing: the wait, as the cause, and the setting."""
+    share, what = best.get("cpu_share", np.nan), best["what"]
+    if best.get("bottleneck") != Stage(HANDOFF).label or not share <= WAITS or \
+            getattr(what, "sharing", Sharing.file_system) != Sharing.file_descriptor:
+        return None
+    ms = best["size_bytes"] / best["stage_gbps"] / 1e6
+    return (f"the {best['on']} ran on a CPU for {share:.0%} of each hand-off ({share * ms:.2f} of {ms:.2f} ms a "
+            "batch) and waited the rest: with torch.multiprocessing's file_descriptor sharing each batch's storage "
+            "is fetched from the worker that made it, which answers between its own work; file_system sharing "
+            "passes a file name instead: torch.multiprocessing.set_sharing_strategy(\"file_system\") before the "
+            "DataLoader starts")
+
+
+def _twins(best: pd.Series, h: pd.DataFrame) -> str:
+    """The best loop's twins at another thread setting or sharing, measured beside: '; the same
+    loop at threads=default: 2.73 GB/s (1.20-3.48)', or ''."""
+    def plain(loop):
+        return replace(loop, threads=0, sharing=Sharing.file_descriptor)
+
+    def differs(loop) -> str:
+        return (f"at threads={loop.threads or 'default'}" if loop.threads != best["what"].threads
+                else f"with {loop.sharing.value} sharing")
+
+    twins = h[[plain(w) == plain(best["what"]) and w != best["what"] for w in h["what"]]]
+    return ("; the same loop " + ", ".join(f"{differs(r['what'])}: {r['gbps']:.2f} GB/s "
+                                          f"({_spread(r['lo_gbps'], r['hi_gbps'])})" for r in twins.to_dict("records"))
+            if len(twins) else "")
+
+
 def _cause_line(best: pd.Series, h: pd.DataFrame, cold: float | None = None) -> str | None:
     """Where the best loop's bottleneck runs SLOWER times slower in the loop than alone at its
     fastest round, or alone is ERRATIC across rounds: what was measured, the cause where the run
-    measured it (page faults the allocator causes; the host's caches, for the check: `cold`, its
-    GB/s after a host copy), and the loop's twin at another thread setting beside it where the
-    grid measured one."""
+    measured it (page faults the allocator causes; a hand-off that waits on its workers; the
+    host's caches, for the check: `cold`, its GB/s after a host copy), and the loop's twins at
+    another thread setting or sharing beside it where the grid measured them."""
     stage, alone_hi, alone_lo = best.get("stage_gbps"), best.get("alone_hi_gbps"), best.get("alone_lo_gbps")
     if not (pd.notna(stage) and pd.notna(alone_hi) and pd.notna(alone_lo) and alone_lo > 0):
         return None
@@ -152,11 +208,9 @@ def _cause_line(best: pd.Series, h: pd.DataFrame, cold: float | None = None) -> 
     if erratic:
         said.append(f"{best['bottleneck']} alone moves {alone_hi / alone_lo:.1f}x between rounds "
                     f"({_spread(alone_lo, alone_hi)} GB/s)")
-    twins = h[[replace(w, threads=0) == replace(best["what"], threads=0) and w != best["what"] for w in h["what"]]]
-    beside = "; the same loop " + ", ".join(f"at threads={r['what'].threads or 'default'}: {r['gbps']:.2f} GB/s "
-                                          f"({_spread(r['lo_gbps'], r['hi_gbps'])})" for r in twins.to_dict("records")) \
-        if len(twins) else ""
-    found = _faults(best, slower, erratic) or (_caches(best, cold) if slower and not erratic else None)
+    beside = _twins(best, h)
+    found = _faults(best, slower, erratic) or (_waits(best) if slower else None) or \
+        (_caches(best, cold) if slower and not erratic else None)
     if found:
         return "cause: " + " and ".join(said) + "; " + found + beside
     return "cause to find: " + " and ".join(said) + (
@@ -197,7 +251,7 @@ def advice(frame: pd.DataFrame) -> pd.DataFrame:
                         "alone_gbps": best.get("alone_gbps", np.nan),
                         "bound_gbps": best.get("bound_gbps", np.nan), "of_bound": best.get("of_bound", np.nan),
                         "of_link": best.get("of_link", np.nan),
-                        "threads": _thread_line(h, threads_default), "cause": _worst_cause(h, cold.get(key[:len(runs)] + key[-1:])),
+                        "threads": _thread_line(h, threads_default), "sharing": _sharing_line(h), "cause": _worst_cause(h, cold.get(key[:len(runs)] + key[-1:])),
                         "erratic": _erratic_line(_at(alone, runs, key, producer), threads_default)})
     adv = pd.DataFrame(out)
     adv["gain"] = (adv["gbps"] / adv["defaults_gbps"].where(adv["defaults_gbps"] > 0)).round(2)
@@ -254,7 +308,7 @@ def advice_lines(adv: pd.DataFrame) -> list[str]:
         if pd.notna(row.get("of_link")):
             text += f"; {row['of_link']:.0%} of the link"
         lines.append(text)
-        lines += [f"  {row[k]}" for k in ("threads", "cause", "erratic") if isinstance(row.get(k), str)]
+        lines += [f"  {row[k]}" for k in ("threads", "sharing", "cause", "erratic") if isinstance(row.get(k), str)]
     return lines
 
 

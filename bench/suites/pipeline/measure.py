@@ -20,7 +20,8 @@ from bench.results import Sample
 from bench.suites.pipeline.feed import Check, Feed, SpentMarks, check_of
 from bench.suites.pipeline.model import (COLD, CONSUME, COLLATE, CPU, FAULTS, H2D, HANDOFF, MAKE, PIN,
                                          WORKER_STAGES, Loop, Producer, Stage, stages_of, thread_of)
-from bench.suites.pipeline.source import (ENDLESS, FreeSamples, Wrapped, collate_of, intra_op, loader, samples)
+from bench.suites.pipeline.source import (ENDLESS, FreeSamples, Wrapped, collate_of, intra_op, loader, samples,
+                                          sharing)
 
 np = lazy.module("numpy")
 
@@ -105,7 +106,7 @@ def loop_stream(feed: Feed, seg: Segment, epoch_batches: int = 0) -> list[Trial]
 
 def _loop(point: Point, seg: Segment, ctx: Context, epoch_batches: int) -> list[Sample]:
     loop: Loop = point.params
-    with intra_op(loop.threads):
+    with intra_op(loop.threads), sharing(loop.sharing):
         feed = Feed(_batch(point), loop.sample_size, loop, _device(ctx), epoch_batches)
         try:
             trials = loop_stream(feed, seg, epoch_batches)
@@ -269,7 +270,7 @@ def _handoff(point: Point, st: Stage, seg: Segment) -> list[Sample]:
     """Batches through the DataLoader from st.workers workers, each a new segment no one writes
     or reads: the loader's machinery alone, by the main process's clock."""
     sizes = []
-    with intra_op(st.threads):
+    with intra_op(st.threads), sharing(st.sharing):
         batches = iter(loader(FreshBatches(point.size_bytes, st.workers), None, st.workers))
 
         def step(n: int) -> None:

@@ -16,6 +16,12 @@ class Grid(Choice):
     full = "full"           # every combination
 
 
+class Sharing(Choice):
+    """How a worker's batch reaches the main process (torch.multiprocessing's sharing strategy)."""
+    file_descriptor = "file_descriptor"   # Linux's default: each storage's descriptor fetched from its worker
+    file_system = "file_system"           # a file name in /dev/shm: nothing asked of the worker
+
+
 class Producer(Choice):
     numpy = "numpy"         # each sample made with numpy in the worker, as a decoding dataset would
     free = "free"           # views of a buffer made once: samples cost nothing to make
@@ -39,6 +45,9 @@ class Settings:
     prefetch_factor: List[int] = field(default_factory=lambda: [2])      # batches each worker keeps ready
     persistent_workers: List[bool] = field(default_factory=lambda: [False])
     threads: List[int] = field(default_factory=lambda: [0, 1])   # torch.set_num_threads in the loop; 0: torch's default
+    # torch.multiprocessing.set_sharing_strategy for the workers' batches: [file_system, file_descriptor]
+    # also measures the base loop with file_system beside
+    sharing: List[Sharing] = field(default_factory=lambda: [Sharing.file_descriptor])
     epoch_batches: int = 0          # iterate the loader anew every this many batches; 0: one endless epoch
     grid: Grid = Grid.ablation
     min_size: str = "64KiB"         # batch sizes, in bytes: min_size, x size_factor, ..., max_size
@@ -51,7 +60,7 @@ class Settings:
 
     def __post_init__(self) -> None:
         for key in ("producers", "sample_sizes", "workers", "pin_memory", "non_blocking", "prefetch",
-                    "prefetch_factor", "persistent_workers", "threads"):
+                    "prefetch_factor", "persistent_workers", "threads", "sharing"):
             nonempty(f"pipeline.{key}", getattr(self, key))
         require(Producer.user not in self.producers, "pipeline.producers", "user",
                 "is the dataset pipeline.dataset names: set pipeline.dataset=package.module:factory")
@@ -127,6 +136,7 @@ class Loop:
     persistent_workers: bool = False
     threads: int = 0                  # torch.set_num_threads in the main process and workers; 0: torch's default
     dataset: str = ""                 # the user's dataset and collate_fn (Producer.user)
+    sharing: Sharing = Sharing.file_descriptor   # how the workers' batches reach the main process
 
     @property
     def memory(self) -> str:
@@ -140,7 +150,8 @@ class Loop:
     def normal(self, gpu: bool) -> "Loop":
         """The same loop with the switches that do nothing here at their defaults (no workers: no
         prefetch_factor or persistence; no GPU: nothing to pin or copy)."""
-        loop = self if self.workers else replace(self, prefetch_factor=2, persistent_workers=False)
+        loop = self if self.workers else replace(self, prefetch_factor=2, persistent_workers=False,
+                                                 sharing=Sharing.file_descriptor)
         return loop if gpu else replace(loop, pin_memory=False, non_blocking=False, prefetch=False)
 
     def mode(self, device: str = "cuda") -> str:
@@ -149,6 +160,7 @@ class Loop:
         if self.workers:
             words += [f"prefetch_factor={self.prefetch_factor}", *(["persistent"] if self.persistent_workers else [])]
         words += [f"threads={self.threads}"] if self.threads else []
+        words += [self.sharing.value] if self.sharing != Sharing.file_descriptor else []
         if device == "cuda":
             words += ["non_blocking" if self.non_blocking else "blocking", *(["prefetch"] if self.prefetch else [])]
         return " ".join(words)
@@ -171,6 +183,7 @@ class Stage:
     sample_size: int = 0
     threads: int = 0
     dataset: str = ""
+    sharing: Sharing = Sharing.file_descriptor   # the hand-off's, from workers
 
     @property
     def name(self) -> str:
@@ -184,7 +197,8 @@ class Stage:
     def mode(self) -> str:
         return " ".join([*([self.producer.value] if self.producer else []),
                          *([f"workers={self.workers}"] if self.workers >= 0 else []),
-                         *([f"threads={self.threads}"] if self.threads else [])])
+                         *([f"threads={self.threads}"] if self.threads else []),
+                         *([self.sharing.value] if self.sharing != Sharing.file_descriptor else [])])
 
 
 @dataclass(frozen=True)
@@ -202,10 +216,11 @@ def descriptor(described: dict) -> Loop | Stage | Pace:
     """The loop, stage or pace a row's params describe (what its point carried)."""
     if "batch_bytes" in described:
         return Pace(**described)
+    sharing = {"sharing": Sharing(described["sharing"])} if "sharing" in described else {}   # later runs
     if "op" in described:
         producer = described["producer"]
-        return Stage(**{**described, "producer": Producer(producer) if producer else None})
-    return Loop(**{**described, "producer": Producer(described["producer"])})
+        return Stage(**{**described, "producer": Producer(producer) if producer else None, **sharing})
+    return Loop(**{**described, "producer": Producer(described["producer"]), **sharing})
 
 
 def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
@@ -220,7 +235,7 @@ def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
     groups: dict[str, tuple[Stage, ...]] = {}
     main: list[Stage] = []
     # without workers: the loader's own work a batch
-    handoff = Stage(HANDOFF, Producer.free, w, sample_size=sample, threads=own)
+    handoff = Stage(HANDOFF, Producer.free, w, sample_size=sample, threads=own, sharing=loop.sharing)
     if w:
         groups[f"{w} worker{'s' if w > 1 else ''}"] = (make, collate)
     else:
@@ -268,7 +283,7 @@ def loops(p: Settings, device: str, sample_size: int, cores: int | None = None) 
     gpu, cores = device == "cuda", cores or usable_cores()
     lists = {"workers": [min(int(w), cores) for w in p.workers], "pin_memory": p.pin_memory,
              "non_blocking": p.non_blocking, "prefetch": p.prefetch, "prefetch_factor": p.prefetch_factor,
-             "persistent_workers": p.persistent_workers, "threads": p.threads}
+             "persistent_workers": p.persistent_workers, "threads": p.threads, "sharing": p.sharing}
     if not gpu:
         lists.update(pin_memory=[False], non_blocking=[False], prefetch=[False])
     lists = {k: list(dict.fromkeys(v)) for k, v in lists.items()}
@@ -276,7 +291,8 @@ def loops(p: Settings, device: str, sample_size: int, cores: int | None = None) 
     for producer in p.sources():
         dataset = p.user if producer == Producer.user else ""
         if p.grid == Grid.full:
-            grid = [Loop(producer, sample_size, *combo, dataset=dataset) for combo in itertools.product(*lists.values())]
+            grid = [Loop(producer, sample_size, **dict(zip(lists, combo)), dataset=dataset)
+                    for combo in itertools.product(*lists.values())]
         else:
             base = Loop(producer, sample_size, **{k: v[-1] for k, v in lists.items()}, dataset=dataset)
             defaults = dataloader_defaults(producer, sample_size, dataset)

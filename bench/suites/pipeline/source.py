@@ -200,6 +200,18 @@ def loader(dataset, batch: int | None, workers: int, prefetch_factor: int = 2, t
 
 
 @contextlib.contextmanager
+def sharing(strategy: str) -> Iterator[None]:
+    """torch.multiprocessing's sharing strategy in this process while it lasts: the workers
+    forked meanwhile send their batches so, and the main process receives them so."""
+    before = torch.multiprocessing.get_sharing_strategy()
+    torch.multiprocessing.set_sharing_strategy(str(strategy))
+    try:
+        yield
+    finally:
+        torch.multiprocessing.set_sharing_strategy(before)
+
+
+@contextlib.contextmanager
 def intra_op(threads: int) -> Iterator[None]:
     """torch.set_num_threads(threads) in this process while it lasts (0: as it is)."""
     before = torch.get_num_threads()

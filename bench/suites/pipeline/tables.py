@@ -125,9 +125,23 @@ def faults_over_rounds(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, tupl
     return {key: tuple(float(v) for v in values) for key, values in zip(out.index, out.to_numpy())}
 
 
+def cpu_shares(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, float]:
+    """The share of a loop's stage's time its thread ran on a CPU (cpu_s over time_s), median of
+    the trials the figures are made of, where the loop timed it (the hand-off and pinning):
+    {(run keys, size_bytes, params text, part): share}."""
+    rows = frame[(frame["suite"] == SUITE) & (frame["status"] == "ok") & frame["cpu_s"].notna()
+                 & (frame["time_s"] > 0)] if "cpu_s" in frame.columns else frame.iloc[:0]
+    if rows.empty:
+        return {}
+    trial, keys = runs + ["size_bytes", "params", "trial"], runs + ["size_bytes", "params", "part"]
+    rows = rows.merge(usable_rows(frame[frame["suite"] == SUITE])[trial].drop_duplicates(), on=trial)
+    share = (rows["cpu_s"] / rows["time_s"]).groupby([rows[k] for k in keys], sort=False).median()
+    return {key: float(v) for key, v in share.items()}
+
+
 # The columns table() adds to each loop: its bottleneck's readings, in the loop and alone.
 _FOUND = ("stage_gbps", "alone_gbps", "alone_lo_gbps", "alone_hi_gbps", "bound_gbps", "link_gbps", "faults",
-          "alone_faults", "alone_lo_faults", "alone_hi_faults")
+          "alone_faults", "alone_lo_faults", "alone_hi_faults", "cpu_share")
 
 
 def _bottlenecks(frame: pd.DataFrame, med: pd.DataFrame, loops_: pd.DataFrame, runs: list[str]) -> list[dict]:
@@ -140,7 +154,7 @@ def _bottlenecks(frame: pd.DataFrame, med: pd.DataFrame, loops_: pd.DataFrame, r
         key = tuple(getattr(row, k) for k in runs) + (row.size_bytes,)
         alone[key + (row.what,)] = (row.gbps, row.lo_gbps, row.hi_gbps)
         faulted_alone[key + (row.what,)] = faulted.get(key + (row.params, "total"), (np.nan,) * 3)
-    spent = _spent(frame, runs)
+    spent, on_cpu = _spent(frame, runs), cpu_shares(frame, runs)
     found = []
     for row in loops_.itertuples(index=False):
         key = tuple(getattr(row, k) for k in runs) + (row.size_bytes,)
@@ -154,11 +168,16 @@ def _bottlenecks(frame: pd.DataFrame, med: pd.DataFrame, loops_: pd.DataFrame, r
         link = alone.get(key + (Stage(H2D, memory="pinned", sample_size=loop.sample_size),), (None,))[0]
         faults = faulted.get(key + (row.params, att["stage"].name), (np.nan,))[0] if att else np.nan
         faults_alone = faulted_alone.get(key + (att["stage"],), (np.nan,) * 3) if att else (np.nan,) * 3
+        # the same work alone: every stage of the bottleneck's thread, as the loop counts that thread's faults
+        group = stages_of(loop, row.backend == "cuda").get(att["on"], ()) if att else ()
+        counted = [faulted_alone.get(key + (st,), (np.nan,))[0] for st in group]
+        same_work = float(np.nansum(counted)) if any(np.isfinite(counted)) else np.nan
         found.append({**{k: v for k, v in att.items() if k != "stage"}, "alone_gbps": by_itself[0],
                       "alone_lo_gbps": by_itself[1], "alone_hi_gbps": by_itself[2],
                       "producer": loop.producer.value, "link_gbps": link, "faults": faults,
-                      "alone_faults": faults_alone[0], "alone_lo_faults": faults_alone[1],
-                      "alone_hi_faults": faults_alone[2]})
+                      "alone_faults": same_work, "alone_lo_faults": faults_alone[1],
+                      "alone_hi_faults": faults_alone[2],
+                      "cpu_share": on_cpu.get(key + (row.params, att["stage"].name), np.nan) if att else np.nan})
     return found
 
 
@@ -168,7 +187,9 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     that group's slowest stage), that stage's GB/s in the loop and alone (with alone's spread)
     and the fraction of it the loop reaches, the group's bound (its stages one after another)
     and the fraction of that; the link (pinned h2d of that size) and the fraction of it; the
-    page faults a batch of the bottleneck's thread in the loop and of that stage alone.
+    page faults a batch of the bottleneck's thread in the loop and of its stages alone (and the
+    bottleneck alone's lowest and highest round), and the
+    share of its time in the loop the bottleneck ran on a CPU (where timed).
 
     A stage's GB/s is the loop's own reading of it where the loop timed it (the host's stages,
     read in the same trials, so host speed that drifts between points moves loop and bound
@@ -198,7 +219,7 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     cols = runs + ["op", "memory", "mode", "producer", "sample", "size", "size_bytes", "batch", "samples_per_s", "gbps",
                    "lo_gbps", "hi_gbps", "bottleneck", "on", "stage_gbps", "of_stage", "alone_gbps", "alone_lo_gbps",
                    "alone_hi_gbps", "bound_gbps", "of_bound", "link_gbps", "of_link", "faults", "alone_faults",
-                   "alone_lo_faults", "alone_hi_faults"]
+                   "alone_lo_faults", "alone_hi_faults", "cpu_share"]
     return loops_[cols + ["what"]].dropna(axis="columns", how="all").reset_index(drop=True)   # no link without a GPU
 
 
