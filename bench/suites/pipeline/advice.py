@@ -180,8 +180,8 @@ def _twins(best: pd.Series, h: pd.DataFrame) -> str:
         return replace(loop, threads=0, sharing=Sharing.file_descriptor)
 
     def differs(loop) -> str:
-        return (f"at threads={loop.threads or 'default'}" if loop.threads != best["what"].threads
-                else f"with {loop.sharing.value} sharing")
+        said = [f"at threads={loop.threads or 'default'}"] if loop.threads != best["what"].threads else []
+        return " ".join(said + ([f"with {loop.sharing.value} sharing"] if loop.sharing != best["what"].sharing else []))
 
     twins = h[[plain(w) == plain(best["what"]) and w != best["what"] for w in h["what"]]]
     return ("; the same loop " + ", ".join(f"{differs(r['what'])}: {r['gbps']:.2f} GB/s "
@@ -314,7 +314,7 @@ def advice_lines(adv: pd.DataFrame) -> list[str]:
 
 DIGITS = {"gbps": 2, "lo_gbps": 2, "hi_gbps": 2, "stage_gbps": 2, "of_stage": 3, "alone_gbps": 2, "alone_lo_gbps": 2,
           "alone_hi_gbps": 2, "bound_gbps": 2, "of_bound": 3, "link_gbps": 1, "of_link": 3, "faults": 0,
-          "alone_faults": 0}
+          "alone_faults": 0, "cpu_share": 2}
 
 
 def summary_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]:
@@ -323,7 +323,8 @@ def summary_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]:
         return []
     out = [("pipeline loops: GB/s delivered (median over rounds; lo-hi: its spread, the slowest and fastest round "
             f"at the host's usual pace, at least ±{RUN_NOISE:.0%}, the between-run noise); the group of stages that "
-            "bounds each, and the fraction of that bound reached",
+            "bounds each, and the fraction of that bound reached; faults: page faults a batch of the bottleneck's thread "
+            "(alone_faults: its stages alone); cpu_share: the share of the bottleneck's time on a CPU, where timed",
             rows.drop(columns=["size_bytes", "what", "alone_lo_gbps", "alone_hi_gbps", "alone_lo_faults",
                                "alone_hi_faults"], errors="ignore")
             .round(DIGITS).fillna(""))]
