@@ -34,6 +34,8 @@ PAGE = 4096
 KEEP_MEMORY = "MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824"
 # A hand-off whose thread ran on a CPU for this share of its time or less waited the rest.
 WAITS = 0.6
+# A loop that waits this share of its time or more at epochs' starts is named for it.
+RESTARTS = 0.25
 
 
 def _spread(lo: float, hi: float) -> str:
@@ -88,6 +90,27 @@ def _sharing_line(h: pd.DataFrame) -> str | None:
             f"{fs['gbps']:.2f} ({_spread(fs['lo_gbps'], fs['hi_gbps'])}), {gain:.2f}x: "
             "torch.multiprocessing.set_sharing_strategy(\"file_system\") in your training process (its batches "
             "are then files in /dev/shm, left there if a process is killed)")
+
+
+def _epochs_line(h: pd.DataFrame) -> str | None:
+    """The loop that waits longest at epochs' starts, where that is RESTARTS of its time or more:
+    its workers started anew each epoch; persistent_workers keeps them (beside, where measured)."""
+    if "epoch_share" not in h.columns:
+        return None
+    restarted = np.array([w.workers > 0 and not w.persistent_workers for w in h["what"]], dtype=bool)
+    waiting = h[(h["epoch_share"] >= RESTARTS).to_numpy() & restarted]
+    if waiting.empty:
+        return None
+    row = waiting.loc[waiting["epoch_share"].idxmax()]
+    text = (f"epochs: {row['memory']} {row['mode']} waits {row['epoch_share']:.0%} of its time at epochs' starts, "
+            f"while the DataLoader starts its {row['what'].workers} workers anew: set persistent_workers=True")
+    kept = h[[w == replace(row["what"], persistent_workers=True) for w in h["what"]]]
+    if len(kept):
+        text += (f"; with it, {kept.iloc[0]['gbps']:.2f} GB/s ({_spread(kept.iloc[0]['lo_gbps'], kept.iloc[0]['hi_gbps'])}) "
+                 f"against {row['gbps']:.2f} ({_spread(row['lo_gbps'], row['hi_gbps'])})")
+    else:
+        text += " (pipeline.persistent_workers=[False,True] measures it)"
+    return text
 
 
 def _threads(what, threads_default: str) -> str:
@@ -251,7 +274,7 @@ def advice(frame: pd.DataFrame) -> pd.DataFrame:
                         "alone_gbps": best.get("alone_gbps", np.nan),
                         "bound_gbps": best.get("bound_gbps", np.nan), "of_bound": best.get("of_bound", np.nan),
                         "of_link": best.get("of_link", np.nan),
-                        "threads": _thread_line(h, threads_default), "sharing": _sharing_line(h), "cause": _worst_cause(h, cold.get(key[:len(runs)] + key[-1:])),
+                        "threads": _thread_line(h, threads_default), "sharing": _sharing_line(h), "epochs": _epochs_line(h), "cause": _worst_cause(h, cold.get(key[:len(runs)] + key[-1:])),
                         "erratic": _erratic_line(_at(alone, runs, key, producer), threads_default)})
     adv = pd.DataFrame(out)
     adv["gain"] = (adv["gbps"] / adv["defaults_gbps"].where(adv["defaults_gbps"] > 0)).round(2)
@@ -308,13 +331,13 @@ def advice_lines(adv: pd.DataFrame) -> list[str]:
         if pd.notna(row.get("of_link")):
             text += f"; {row['of_link']:.0%} of the link"
         lines.append(text)
-        lines += [f"  {row[k]}" for k in ("threads", "sharing", "cause", "erratic") if isinstance(row.get(k), str)]
+        lines += [f"  {row[k]}" for k in ("threads", "sharing", "epochs", "cause", "erratic") if isinstance(row.get(k), str)]
     return lines
 
 
 DIGITS = {"gbps": 2, "lo_gbps": 2, "hi_gbps": 2, "stage_gbps": 2, "of_stage": 3, "alone_gbps": 2, "alone_lo_gbps": 2,
           "alone_hi_gbps": 2, "bound_gbps": 2, "of_bound": 3, "link_gbps": 1, "of_link": 3, "faults": 0,
-          "alone_faults": 0, "cpu_share": 2}
+          "alone_faults": 0, "cpu_share": 2, "epoch_share": 2}
 
 
 def summary_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]:

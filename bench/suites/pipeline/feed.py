@@ -10,7 +10,7 @@ from typing import Any
 
 from bench import lazy
 from bench.measure.memory import page_faults
-from bench.suites.pipeline.model import CPU, FAULTS, PIN_THREAD, Loop, Producer
+from bench.suites.pipeline.model import CPU, EPOCH, FAULTS, PIN_THREAD, Loop, Producer
 from bench.suites.pipeline.source import (ENDLESS, PERIOD, collate_of, loader, moved, samples, shape, tensors)
 
 torch = lazy.module("torch")
@@ -250,17 +250,20 @@ class Feed:
             self.spent["consume"] += time.perf_counter() - start - (self.elsewhere - before)
 
     def _pull(self) -> tuple[LoaderBatch, int]:
-        start = time.perf_counter()
+        start, restarting = time.perf_counter(), 0.0
         try:
             got = next(self.batches)
         except StopIteration:   # an epoch's end
+            restart = time.perf_counter()
             self.batches = iter(self.loader)
             self.next_sample = 0
             got = next(self.batches)
+            restarting = time.perf_counter() - restart
+            self.spent[EPOCH] += restarting
         spent, took = got.spent, time.perf_counter() - start
         self.elsewhere += took
         if not self.loop.workers:   # all in this thread: what next() took beyond the stages is the loader's own
-            spent = {**spent, "handoff": took - sum(spent.values())}
+            spent = {**spent, "handoff": took - restarting - sum(spent.values())}
         for stage, seconds in spent.items():
             self.spent[stage] += seconds
         for thread, faults in got.faults.items():

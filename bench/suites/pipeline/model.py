@@ -71,8 +71,8 @@ class Settings:
         for f in self.prefetch_factor:
             require(f >= 1, "pipeline.prefetch_factor", f, "must be >= 1")
         require(self.epoch_batches >= 0, "pipeline.epoch_batches", self.epoch_batches, "must be >= 0")
-        require(self.epoch_batches > 0 or not any(self.persistent_workers), "pipeline.persistent_workers",
-                self.persistent_workers, "keeps workers between epochs; set pipeline.epoch_batches, "
+        require(self.epoch_batches > 0 or self.dataset or not any(self.persistent_workers), "pipeline.persistent_workers",
+                self.persistent_workers, "keeps workers between epochs; set pipeline.epoch_batches (or pipeline.dataset), "
                 "else the loader runs one endless epoch")
         lo, hi = parse_size(self.min_size, "pipeline.min_size"), parse_size(self.max_size, "pipeline.max_size")
         require(lo <= hi, "pipeline.min_size", self.min_size, f"is larger than pipeline.max_size={self.max_size}")
@@ -120,6 +120,9 @@ PIN_THREAD = "pin thread"
 # ... and the CPU seconds of the stages timed on the receiving side (the hand-off, pinning), by
 # the thread's own clock, under this prefix and the stage's name.
 CPU = "cpu:"
+# A loop's rows of this part: the seconds a batch the main thread waited at epochs' starts, for the
+# loader to start anew (non-persistent workers forked again) and give the epoch's first batch.
+EPOCH = "epoch"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from bench import lazy
 from bench.analysis.agreement import over_rounds
 from bench.results import params, params_text, usable_rows
 from bench.sizes import format_size
-from bench.suites.pipeline.model import (H2D, LOOP_ONLY, PACE_OP, STAGE_NAMES, STAGES, Loop, Stage, descriptor,
+from bench.suites.pipeline.model import (EPOCH, H2D, LOOP_ONLY, PACE_OP, STAGE_NAMES, STAGES, Loop, Stage, descriptor,
                                          stages_of)
 
 np = lazy.module("numpy")
@@ -139,9 +139,26 @@ def cpu_shares(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, float]:
     return {key: float(v) for key, v in share.items()}
 
 
+def epoch_shares(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, float]:
+    """The share of a loop's time its main thread waited at epochs' starts (part EPOCH), over all
+    the trials the figures are made of together (an epoch's start falls in some trials, not in
+    most): {(run keys, size_bytes, params text): share}."""
+    rows = frame[(frame["suite"] == SUITE) & (frame["status"] == "ok")]
+    trial = runs + ["size_bytes", "params", "trial"]
+    waits = rows[rows["part"] == EPOCH]
+    if waits.empty:
+        return {}
+    totals = usable_rows(rows)[trial + ["time_s"]].rename(columns={"time_s": "total_s"})
+    joined = waits[trial + ["time_s", "iters"]].merge(totals, on=trial)
+    by = [joined[k] for k in trial[:-1]]
+    share = (joined["time_s"] * joined["iters"]).groupby(by, sort=False).sum() / \
+        (joined["total_s"] * joined["iters"]).groupby(by, sort=False).sum()
+    return {key if isinstance(key, tuple) else (key,): float(v) for key, v in share.items()}
+
+
 # The columns table() adds to each loop: its bottleneck's readings, in the loop and alone.
 _FOUND = ("stage_gbps", "alone_gbps", "alone_lo_gbps", "alone_hi_gbps", "bound_gbps", "link_gbps", "faults",
-          "alone_faults", "alone_lo_faults", "alone_hi_faults", "cpu_share")
+          "alone_faults", "alone_lo_faults", "alone_hi_faults", "cpu_share", "epoch_share")
 
 
 def _bottlenecks(frame: pd.DataFrame, med: pd.DataFrame, loops_: pd.DataFrame, runs: list[str]) -> list[dict]:
@@ -154,7 +171,7 @@ def _bottlenecks(frame: pd.DataFrame, med: pd.DataFrame, loops_: pd.DataFrame, r
         key = tuple(getattr(row, k) for k in runs) + (row.size_bytes,)
         alone[key + (row.what,)] = (row.gbps, row.lo_gbps, row.hi_gbps)
         faulted_alone[key + (row.what,)] = faulted.get(key + (row.params, "total"), (np.nan,) * 3)
-    spent, on_cpu = _spent(frame, runs), cpu_shares(frame, runs)
+    spent, on_cpu, restarts = _spent(frame, runs), cpu_shares(frame, runs), epoch_shares(frame, runs)
     found = []
     for row in loops_.itertuples(index=False):
         key = tuple(getattr(row, k) for k in runs) + (row.size_bytes,)
@@ -177,7 +194,8 @@ def _bottlenecks(frame: pd.DataFrame, med: pd.DataFrame, loops_: pd.DataFrame, r
                       "producer": loop.producer.value, "link_gbps": link, "faults": faults,
                       "alone_faults": same_work, "alone_lo_faults": faults_alone[1],
                       "alone_hi_faults": faults_alone[2],
-                      "cpu_share": on_cpu.get(key + (row.params, att["stage"].name), np.nan) if att else np.nan})
+                      "cpu_share": on_cpu.get(key + (row.params, att["stage"].name), np.nan) if att else np.nan,
+                      "epoch_share": restarts.get(key + (row.params,), np.nan)})
     return found
 
 
@@ -189,7 +207,8 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     and the fraction of that; the link (pinned h2d of that size) and the fraction of it; the
     page faults a batch of the bottleneck's thread in the loop and of its stages alone (and the
     bottleneck alone's lowest and highest round), and the
-    share of its time in the loop the bottleneck ran on a CPU (where timed).
+    share of its time in the loop the bottleneck ran on a CPU (where timed), and the share of
+    the loop's time its main thread waited at epochs' starts (where it has epochs).
 
     A stage's GB/s is the loop's own reading of it where the loop timed it (the host's stages,
     read in the same trials, so host speed that drifts between points moves loop and bound
@@ -219,7 +238,7 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     cols = runs + ["op", "memory", "mode", "producer", "sample", "size", "size_bytes", "batch", "samples_per_s", "gbps",
                    "lo_gbps", "hi_gbps", "bottleneck", "on", "stage_gbps", "of_stage", "alone_gbps", "alone_lo_gbps",
                    "alone_hi_gbps", "bound_gbps", "of_bound", "link_gbps", "of_link", "faults", "alone_faults",
-                   "alone_lo_faults", "alone_hi_faults", "cpu_share"]
+                   "alone_lo_faults", "alone_hi_faults", "cpu_share", "epoch_share"]
     return loops_[cols + ["what"]].dropna(axis="columns", how="all").reset_index(drop=True)   # no link without a GPU
 
 
