@@ -916,3 +916,15 @@ def test_a_hand_off_that_waits_on_its_workers_is_named_with_the_sharing_that_fix
                                                            "fs", 0.60, 0.56, 0.65]
     line = padvice._sharing_line(pd.DataFrame([best, twin]))
     assert line.startswith("sharing: pinned") and "with file_system 0.60 (0.56–0.65), 1.54x" in line
+
+
+def test_a_loop_that_waits_at_its_epochs_starts_is_told_to_keep_its_workers():
+    loop = pmodel.Loop(pmodel.Producer.user, 150536, 2, threads=1, dataset="m:f")
+    rows = [{"memory": "pageable", "mode": lp.mode("cpu"), "what": lp, "gbps": gbps, "lo_gbps": lo, "hi_gbps": hi,
+             "epoch_share": share}
+            for lp, gbps, lo, hi, share in ((loop, 0.12, 0.06, 0.41, 0.33),
+                                            (replace(loop, persistent_workers=True), 0.36, 0.25, 0.43, 0.10))]
+    line = padvice._epochs_line(pd.DataFrame(rows))
+    assert line.startswith("epochs: pageable user workers=2 prefetch_factor=2 threads=1 waits 33% of its time")
+    assert "set persistent_workers=True; with it, 0.36 GB/s (0.25–0.43) against 0.12 (0.06–0.41)" in line
+    assert padvice._epochs_line(pd.DataFrame(rows[1:])) is None   # the workers kept: nothing to say

@@ -62,7 +62,8 @@ def test_the_jpeg_example_runs_every_stage_and_says_what_limits_it(xferbench):
     assert set(df.dtype) == {"user:uint8[3x224x224]+int64[1]"}
     loops = df[(df.op == "loader") & (df.part == "total")]
     assert set(loops["mode"]) == {"user workers=0", "user workers=2 prefetch_factor=2"}
-    assert set(df[df.op == "loader"].part) == {"total", "make", "collate", "handoff", "consume"}
+    # and "epoch" where an epoch's start fell in a trial: the dataset holds 256 images
+    assert set(df[df.op == "loader"].part) - {"epoch"} == {"total", "make", "collate", "handoff", "consume"}
     assert sorted(loops["round"].unique()) == [0, 1]
     table = ptables.table(df)
     assert table.bottleneck.notna().all() and (table.of_bound > 0).all()
@@ -102,3 +103,20 @@ def test_a_spread_narrower_than_the_between_run_noise_is_widened_to_it():
     assert row["hi_a"] == pytest.approx(row["median_a"] * (1 + RUN_NOISE))
     assert found.share == 1.0
     assert agreement(a, pd.DataFrame(_rows("b", [2.4, 2.41, 2.42], 4 * MiB))).share == 0.0
+
+
+def test_the_wait_at_each_epochs_start_is_timed_and_persistent_workers_shorten_it():
+    """16 batches an epoch: the loop waits at each epoch's start while the loader restarts; with
+    the workers started anew each time it waits longer than with them kept."""
+    waited = {}
+    for persistent in (False, True):
+        loop = pmodel.Loop(pmodel.Producer.user, 264, workers=2, persistent_workers=persistent,
+                           dataset="pipeline_datasets:small")
+        feed = pfeed.Feed(4, 264, loop, torch.device("cpu"))
+        try:
+            feed(16 * 4 + 1)   # four epochs' starts
+            assert feed.correct()
+            waited[persistent] = feed.spent[pmodel.EPOCH]
+        finally:
+            feed.close()
+    assert waited[True] > 0 and waited[False] > 2 * waited[True]   # forking two workers, four times
