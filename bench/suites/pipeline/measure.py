@@ -18,8 +18,8 @@ from bench.measure.memory import page_faults
 from bench.measure.timing import BusyMarks, EventMarks, HostMarks, TimingConfig, Trial
 from bench.results import Sample
 from bench.suites.pipeline.feed import Check, Feed, SpentMarks, check_of
-from bench.suites.pipeline.model import (COLD, CONSUME, COLLATE, CPU, FAULTS, H2D, HANDOFF, MAKE, PIN,
-                                         WORKER_STAGES, Loop, Producer, Stage, stages_of, thread_of)
+from bench.suites.pipeline.model import (COLD, CONSUME, COLLATE, CPU, FAULTS, H2D, HANDOFF, MAIN_THREAD, MAKE,
+                                         PIN, WORKER_STAGES, Loop, Producer, Stage, stages_of, thread_of)
 from bench.suites.pipeline.source import (ENDLESS, FreeSamples, Wrapped, collate_of, intra_op, loader, samples,
                                           sharing)
 
@@ -98,7 +98,7 @@ def _part_rows(point: Point, trials: list[Trial], verified: bool, workers: int,
 def loop_stream(feed: Feed, seg: Segment, epoch_batches: int = 0) -> list[Trial]:
     """The loop's trials: a warm-up that drains what the workers queued, trials of at least
     twice that, whole epochs each when there are epochs."""
-    marks = SpentMarks(EventMarks() if feed.gpu else HostMarks(), feed.spent, feed.faults, own="main thread",
+    marks = SpentMarks(EventMarks() if feed.gpu else HostMarks(), feed.spent, feed.faults, own=MAIN_THREAD,
                        cpu=feed.cpu)
     return seg(feed, marks, warmup=feed.queued + 1, min_ops=max(MIN_BATCHES, 2 * feed.queued),
                multiple=epoch_batches or 1)

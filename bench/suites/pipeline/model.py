@@ -116,7 +116,7 @@ WORKER_STAGES = STAGE_NAMES[:2]   # make and collate: the stages a loader's work
 # A trial's page faults ride in its parts beside the stages' seconds, under this prefix and the
 # threads that took them: the main thread, the pin thread, the workers (stages_of's groups).
 FAULTS = "faults:"
-PIN_THREAD = "pin thread"
+MAIN_THREAD, PIN_THREAD = "main thread", "pin thread"
 # ... and the CPU seconds of the stages timed on the receiving side (the hand-off, pinning), by
 # the thread's own clock, under this prefix and the stage's name.
 CPU = "cpu:"
@@ -258,7 +258,7 @@ def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
             groups["copy engine"] = (Stage(H2D, memory="pinned", sample_size=sample),)
     # The check: on the GPU of a batch the copy just wrote; on the host of a batch as received,
     # whose pages it is the first to touch.
-    groups["main thread"] = (*main, Stage(CONSUME, sample_size=sample) if gpu
+    groups[MAIN_THREAD] = (*main, Stage(CONSUME, sample_size=sample) if gpu
                              else Stage(CONSUME, Producer.free, w, sample_size=sample, threads=threads))
     return groups
 

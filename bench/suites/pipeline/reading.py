@@ -2,16 +2,15 @@
 judged by (each loop's fraction of its own bound)."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import json
+from pathlib import Path
 from typing import Any, Mapping
 
 from bench import lazy
 from bench.suite_view import Canvas, SuiteView
+from bench.suites.pipeline.advice import summary_tables
 from bench.suites.pipeline.figure import pipeline_figure
 from bench.suites.pipeline.model import LOOP_OP, Producer, descriptor
-from bench.suites.pipeline.advice import summary_tables
 from bench.suites.pipeline.tables import judged
 
 pd = lazy.module("pandas")

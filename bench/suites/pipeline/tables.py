@@ -95,17 +95,22 @@ def attribute(loop: Loop, gpu: bool, rate: Callable[[Stage], float | None]) -> d
     return best
 
 
+def _of_usable_trials(frame: pd.DataFrame, runs: list[str], rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` (the pipeline's, of any part) of the trials its figures are made of: those whose
+    total row results.usable_rows keeps (the host's usual pace)."""
+    trial = runs + ["size_bytes", "params", "trial"]
+    return rows.merge(usable_rows(frame[frame["suite"] == SUITE])[trial].drop_duplicates(), on=trial)
+
+
 def _spent(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, float]:
     """GB/s of each stage as the loops ran it (their rows of part = a stage's name), from the
     trials the loop's own figure is made of (those at the host's usual pace), over rounds as it
     is: {(run keys, size_bytes, params text, stage name): GB/s}."""
-    rows = frame[(frame["suite"] == SUITE) & (frame["status"] == "ok")]
-    parts = rows[rows["part"].isin(STAGE_NAMES)]
+    parts = frame[(frame["suite"] == SUITE) & (frame["status"] == "ok") & frame["part"].isin(STAGE_NAMES)]
     if parts.empty:
         return {}
-    trial, keys = runs + ["size_bytes", "params", "trial"], runs + ["size_bytes", "params", "part"]
-    parts = parts.merge(usable_rows(rows)[trial].drop_duplicates(), on=trial)
-    med = over_rounds(parts, keys)
+    keys = runs + ["size_bytes", "params", "part"]
+    med = over_rounds(_of_usable_trials(frame, runs, parts), keys)
     return {tuple(r[k] for k in keys): r["gbps"] for r in med.to_dict("records") if r["gbps"] > 0}
 
 
@@ -118,8 +123,8 @@ def faults_over_rounds(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, tupl
         if "page_faults" in frame.columns else frame.iloc[:0]
     if rows.empty:
         return {}
-    trial, keys = runs + ["size_bytes", "params", "trial"], runs + ["size_bytes", "params", "part"]
-    rows = rows.merge(usable_rows(frame[frame["suite"] == SUITE])[trial].drop_duplicates(), on=trial)
+    keys = runs + ["size_bytes", "params", "part"]
+    rows = _of_usable_trials(frame, runs, rows)
     per = rows.groupby(keys + ["round"], sort=False)["page_faults"].median().reset_index()
     out = per.groupby(keys, sort=False)["page_faults"].agg(["median", "min", "max"])
     return {key: tuple(float(v) for v in values) for key, values in zip(out.index, out.to_numpy())}
@@ -133,8 +138,8 @@ def cpu_shares(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, float]:
                  & (frame["time_s"] > 0)] if "cpu_s" in frame.columns else frame.iloc[:0]
     if rows.empty:
         return {}
-    trial, keys = runs + ["size_bytes", "params", "trial"], runs + ["size_bytes", "params", "part"]
-    rows = rows.merge(usable_rows(frame[frame["suite"] == SUITE])[trial].drop_duplicates(), on=trial)
+    keys = runs + ["size_bytes", "params", "part"]
+    rows = _of_usable_trials(frame, runs, rows)
     share = (rows["cpu_s"] / rows["time_s"]).groupby([rows[k] for k in keys], sort=False).median()
     return {key: float(v) for key, v in share.items()}
 
