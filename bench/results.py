@@ -22,6 +22,7 @@ from typing import Callable, Iterable
 
 from bench import lazy
 from bench.commits import edited_at, last_commit
+from bench.hosts import host_id
 from bench.points import POINT_KEYS
 
 # Loaded when rows are first read or written: the registry, the schema and a plan need none of them.
@@ -397,6 +398,7 @@ def meta_columns(meta: dict) -> dict:
     return {
         "instance": instance.get("label") or instance.get("name", ""),
         "host": system.get("hostname", ""),
+        "host_id": host_id(system),
         "gpu_name": gpus[0].get("name", "") if system.get("gpus") else "cpu",
         "gpu_count": len(system.get("gpus") or []),
         "driver": system.get("driver", ""),

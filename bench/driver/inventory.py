@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from bench import lazy
+from bench.hosts import this_host
 
 torch = lazy.module("torch")
 
@@ -145,8 +146,8 @@ def host(cuda: bool, topology: Topology) -> dict[str, Any]:
     plan's); `cuda`: whether it has GPUs to read."""
     gpus = _nvml_gpus() if cuda else []
     text = topology.text() if cuda else ""
-    return {**_head(), "driver": gpus[0].pop("driver", "") if gpus else "", "gpus": gpus, "topology": text,
-            "links": link_matrix(text), "env": _env()}
+    return {**_head(), "host_id": this_host(gpus), "driver": gpus[0].pop("driver", "") if gpus else "", "gpus": gpus,
+            "topology": text, "links": link_matrix(text), "env": _env()}
 
 
 def describe(topology: Topology | None = None) -> dict[str, Any]:
