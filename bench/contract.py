@@ -62,6 +62,7 @@ class Context:
     gpu_count: int = 0
     launches: tuple[str, ...] = ("eager",)
     graph_max_bytes: int = 0
+    held_max_bytes: int = 0
     links: Mapping[str, str] = field(default_factory=dict)   # 'i,j' -> NV18, PIX, SYS (nvidia-smi topo -m)
     size_cap: int | None = None      # without a GPU, sweeps stop here (sizes.cpu_max)
     numa: Topology | None = None     # the NUMA nodes (None: one node holding every CPU)
@@ -73,6 +74,13 @@ class Context:
     world_size: int = 1
     nnodes: int = 1
     local_rank: int = 0
+
+    def launches_at(self, size: int, graph: bool = True, held: bool = True) -> list[str]:
+        """The launches a point of `size` is measured with: eager always (where asked), graph and
+        held where the op has that form (`graph`, `held`) and the size is within their limits."""
+        limits = {"eager": True, "graph": graph and size <= self.graph_max_bytes,
+                  "held": held and size <= self.held_max_bytes}
+        return [launch for launch in self.launches if limits[launch]]
 
 
 @dataclass(frozen=True)
@@ -257,6 +265,6 @@ def trial_rows(point: Point, trials: list[Trial], bytes_per_op: float, bus_facto
                 time_fastest_rank_s=t.fastest_rank_s / t.iters, host_pace_s=t.host_pace_s,
                 algbw_gbps=algbw, busbw_gbps=algbw * bus_factor, verified=verified,
                 status="ok" if verified else "failed",
-                note="; ".join(n for n in (point_note, short) if n),
+                note="; ".join(n for n in (point_note, short, t.caveat) if n),
             ))
     return rows

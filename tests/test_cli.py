@@ -45,7 +45,7 @@ def test_skipped_suite_says_why_and_run_goes_on(xferbench):
     (["device=cuda"], "device=cuda but no CUDA GPU is visible"),
     (["device=tpu"], "device: 'tpu' is not allowed; choose from: auto, cuda, cpu"),
     (["resume=/nonexistent/run"], "resume=/nonexistent/run: not an xferbench run folder"),
-    (["launch=sometimes"], "launch='sometimes' is unknown; choose from: both, eager, graph"),
+    (["launch=sometimes"], "launch='sometimes' is unknown; choose from: all, both, default, eager, graph, held"),
     (["suite=p2p"], "nothing to run here: p2p: skipped, needs 2 or more GPUs, found 0"),
     (["timing.min_trial_s=inf"], "timing.min_trial_s=inf: must be a positive, finite number"),
     (["collectives.timeout_s=inf"], "collectives.timeout_s=inf: must be a positive, finite number"),

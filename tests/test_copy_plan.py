@@ -252,8 +252,8 @@ def test_span_clock_times_each_part_from_its_begin_to_its_last_end():
 
 def test_latch_note_counts_only_calls_at_the_trials_count():
     together = object.__new__(lanes.Together)   # its calls only: no streams, no GPU
-    call = lambda n, enqueue_s, slept_ms: lanes._Call(n, enqueue_s, {0: (0, FakeEvent(0), FakeEvent(slept_ms)),
-                                                                  1: (0, FakeEvent(0), FakeEvent(99.0))})
+    call = lambda n, enqueue_s, slept_ms: lanes._Call(n, enqueue_s, {0: (FakeEvent(0), FakeEvent(slept_ms)),
+                                                                  1: (FakeEvent(0), FakeEvent(99.0))})
     together.calls = [call(3, 0.5, 1.0), call(64, 0.002, 3.0), call(64, 0.004, 3.0), call(64, 0.001, 3.0)]
     trials = [Trial(64, 0.01)]
     assert together.note(trials) == ("start latch ran out before every copy was enqueued in 1 of 3 calls of 64 "

@@ -36,7 +36,7 @@ REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
 MAIN_SWEEP = REFERENCE / "h200-x2" / "20261122-212206"
 # What the committed runs were measured with; today's defaults thin the sweep and add the nccl api.
 THEN = ["sizes.collectives.ladder=[]", "sizes.p2p.ladder=[]", "sizes.copy.ladder=[]", "collectives.api=[torch]",
-        "p2p.pairs=all", "timing.min_trial_s=0.01"]
+        "p2p.pairs=all", "timing.min_trial_s=0.01", "launch=both"]
 # The committed h200-x2 runs measured the nccl api in graphs too (collectives.nccl_launch since).
 NCCL_GRAPHS = "collectives.nccl_launch=[eager,graph]"
 
@@ -138,7 +138,7 @@ def test_collectives_estimate_is_within_20_percent_of_each_committed_run(run):
     meta = json.loads((REFERENCE / "h200-x2" / run / "meta.json").read_text())
     args = [a for a in meta["argv"] if not a.startswith(("out_dir=", "progress=", "suite=", "run_id="))]
     trial = f"timing.min_trial_s={meta['config']['timing']['min_trial_s']}"   # the default then
-    got = _plan(_cfg(*args, trial, NCCL_GRAPHS, "suite=collectives"), _h200(2)).suites[0]
+    got = _plan(_cfg(*args, trial, NCCL_GRAPHS, "launch=both", "suite=collectives"), _h200(2)).suites[0]
     assert got.seconds == pytest.approx(meta["suite_wall_s"]["collectives"], rel=0.2), got
 
 
@@ -245,13 +245,16 @@ def test_eight_gpus_p2p_sweeps_one_pair_per_link_class():
     ends, middle = 2, 10  # 4 KiB and 1 GiB; the 10 ladder sizes between
     per_size_all = (56 + 28) * 2   # ordered pairs uni, unordered bidir; peer and staged
     per_size_classes = 2 * 2 * 2   # two classes, uni and bidir, peer and staged
-    assert got.points == ends * per_size_all + middle * per_size_classes
+    # Held again up to timing.held_max_size (64 KiB): every pair at 4 KiB, the classes at 16 and 64 KiB.
+    held = per_size_all + 2 * per_size_classes
+    assert got.points == ends * per_size_all + middle * per_size_classes + held
 
 
 @pytest.mark.skipif(not _p2p_hooked(), reason="p2p.points does not take bench.pairs' default yet")
 def test_p2p_by_link_class_is_what_lets_8_gpus_scale():
     auto, every = (_plan(_cfg(*PAIR_OPS, f"p2p.pairs={spec}"), _h200(8)).suites[0] for spec in ("auto", "all"))
-    assert every.points == 12 * (56 + 28) * 2 and auto.points == 2 * (56 + 28) * 2 + 10 * 2 * 2
+    held_every, held_auto = 3 * (56 + 28) * 2, (56 + 28) * 2 + 2 * 2 * 2   # held at 4, 16 and 64 KiB
+    assert every.points == 12 * (56 + 28) * 2 + held_every and auto.points == 2 * (56 + 28) * 2 + 10 * 2 * 2 + held_auto
     assert auto.seconds < every.seconds / 3
 
 

@@ -30,8 +30,9 @@ class Choice(str, Enum):
 
 
 class Launch(Choice):
-    eager = "eager"
-    graph = "graph"
+    eager = "eager"   # launched one by one as the host gets to them: the launch path an eager loop pays
+    held = "held"     # queued behind a sleep latch, timed once it ends: the device's own time (the link)
+    graph = "graph"   # captured once in a CUDA graph and replayed
 
 
 class HostMemory(Choice):
@@ -84,7 +85,8 @@ class TimingSettings:
     min_iters: int = 1
     max_iters: int = 10000
     graph_max_size: str = "16MiB"   # graph mode only up to this size
-    launch: List[Launch] = field(default_factory=lambda: [Launch.eager, Launch.graph])
+    held_max_size: str = "64KiB"    # held launches only up to this size: above it the launch hides behind the transfer
+    launch: List[Launch] = field(default_factory=lambda: [Launch.eager, Launch.held])
 
     def __post_init__(self) -> None:
 
@@ -96,6 +98,7 @@ class TimingSettings:
                 f"is above timing.max_iters={self.max_iters}")
         nonempty("timing.launch", self.launch)
         parse_size(self.graph_max_size, "timing.graph_max_size")
+        parse_size(self.held_max_size, "timing.held_max_size")
 
 
 @dataclass

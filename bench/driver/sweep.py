@@ -69,6 +69,7 @@ def context(cfg, suite: Suite, machine: Machine, explicit: frozenset[str] = froz
         gpu_count=machine.gpus,
         launches=tuple(str(x) for x in cfg.timing.launch) if machine.device == "cuda" else ("eager",),
         graph_max_bytes=parse_size(cfg.timing.graph_max_size, "timing.graph_max_size"),
+        held_max_bytes=parse_size(cfg.timing.held_max_size, "timing.held_max_size"),
         links=dict(machine.speeds.classes), size_cap=size_cap(cfg, machine.device), here=machine.here,
         launcher=layout is not None, explicit=explicit, numa=machine.numa, gpu_nodes=machine.gpu_nodes,
         rank=layout.rank if layout else 0, world_size=layout.world_size if layout else 1,

@@ -11,12 +11,10 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from bench import lazy
+from bench.measure.latch import MAX_HOLD_S, sleep_cycles
 from bench.measure.timing import Trial
 
 torch = lazy.module("torch")
-
-SLEEP_HZ_GUESS = 2.5e9   # cycles per second of torch.cuda._sleep's spin: above any GPU's SM clock, so sleeps err long
-MAX_HOLD_S = 0.5
 
 
 class Streams:
@@ -59,11 +57,11 @@ class Lane:
 class _Call:
     n: int
     enqueue_s: float
-    sleeps: dict   # GPU -> (cycles, sleep start event, begin event)
+    sleeps: dict   # GPU -> (sleep start event, begin event)
 
     def slept_s(self) -> float:
         """The shortest sleep any GPU actually had, by its own clock."""
-        return min(start.elapsed_time(begin) / 1e3 for _, start, begin in self.sleeps.values())
+        return min(start.elapsed_time(begin) / 1e3 for start, begin in self.sleeps.values())
 
 
 class Together:
@@ -85,21 +83,13 @@ class Together:
         self.latches = {gpu: streams(gpu)[0] for gpu in self.gpus}
         self.per_op_s = 50e-6
         self.calls: list[_Call] = []
-        self._hz = {gpu: SLEEP_HZ_GUESS for gpu in self.gpus}
         for lanes in parts.values():   # compile kernels and enable peer access before any call is sized
             for lane in lanes:
                 with torch.cuda.stream(lane.stream):
                     lane.enqueue(1)
         sync_all(self.gpus)
 
-    def _learn_clock(self) -> None:
-        # The last call is done (SpanClock waited for it): a clock faster than the guess lengthens later sleeps.
-        if self.calls:
-            for gpu, (cycles, start, begin) in self.calls[-1].sleeps.items():
-                self._hz[gpu] = max(self._hz[gpu], cycles / max(start.elapsed_time(begin) / 1e3, 1e-9))
-
     def __call__(self, n: int) -> dict:
-        self._learn_clock()
         ops = n * sum(len(lanes) for lanes in self.parts.values())
         hold = min(MAX_HOLD_S, 1.5 * self.per_op_s * ops + 200e-6)
         t0 = time.perf_counter()
@@ -107,11 +97,10 @@ class Together:
         for gpu, latch in self.latches.items():
             with torch.cuda.stream(latch):
                 start, begins[gpu] = event(), event()
-                cycles = int(hold * self._hz[gpu])
                 start.record()
-                torch.cuda._sleep(cycles)
+                torch.cuda._sleep(sleep_cycles(hold))
                 begins[gpu].record()
-            sleeps[gpu] = (cycles, start, begins[gpu])
+            sleeps[gpu] = (start, begins[gpu])
         ends: dict[str, list] = {}
         for name, lanes in self.parts.items():
             for lane in lanes:

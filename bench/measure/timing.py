@@ -8,9 +8,13 @@ so timer resolution and the interpreter's launch cost are dwarfed and no single 
 sets N. A trial shorter than half of `min_trial_s` is measured once more, and flagged `short` if
 it still is. Warm-up is `warmup` operations, or one that alone lasts min_trial_s. In graph mode
 about min_trial_s of operations are captured once in a CUDA graph and each trial replays it:
-the trial then measures the wire, not Python. A producer feeding a consumer (an input
-pipeline) is measured as one continuous stream instead (measure_stream): its trials cut the
-stream at marks, so no pause between trials lets the producer work ahead.
+the trial then measures the wire, not Python. Held (HeldClock): the trial's operations are
+queued behind a sleep kernel on the stream and timed by events once it ends, so the trial is the
+device's own time for them, which neither the launch path nor a slow host can move (a latch that
+gives way before the host has queued everything is sized up and the trial run again). A
+producer feeding a consumer (an input pipeline) is measured as one continuous stream instead
+(measure_stream): its trials cut the stream at marks, so no pause between trials lets the
+producer work ahead.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Mapping, Protocol
 
 from bench import lazy, results
+from bench.measure.latch import HELD_MAX_OPS, HELD_TRIAL_SHARE, HOLD_TRIES, HeldClock, elapsed
 
 torch = lazy.module("torch")
 
@@ -30,11 +35,6 @@ torch = lazy.module("torch")
 # trial's start, or a (start, end) pair, needed where a part runs on another GPU.
 PartEvents = "Mapping[str, torch.cuda.Event | tuple[torch.cuda.Event, torch.cuda.Event]] | None"
 Enqueue = Callable[[int], PartEvents]
-
-
-def _elapsed(pair: tuple) -> float:
-    pair[1].synchronize()
-    return pair[0].elapsed_time(pair[1]) / 1e3
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ class Trial:
     short: bool = False   # shorter than half of min_trial_s, twice: timer resolution may show in it
     fastest_rank_s: float = math.nan   # a collective's fastest rank's trial time (time_s is the slowest's)
     host_pace_s: float = math.nan      # host_pace() just before the trial, where the host's pace sets the op's
+    caveat: str = ""                   # what a reader must know of this trial's time (a latch that gave way)
 
     @property
     def per_op_s(self) -> float:
@@ -82,7 +83,7 @@ class HostClock:
     def stop(self, part_events=None) -> tuple[float, dict[str, float]]:
         self._sync()
         elapsed = time.perf_counter() - self._t0
-        return elapsed, {name: _elapsed(ev) for name, ev in (part_events or {}).items() if isinstance(ev, tuple)}
+        return elapsed, {name: elapsed(ev) for name, ev in (part_events or {}).items() if isinstance(ev, tuple)}
 
 
 class EventClock:
@@ -101,20 +102,29 @@ class EventClock:
         end = torch.cuda.Event(enable_timing=True)
         end.record()
         end.synchronize()
-        parts = {name: _elapsed(ev if isinstance(ev, tuple) else (self._start, ev))
+        parts = {name: elapsed(ev if isinstance(ev, tuple) else (self._start, ev))
                  for name, ev in (part_events or {}).items()}
         return self._start.elapsed_time(end) / 1e3, parts
 
 
-def _run_trial(enqueue: Enqueue, clock: Clock, n: int) -> Trial:
-    clock.start()
-    part_events = enqueue(n)
-    total, parts = clock.stop(part_events)
-    return Trial(n, total, parts)
-
-
 def _same(x: float) -> float:
     return x
+
+
+def device_clock(launch: str, before_start: Callable[[], None] = lambda: None,
+                 agree: Callable[[float], float] = _same) -> EventClock | HeldClock:
+    """The clock of a GPU point by its launch: held behind a latch, else events around the launches."""
+    return HeldClock(before_start, agree) if launch == "held" else EventClock(before_start)
+
+
+def _run_trial(enqueue: Enqueue, clock: Clock, n: int) -> Trial:
+    for _ in range(HOLD_TRIES):
+        clock.start()
+        part_events = enqueue(n)
+        total, parts = clock.stop(part_events)
+        if not getattr(clock, "again", False):
+            return Trial(n, total, parts)
+    return Trial(n, total, parts, caveat=f"latch gave way {HOLD_TRIES} times: launch gaps may show")
 
 
 def _grow(n: int, t: float, cfg: TimingConfig) -> int:
@@ -276,14 +286,17 @@ def measure(
     comes back within WAIT_FOR_HOST_S). read_pace=False where no host runs the operations (the
     plan's replay on a virtual clock): no reading is taken, and none joins this process's."""
     per_op = warm_up(enqueue, clock, cfg, agree)   # agreed: every rank decides alike
-    if per_op < SMALL_OP_S:
+    held = isinstance(clock, HeldClock)   # the device's own time: the host's moods do not reach it
+    if held:
+        cfg = replace(cfg, min_trial_s=cfg.min_trial_s * HELD_TRIAL_SHARE, max_iters=min(cfg.max_iters, HELD_MAX_OPS))
+    elif per_op < SMALL_OP_S:
         cfg = replace(cfg, trials=cfg.trials * SMALL_OP_SPLIT, min_trial_s=cfg.min_trial_s / SMALL_OP_SPLIT)
     n = calibrate(enqueue, clock, cfg, agree, per_op)
     # The warm-up errs slow (a first call sets up peers, NCCL, caches): the calibrated N, agreed
     # on every rank, says too how long an op takes.
     calibrated = 1.2 * cfg.min_trial_s / n
     per_op = calibrated if math.isnan(per_op) else min(per_op, calibrated)
-    paced = read_pace and (per_op < HOST_BOUND_S or isinstance(clock, HostClock))
+    paced = read_pace and not held and (per_op < HOST_BOUND_S or isinstance(clock, HostClock))
     trials = _trials(enqueue, clock, n, cfg, agree, paced)
     # Only GPU work waits: the device's clock is what a slow host must not set; work the host does
     # itself (and tests on CPUs shared with other tests) keeps its readings for the readers to sort.

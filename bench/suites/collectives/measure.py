@@ -2,7 +2,8 @@
 
 As with nccl-tests' -c, every point is first run once on known data and checked against the
 exact answer; the timed ops then reuse the same buffers (in-place ops change their data, so the
-check precedes timing). A trial's time is the slowest rank's, the fastest rank's beside it.
+check precedes timing). A trial's time is the slowest rank's, the fastest rank's beside it (held: the last-released
+rank's span, which is the fastest's).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from bench.contract import Context, Point, trial_rows
 from bench.links import bus_factor, split_op
 from bench.measure import nccl, timing
 from bench.measure.consensus import Consensus
-from bench.measure.timing import EventClock, HostClock
+from bench.measure.timing import HostClock
 from bench.results import Sample
 from bench.suites.collectives.settings import ELEMENT_BYTES, Api
 
@@ -197,16 +198,21 @@ def measure_point(point: Point, ctx: Context, state: CollectivesState) -> list[S
     if ctx.device == "cuda":
         torch.cuda.synchronize()
     verified = ranks.all(op.correct())
-    clock = EventClock(before_start=ranks.barrier) if ctx.device == "cuda" else HostClock(sync=ranks.barrier)
+    clock = timing.device_clock(point.launch, ranks.barrier, ranks.max) if ctx.device == "cuda" \
+        else HostClock(sync=ranks.barrier)
     timer = timing.measure_graph if point.launch == "graph" else timing.measure
     trials = timer(op, clock, ctx.timing, ranks.max)
     if point.launch == "graph":
         verified = verified and _graph_correct(op, ranks)
-    # The slowest rank sets the pace of a collective: each trial keeps the maximum over ranks,
-    # and the minimum beside it, so a straggler shows.
     times = [t.time_s for t in trials]
     slowest, fastest = ranks.reduce(times, "max"), ranks.reduce(times, "min")
     if ctx.rank != 0:
         return []
+    if point.launch == "held":
+        # Every rank's ops end together, the last of them released by its latch: that rank's span
+        # is the ops' own time, the others' add the wait for it.
+        slowest = fastest
+    # Else the slowest rank sets the pace of a collective: each trial keeps the maximum over
+    # ranks, and the minimum beside it, so a straggler shows.
     trials = [replace(t, time_s=hi, fastest_rank_s=lo) for t, hi, lo in zip(trials, slowest, fastest)]
     return trial_rows(point, trials, point.size_bytes, bus_factor(point.op, ctx.world_size), verified)

@@ -80,11 +80,9 @@ def sweep(s: Settings, ctx: Context) -> list[Point]:
         for op in ops:
             for dtype in s.dtypes:
                 nbytes = message_bytes(op, size, dtype, n)
-                for launch in ctx.launches:
-                    # One rank sends nothing: its captured ops are local copies or empty graphs,
-                    # and their replays time nothing of the interconnect.
-                    if launch == "graph" and (nbytes > ctx.graph_max_bytes or n == 1):
-                        continue
+                # One rank sends nothing: its captured or held ops are local copies or nothing,
+                # and time nothing of the interconnect.
+                for launch in ctx.launches_at(nbytes, graph=n > 1, held=n > 1):
                     for api in apis(s, ctx):
                         if api == Api.nccl and (nccl_max is not None and nbytes > nccl_max
                                                 or launch not in s.nccl_launch):

@@ -126,7 +126,7 @@ def measure_alone(point: Point, ctx: Context, state: CopyState) -> list[Sample]:
         enqueue = partial(_copies, *legs[0], copy)
     with torch.cuda.device(gpu), _bound(place.cpus if place else frozenset()):
         # The host blocks in pageable copies: time them on the host.
-        clock = HostClock(torch.cuda.synchronize) if point.memory == "pageable" else EventClock()
+        clock = HostClock(torch.cuda.synchronize) if point.memory == "pageable" else timing.device_clock(point.launch)
         timer = timing.measure_graph if point.launch == "graph" else timing.measure
         trials = timer(enqueue, clock, ctx.timing)
         torch.cuda.synchronize()

@@ -112,11 +112,11 @@ def _alone_points(s: Settings, ctx: Context, gpu: int, mode: str, full: bool) ->
                 for engine in (str(e) for e in s.engine):
                     if engine == "sm" and (mem != "pinned" or size not in machine or not full):
                         continue  # kernels reach pinned memory only; SM copies at whole-machine sizes, of one GPU alone
-                    for launch in ctx.launches:
-                        graphable = full and mem == "pinned" and op != "bidir" and size <= ctx.graph_max_bytes
-                        if launch == "eager" or graphable:
-                            out.append(Point(CopyView.name, op, size, memory=mem, backend="cuda", src=src, dst=dst,
-                                             launch=launch, engine=engine, numa=mode))
+                    # The host blocks in a pageable copy: no latch can hold it, no graph capture it.
+                    pinned = full and mem == "pinned"
+                    for launch in ctx.launches_at(size, graph=pinned and op != "bidir", held=pinned):
+                        out.append(Point(CopyView.name, op, size, memory=mem, backend="cuda", src=src, dst=dst,
+                                         launch=launch, engine=engine, numa=mode))
     return out
 
 
@@ -178,6 +178,5 @@ def sweep(s: Settings, ctx: Context) -> list[Point]:
         dev = f"cuda:{selection.alone[0]}"
         out += [Point(CopyView.name, "d2d", size, memory="device", backend="cuda", src=dev, dst=dev, launch=launch,
                       engine="ce")
-                for size in ctx.sizes for launch in ctx.launches
-                if launch == "eager" or size <= ctx.graph_max_bytes]
+                for size in ctx.sizes for launch in ctx.launches_at(size)]
     return out

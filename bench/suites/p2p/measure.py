@@ -8,7 +8,7 @@ from functools import partial
 
 from bench import lazy
 from bench.contract import Context, Point, trial_rows
-from bench.measure import kernels, timing
+from bench.measure import cudart, kernels, timing
 from bench.measure.chase import NOTE as LATENCY_NOTE
 from bench.measure.chase import Chase
 from bench.measure.checks import same_data
@@ -81,11 +81,15 @@ def measure_pair(point: Point, ctx: Context, state: P2PState) -> list[Sample]:
     directions = [("fwd", i, j)] + ([("rev", j, i)] if point.op == "bidir" else [])
     if point.engine == "sm" and (why := _no_peer_access((a, b) for _, a, b in directions)):
         return [point.skipped(why)]
-    copy = kernels.sm_copy if point.engine == "sm" else kernels.ce_copy   # sm: the source GPU's kernel pushes
+    copy = _copier(point)
+    if copy is None:
+        return [point.skipped(f"held peer copies need cudaMemcpyAsync: {_no_cudart()}")]
     legs, checks = [], []
     for name, a, b in directions:
         dst, src = state.buffer("dst", b)[:n], state.buffer("src", a)[:n]
         staging = state.buffer(f"host_{name}", None)[:n] if point.mode == "staged" else None
+        if copy is cudart.copy:
+            kernels.ce_copy(dst, src)   # torch enables peer access as it copies; cudaMemcpyAsync alone would not
         dst.zero_()
         legs.append((name, (dst, src, staging, state.stream(a, name), state.stream(b, name), copy)))
         checks.append((dst, src))
@@ -93,11 +97,30 @@ def measure_pair(point: Point, ctx: Context, state: P2PState) -> list[Sample]:
     if point.mode == "peer" and point.engine != "sm" and not torch.cuda.can_device_access_peer(i, j):
         note = "no peer access between these GPUs: the driver staged the copy"
     with torch.cuda.device(i):
-        trials = timing.measure(partial(_enqueue, legs), EventClock(), ctx.timing)
+        trials = timing.measure(partial(_enqueue, legs), timing.device_clock(point.launch), ctx.timing)
         torch.cuda.synchronize(i)
         torch.cuda.synchronize(j)
     verified = all(same_data(dst, src) for dst, src in checks)
     return trial_rows(point, trials, n * len(directions), 1.0, verified, note)
+
+
+def _copier(point: Point):
+    """How one leg copies: the source GPU's kernel pushes (sm); torch's copy_, which joins both
+    GPUs' streams around each copy (eager: what a torch program pays); or, held, one
+    cudaMemcpyAsync on the source GPU's stream, the link's own time (None: not callable here)."""
+    if point.engine == "sm":
+        return kernels.sm_copy
+    if point.launch == "held" and point.mode == "peer":
+        return None if _no_cudart() else cudart.copy
+    return kernels.ce_copy
+
+
+def _no_cudart() -> str:
+    try:
+        cudart.require()
+    except cudart.CudartUnavailable as exc:
+        return str(exc)
+    return ""
 
 
 def _ce_peer(dst, src, barrier, n: int) -> None:
