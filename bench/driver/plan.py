@@ -29,6 +29,7 @@ from bench.driver.sweep import Planned
 from bench.links import Speeds, bus_factor
 from bench.points import SERIES_KEYS
 from bench.measure import timing
+from bench.measure.latch import HOLD_MARGIN_S, HeldClock
 from bench.measure.timing import TimingConfig
 from bench.results import point_key
 from bench.driver import reference_times
@@ -100,8 +101,28 @@ class _VirtualClock:
         return seconds, {}
 
 
-def timing_seconds(per_op: float, cfg: TimingConfig, graph: bool = False, per_trial: float = 0.0) -> float:
-    """Seconds the timing core spends on one point whose operation takes `per_op` seconds."""
+class _HeldVirtualClock(_VirtualClock, HeldClock):
+    """A held trial replayed: its device time is `per_op` an operation, but the host first queues
+    every operation (`host_op` each, its eager time) behind a latch twice that long."""
+
+    def __init__(self, per_op: float, per_trial: float, host_op: float) -> None:
+        super().__init__(per_op, per_trial)
+        self.host_op, self.again = host_op, False
+
+    def stop(self, part_events=None) -> tuple[float, dict[str, float]]:
+        seconds = self._n * self.per_op
+        self.elapsed += seconds + 2 * self._n * self.host_op + HOLD_MARGIN_S + self.per_trial
+        return seconds, {}
+
+
+def timing_seconds(per_op: float, cfg: TimingConfig, graph: bool = False, per_trial: float = 0.0,
+                   held_host_op: float | None = None) -> float:
+    """Seconds the timing core spends on one point whose operation takes `per_op` seconds (held:
+    `held_host_op` the host's time to launch one, what its latch must outlast)."""
+    if held_host_op is not None:
+        clock = _HeldVirtualClock(max(per_op, 1e-9), per_trial, max(held_host_op, per_op))
+        timing.measure(clock.enqueue, clock, cfg, read_pace=False)
+        return clock.elapsed
     clock = _VirtualClock(max(per_op, 1e-9), per_trial)
     if not graph:
         timing.measure(clock.enqueue, clock, cfg, read_pace=False)
@@ -258,12 +279,20 @@ def estimate_suite(planned: Planned, machine: Machine, reference: Reference | No
             per_op, from_model = model_op_time(p, planned, machine.speeds), from_model + 1
         graph = p.launch == "graph"
         shared = _shared_cores(p.world_size, machine) if distributed else 1
-        timed += shared * timing_seconds(per_op, ctx.timing, graph, overhead.per_trial_s)
+        host_op = _launch_time(p, per_op, reference, machine) if p.launch == "held" else None
+        timed += shared * timing_seconds(per_op, ctx.timing, graph, overhead.per_trial_s, host_op)
         other += shared * (overhead.per_point_s + p.size_bytes * overhead.per_byte_s
                            + (overhead.per_graph_s if graph else 0.0))
     worlds = {p.world_size for p in points} if distributed else {1}
     other += sum(overhead.startup_s * _shared_cores(n, machine) for n in worlds) if points else 0.0
     return SuiteEstimate(suite.name, len(points), timed, other, _basis(reference, fitted, from_model, len(points)))
+
+
+def _launch_time(point: Point, per_op: float, reference: Reference | None, machine: Machine) -> float:
+    """The host's time to launch one of a held point's operations: the same point's eager time."""
+    eager = reference.op_time(replace(point, launch="eager"), machine.speeds.pair(point.src, point.dst)) \
+        if reference else None
+    return max(per_op, eager or per_op)
 
 
 def _basis(reference: Reference | None, fitted: str, from_model: int, total: int) -> str:

@@ -11,12 +11,15 @@ multigpu = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 or 
 
 
 def test_copy_suite_on_gpu(xferbench):
-    proc, runs = xferbench("suite=copy", "sizes.max=4MiB", "timing.trials=3")
+    proc, runs = xferbench("suite=copy", "sizes.max=4MiB", "timing.trials=3", "launch=all")
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
     assert (df.status == "ok").all() and df.verified.all()
     assert set(df.op) == {"h2d", "d2h", "bidir", "d2d", "latency", "h2h"}   # h2h: the host's own memory
-    assert set(df.launch) == {"eager", "graph"}
+    assert set(df.launch) == {"eager", "held", "graph"}
+    held = df[df.launch == "held"]
+    assert set(held.memory) == {"pinned", "device"} and held.size_bytes.max() <= 64 << 10   # timing.held_max_size
+    assert not held.note.str.contains("latch gave way").any()
     assert set(df[(df.op == "bidir") & (df.dst != "all")].part) == {"h2d", "d2h", "total"}   # 'all': a part a GPU
     big = df[(df.size_bytes == 4 << 20) & (df.part == "total")].groupby(["op", "memory"]).algbw_gbps.median()
     assert big["d2d", "device"] > big["h2d", "pinned"]  # HBM beats PCIe on any real GPU
@@ -30,6 +33,29 @@ def test_machine_description_has_links():
     assert "pcie_gen_max" in d["gpus"][0] and "nvlink_links" in d["gpus"][0]
 
 
+def test_held_copies_time_the_device_not_the_launches():
+    """Copies queued behind the latch run back to back: no slower than launched one by one, and
+    never slower however slowly they were launched (a sleep between launches, as a busy host)."""
+    import time
+
+    from bench.measure import timing
+
+    dev, host = torch.empty(4096, dtype=torch.uint8, device="cuda"), torch.empty(4096, dtype=torch.uint8).pin_memory()
+
+    def copies(n, pause=0.0):
+        for _ in range(n):
+            dev.copy_(host, non_blocking=True)
+            time.sleep(pause)
+
+    cfg = timing.TimingConfig(trials=5)
+    per_op = lambda trials: sorted(t.per_op_s for t in trials)[len(trials) // 2]   # noqa: E731
+    eager = per_op(timing.measure(copies, timing.EventClock(), cfg, read_pace=False))
+    held = timing.measure(copies, timing.HeldClock(), cfg)
+    slow = timing.measure(lambda n: copies(n, 20e-6), timing.HeldClock(), cfg)
+    assert per_op(held) <= eager * 1.02 and not any(t.caveat for t in held + slow)
+    assert per_op(slow) == pytest.approx(per_op(held), rel=0.1)
+
+
 @multigpu
 def test_p2p_matrix(xferbench):
     proc, runs = xferbench("suite=p2p", "sizes.max=1MiB", "timing.trials=2", "p2p.pairs=ring")
@@ -37,6 +63,10 @@ def test_p2p_matrix(xferbench):
     df = load(runs)
     assert df.verified.all() and set(df["mode"]) == {"peer", "staged"}
     assert "rows src, columns dst" in proc.stdout
+    # Held peer copies are one cudaMemcpyAsync each, without torch's joins of both GPUs' streams.
+    small = df[(df.size_bytes == 4096) & (df.op == "uni") & (df["mode"] == "peer") & (df.part == "total")]
+    times = small.groupby("launch").time_s.median()
+    assert times["held"] < times["eager"]
 
 
 @multigpu
@@ -48,7 +78,7 @@ def test_nccl_collectives(xferbench, transport):
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
     assert (df.status == "ok").all() and df.verified.all(), df[~df.verified].note.unique()
-    assert set(df.backend) == {"nccl"} and set(df.launch) == {"eager", "graph"}
+    assert set(df.backend) == {"nccl"} and set(df.launch) == {"eager", "held"}
 
 
 def test_size_that_does_not_fit_is_refused_before_work(xferbench):
@@ -77,12 +107,13 @@ def test_both_apis_pass_their_checks_with_and_without_graph_mixing_support(tmp_p
     from conftest import env, xferbench_cmd
 
     cmd = xferbench_cmd(tmp_path / "results", "suite=collectives", "collectives.nproc=2", "sizes.max=1MiB",
-                        "sizes.collectives.ladder=[]", "sizes.factor=16", "timing.trials=2")
+                        "sizes.collectives.ladder=[]", "sizes.factor=16", "timing.trials=2", "launch=all",
+                        "collectives.nccl_launch=[eager,held,graph]")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path,
                           env={**env(), "NCCL_GRAPH_MIXING_SUPPORT": mixing})
     assert proc.returncode == 0, proc.stderr
     runs = sorted(p.parent for p in (tmp_path / "results").rglob("meta.json"))
     df = load(runs)
     assert (df.status == "ok").all() and df.verified.all()
-    assert set(zip(df.api, df.launch)) == {("torch", "eager"), ("torch", "graph"), ("nccl", "eager"), ("nccl", "graph")}
+    assert set(zip(df.api, df.launch)) == {(api, launch) for api in ("torch", "nccl") for launch in ("eager", "held", "graph")}
     assert json.loads((runs[0] / "meta.json").read_text())["system"]["env"]["NCCL_GRAPH_MIXING_SUPPORT"] == mixing

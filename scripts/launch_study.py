@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Eager against held, run against run: does a latency stay put when the host changes?
+
+For the runs given (e.g. three runs of one host and one made while every CPU was busy), each
+GPU op variant at sizes up to --max-size: its time per op in each run, launched eager (the launch
+path) and held behind a latch (the device's own time), and how far each run is from the runs'
+median. Prints a Markdown table and, per launch, the share of points whose every run is within
+--within of that median. Exit 0 when every held point is, 1 when not, 2 on unusable input.
+
+  python scripts/launch_study.py RUN_1 RUN_2 RUN_3 RUN_BUSY [--max-size 64KiB] [--within 0.05]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import pandas as pd
+
+from bench.points import VARIANT_KEYS, variant_label
+from bench.results import ResultsError, load
+from bench.sizes import format_size, parse_size
+
+
+def per_op_us(rows: pd.DataFrame, max_size: int) -> pd.DataFrame:
+    """Median time per op (µs) of each point of each run: GPU ops launched eager or held, whole ops."""
+    keep = rows[(rows["part"] == "total") & (rows["status"] == "ok") & (rows["size_bytes"] <= max_size)
+                & rows["launch"].isin(["eager", "held"]) & rows["backend"].isin(["cuda", "nccl"])]
+    keys = [k for k in VARIANT_KEYS if k != "launch"] + ["size_bytes", "launch", "run_id"]
+    return (keep.groupby(keys, dropna=False)["time_s"].median() * 1e6).unstack("run_id")
+
+
+def study(rows: pd.DataFrame, max_size: int, within: float) -> tuple[list[str], dict[str, float]]:
+    times = per_op_us(rows, max_size)
+    runs = list(times.columns)
+    lines = [f"| op | size | launch | {' | '.join(runs)} | farthest from median |",
+             "|---|---|---|" + "---|" * len(runs) + "---|"]
+    held_ok: dict[str, list[bool]] = {"eager": [], "held": []}
+    for key, row in times.iterrows():
+        values = row.dropna()
+        if len(values) < 2:
+            continue
+        median = values.median()
+        far = float((values / median - 1).abs().max())
+        info = dict(zip(times.index.names, key))
+        held_ok[info["launch"]].append(far <= within)
+        cells = " | ".join(f"{row[r]:.2f}" if pd.notna(row[r]) else "" for r in runs)
+        lines.append(f"| {variant_label(info)} | {format_size(int(info['size_bytes']))} | {info['launch']} | "
+                     f"{cells} | {far:+.1%} |".replace("+", "±"))
+    shares = {launch: sum(ok) / len(ok) for launch, ok in held_ok.items() if ok}
+    return lines, shares
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+")
+    parser.add_argument("--max-size", default="64KiB")
+    parser.add_argument("--within", type=float, default=0.05)
+    args = parser.parse_args(argv)
+    try:
+        rows = load(args.runs)
+        lines, shares = study(rows, parse_size(args.max_size), args.within)
+    except (ResultsError, ValueError) as exc:
+        print(f"launch_study: error: {exc}", file=sys.stderr)
+        return 2
+    if "held" not in shares:
+        print("launch_study: error: no held point is in two or more of these runs", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    for launch, share in shares.items():
+        print(f"{launch}: {share:.0%} of points within ±{args.within:.0%} of their median over the runs")
+    return 0 if shares["held"] == 1.0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
