@@ -27,6 +27,9 @@ class Consensus:
     def max(self, value: float) -> float:
         return self.reduce([value])[0]
 
+    def min(self, value: float) -> float:
+        return self.reduce([value], "min")[0]
+
     def all(self, ok: bool) -> bool:
         """True on every rank when it is True on every rank."""
         return bool(self.reduce([1.0 if ok else 0.0], "min")[0])
