@@ -82,8 +82,8 @@ class HostClock:
 
     def stop(self, part_events=None) -> tuple[float, dict[str, float]]:
         self._sync()
-        elapsed = time.perf_counter() - self._t0
-        return elapsed, {name: elapsed(ev) for name, ev in (part_events or {}).items() if isinstance(ev, tuple)}
+        seconds = time.perf_counter() - self._t0
+        return seconds, {name: elapsed(ev) for name, ev in (part_events or {}).items() if isinstance(ev, tuple)}
 
 
 class EventClock:
