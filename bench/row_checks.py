@@ -72,7 +72,7 @@ def _algbw(frame: pd.DataFrame, measured: np.ndarray, time: np.ndarray, size: np
     bad = _off(algbw[rows], usual * plain) | (usual > MOST_BYTES_PER_BYTE)
 
     def why(k: int) -> str:
-        if _off(algbw[rows[k]], factor[k] * plain[k]) or usual[k] > MOST_BYTES_PER_BYTE:
+        if _off(algbw[rows[k]], factor[k] * plain[k]) or max(factor[k], usual[k]) > MOST_BYTES_PER_BYTE:
             return f"algbw_gbps={algbw[rows[k]]:g} is not size_bytes / time_s ({plain[k]:.4g})"
         return (f"algbw_gbps={algbw[rows[k]]:g} is {factor[k]:g} x size_bytes / time_s ({plain[k]:.4g}) where the "
                 f"other rows of its variant are {usual[k]:g} x")
