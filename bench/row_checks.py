@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable
 
 from bench import lazy
-from bench.points import POINT_KEYS, VARIANT_KEYS
+from bench.points import VARIANT_KEYS
 
 # Loaded as rows are first checked: importing results (the registry, a plan) needs neither.
 np = lazy.module("numpy")
@@ -43,9 +43,33 @@ def _off(figure: np.ndarray, implied: np.ndarray, printed_slack: float | np.ndar
 
 def _usual(variant: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Per row, the value most rows of its variant hold (ties: the smallest)."""
-    counts = pd.DataFrame({"v": variant, "x": values}).value_counts().reset_index()
-    usual = counts.sort_values(["count", "x"], ascending=[False, True], kind="stable").drop_duplicates("v")
-    return usual.set_index("v")["x"].reindex(variant).to_numpy()
+    if not len(values):
+        return values
+    codes, value_id = np.unique(values, return_inverse=True)
+    pairs, counts = np.unique(variant.astype(np.int64) * len(codes) + value_id, return_counts=True)
+    of, value = pairs // len(codes), pairs % len(codes)
+    order = np.lexsort((value, -counts, of))   # by variant, then most rows first, then smallest
+    first = order[np.r_[True, of[order][1:] != of[order][:-1]]]
+    usual = np.full(int(variant.max()) + 1, np.nan)
+    usual[of[first]] = codes[value[first]]
+    return usual[variant]
+
+
+def _any(variant: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Per row, whether any row of its variant is in `mask`."""
+    return (np.bincount(variant, weights=mask, minlength=int(variant.max(initial=0)) + 1) > 0)[variant]
+
+
+def _median(variant: np.ndarray, values: np.ndarray, variants: int) -> np.ndarray:
+    """Per variant (0 to variants - 1), the (lower) median of its values; NaN for one without."""
+    median = np.full(variants, np.nan)
+    if len(values):
+        order = np.lexsort((values, variant))
+        sorted_variant = variant[order]
+        starts = np.flatnonzero(np.r_[True, sorted_variant[1:] != sorted_variant[:-1]])
+        counts = np.diff(np.r_[starts, len(order)])
+        median[sorted_variant[starts]] = values[order][starts + (counts - 1) // 2]
+    return median
 
 
 def _algbw(frame: pd.DataFrame, measured: np.ndarray, time: np.ndarray, size: np.ndarray,
@@ -55,7 +79,7 @@ def _algbw(frame: pd.DataFrame, measured: np.ndarray, time: np.ndarray, size: np
     algbw = frame["algbw_gbps"].to_numpy(float)
     moved = measured & (size > 0) & (time > 0)      # a part that took no time has no bandwidth
     recorded = ~np.isnan(algbw)
-    records = pd.Series(recorded & moved).groupby(variant).transform("any").to_numpy()
+    records = _any(variant, recorded & moved)
     # 0 is a figure an import may print (0.00 GB/s at 8 B): only its time then says anything.
     for mask, why in ((measured & recorded & ~(np.isfinite(algbw) & (algbw >= 0)), "is not a bandwidth"),
                       (moved & ~recorded & records, "where the other rows of its variant record one")):
@@ -87,13 +111,14 @@ def _busbw(frame: pd.DataFrame, measured: np.ndarray, variant: np.ndarray) -> Fo
     algbw, busbw = frame["algbw_gbps"].to_numpy(float), frame["busbw_gbps"].to_numpy(float)
     rows = np.flatnonzero(measured & (algbw > 0) & np.isfinite(algbw))
     recorded = ~np.isnan(busbw[rows])
-    records = pd.Series(recorded).groupby(variant[rows]).transform("any").to_numpy()
+    records = _any(variant[rows], recorded)
     # The median over the variant: rows printed to 0.01 GB/s (an import's small sizes) scatter about it.
-    usual = pd.Series(busbw[rows] / algbw[rows]).groupby(variant[rows]).transform("median").to_numpy()
+    of = variant[rows]
+    usual = _median(of[recorded], busbw[rows][recorded] / algbw[rows][recorded], int(variant.max()) + 1)[of]
     expected = usual * algbw[rows]
     # Both figures printed to 0.01 GB/s (an import): the bus factor carries algbw's rounding too.
     off = _off(busbw[rows], expected, ROUNDING_GBPS * (1 + usual))
-    found = _first(recorded & (~(busbw[rows] >= 0) | off) | ~recorded & records,
+    found = _first(recorded & (~(np.isfinite(busbw[rows]) & (busbw[rows] >= 0)) | off) | ~recorded & records,
                    lambda k: f"busbw_gbps={busbw[rows[k]]:g} is not algbw_gbps x its op's bus factor ({expected[k]:.4g})")
     return (int(rows[found[0]]), found[1]) if found else None
 
@@ -112,10 +137,12 @@ def first_refused(frame: pd.DataFrame) -> Found:
     found = (_first(bad_time, lambda i: f"time_s={float(time[i])!r} is not a time")
              or _first(~(size >= 0), lambda i: f"size_bytes={int(size[i]) if np.isfinite(size[i]) else size[i]} "
                                                "is not a size"))
+    variant = frame.groupby(VARIANT_KEYS + ["part"], sort=False, dropna=False).ngroup().to_numpy()
     if not found and measured.any():
-        variant = frame.groupby(VARIANT_KEYS + ["part"], sort=False, dropna=False).ngroup().to_numpy()
         found = _algbw(frame, measured, time, size, variant) or _busbw(frame, measured, variant)
     if found:
         return found[0], f"{found[1]}: not a measured row (edited?)"
-    return _first(frame.duplicated(POINT_KEYS + ["trial", "part"]).to_numpy(),
+    # A point is its variant at a size: one row per trial and part.
+    twice = pd.DataFrame({"variant": variant, "size": size, "trial": frame["trial"].to_numpy()}).duplicated()
+    return _first(twice.to_numpy(),
                   lambda i: f"trial {int(frame['trial'].iloc[i])} of this point is recorded twice (two writers?)")
