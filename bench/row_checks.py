@@ -6,7 +6,7 @@ bandwidth, where one is recorded, is its bytes over its time. How many bytes an 
 byte of its size is a property of its variant (both directions, every GPU at once, a round's
 copies), the same at every size and trial: each variant and part of a file moves one whole
 number of them (or one share, for a part), and a row at another is an edited figure. Every
-committed run holds to it (tests/test_results.py loads them all).
+committed run holds to it (tests/test_untrusted.py loads them all).
 """
 from __future__ import annotations
 
