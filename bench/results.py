@@ -24,9 +24,9 @@ from bench import lazy
 from bench.commits import edited_at, last_commit
 from bench.hosts import host_id
 from bench.points import POINT_KEYS
+from bench.row_checks import first_refused
 
 # Loaded when rows are first read or written: the registry, the schema and a plan need none of them.
-np = lazy.module("numpy")
 pd = lazy.module("pandas")
 pa = lazy.module("pyarrow")
 arrow_parquet = lazy.module("pyarrow.parquet")
@@ -250,43 +250,11 @@ def _where(path: Path, index: int) -> str:
     return f"{path}, line {index + 2}" if path.suffix == ".csv" else f"{path}, row {index + 1}"
 
 
-# The most bytes one op moves per byte of its size: every GPU of a large machine, both ways.
-MOST_BYTES_PER_BYTE = 64
-
-
 def _check_values(frame: pd.DataFrame, path: Path) -> None:
-    """ResultsError naming file and line for a row no measurement can give: a measured row's time
-    not finite (a whole operation's not positive), a negative size, a bandwidth that is not its
-    bytes over its time (an edited figure), or a point's trial recorded twice."""
-    measured = (frame["status"] == "ok").to_numpy()
-    time, size = frame["time_s"].to_numpy(float), frame["size_bytes"].to_numpy(float)
-    # A part may be a difference (what a synchronization costs beside the work: below 0 in noise),
-    # and an op may move no bytes (size 0): a whole operation's time is positive and finite.
-    whole_op = (frame["part"] == "total").to_numpy() & (size > 0)
-    bad_time = measured & np.isinf(time) | measured & whole_op & (time <= 0)
-    bad_size = ~(size >= 0)
-    # algbw x time over size is a whole number of bytes moved per byte asked (both ways, lanes),
-    # or its inverse (a part carries its share): anything else was edited.
-    algbw = frame["algbw_gbps"].to_numpy(float)
-    ratio = np.where(measured & np.isfinite(algbw) & (algbw > 0) & (time > 0), algbw * 1e9 * time / np.maximum(size, 1),
-                     1.0)
-    whole = np.where(ratio >= 1, ratio, 1 / np.maximum(ratio, 1e-12))
-    k = np.maximum(np.round(whole), 1)
-    implied = np.where(ratio >= 1, k, 1 / k) * size / np.where(time > 0, time, np.nan) / 1e9
-    # An imported figure is printed to 0.01 GB/s: that much, or 1%, is rounding, not an edit.
-    off = np.abs(algbw - implied) > np.maximum(0.01 * np.abs(algbw), 0.006)
-    bad_bw = (ratio != 1.0) & (off | (whole > MOST_BYTES_PER_BYTE))
-    for mask, what in ((bad_time, lambda i: f"time_s={float(time[i])!r} is not a time"),
-                       (bad_size, lambda i: f"size_bytes={int(size[i]) if np.isfinite(size[i]) else size[i]} is not a size"),
-                       (bad_bw, lambda i: f"algbw_gbps={algbw[i]:g} is not size_bytes / time_s ({size[i] / time[i] / 1e9:.4g})")):
-        if mask.any():
-            i = int(np.argmax(mask))
-            raise ResultsError(f"{_where(path, i)}: {what(i)}: not a measured row (edited?)")
-    duplicate = frame.duplicated(POINT_KEYS + ["trial", "part"]).to_numpy()
-    if duplicate.any():
-        i = int(np.argmax(duplicate))
-        raise ResultsError(f"{_where(path, i)}: trial {int(frame['trial'].iloc[i])} of this point is recorded twice "
-                           "(two writers?)")
+    """ResultsError naming file and line of the first row no measurement can give (row_checks)."""
+    found = first_refused(frame)
+    if found:
+        raise ResultsError(f"{_where(path, found[0])}: {found[1]}")
 
 
 def run_samples(run_dir: str | Path) -> pd.DataFrame:
@@ -371,6 +339,12 @@ def _pid_alive(pid: int) -> bool:
 COMPLETE = ("complete", "")   # a whole run's statuses; "": none recorded (imports, hand-made folders)
 
 
+def _checkable(meta: dict) -> bool:
+    """Whether this machine can tell if the run's process lives: a run of this machine, its pid recorded."""
+    pid = meta.get("pid")
+    return meta.get("system", {}).get("hostname") == socket.gethostname() and isinstance(pid, int) and pid > 0
+
+
 def run_status(meta: dict) -> str:
     """The run's status, with a 'running' run whose process is gone read as 'interrupted'.
 
@@ -378,11 +352,22 @@ def run_status(meta: dict) -> str:
     Only a run of this machine can be checked; a live pid is trusted even if it was reused.
     """
     status = str(meta.get("status", ""))
-    pid = meta.get("pid")
-    same_host = meta.get("system", {}).get("hostname") == socket.gethostname()
-    if status == "running" and same_host and isinstance(pid, int) and pid > 0 and not _pid_alive(pid):
+    if status == "running" and _checkable(meta) and not _pid_alive(meta["pid"]):
         return "interrupted"
     return status
+
+
+def status_said(meta: dict) -> str:
+    """A run's status as the lines about runs that did not complete say it: 'still running (pid
+    N)', 'killed (no final status)' (recorded running, its process gone), 'interrupted',
+    'failed'; a running run this machine cannot check says so."""
+    status = run_status(meta)
+    if status == "running" and _checkable(meta):
+        return f"still running (pid {meta['pid']})"
+    if status == "running":
+        pid, host = meta.get("pid") or "not recorded", meta.get("system", {}).get("hostname") or "not recorded"
+        return f"recorded as running (pid {pid}, host {host}; this machine cannot check it)"
+    return "killed (no final status)" if meta.get("status") == "running" else status
 
 
 def suites_asked(meta: dict) -> int:
@@ -429,6 +414,11 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def _below(run: Path, reason: str) -> str:
+    """A reason about a run's files, named from inside the run folder."""
+    return reason.removeprefix(f"{run}{os.sep}").removeprefix(f"{run}: ")
+
+
 def _read_run(run: Path) -> pd.DataFrame:
     """One run's rows joined with its meta columns; ResultsError says why it cannot be read."""
     meta = read_meta(run)
@@ -454,17 +444,20 @@ def load(paths: str | Path | Iterable[str | Path],
     if isinstance(paths, (str, Path)):
         paths = [paths]
     paths = list(paths)
-    frames, reasons, aside = [], [], []
+    frames, skipped, aside = [], {}, []
     for run in find_runs(paths, aside):
         try:
             frames.append(_read_run(run))
         except ResultsError as exc:
-            reason = _one_line(str(exc)).removeprefix(f"{run}{os.sep}").removeprefix(f"{run}: ")
-            reasons.append(reason)
-            warn(f"xferbench: skipping {run}: {reason}")
+            skipped[run] = _one_line(str(exc))
+    if frames or len(skipped) > 1:   # a lone run refused: the error alone says why, in one line
+        for run, reason in skipped.items():
+            warn(f"xferbench: skipping {run}: {_below(run, reason)}")
     if aside:
         warn(f"xferbench: {set_aside_note(aside)}")
     if not frames:
-        why = reasons[0] if len(reasons) == 1 else f"all {len(reasons)} run folders were skipped"
+        (run, reason), named = next(iter(skipped.items())), {Path(p) for p in paths}
+        why = (_below(run, reason) if run in named else reason) if len(skipped) == 1 else \
+            f"all {len(skipped)} run folders were skipped"
         raise ResultsError(f"{', '.join(map(str, paths))}: no usable run ({why})")
     return pd.concat(frames, ignore_index=True)

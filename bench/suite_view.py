@@ -54,6 +54,8 @@ class SuiteView:
     # whose variant values is tag (e.g. "pageable"), where those run noisier than the suite.
     noise: ClassVar[Mapping[tuple[str, ...], float]] = {}
     host_own: ClassVar[tuple[str, ...]] = ()       # ops that measure the host itself: the doctor never judges them
+    # What `judged` keeps, said where a run has none of it (the doctor: not judged, and why).
+    judged_by: ClassVar[str] = "its measured rows"
     # The share of a link's theoretical figure a healthy machine reaches at bandwidth-bound sizes,
     # keyed by op for the default `expectation` (a suite that overrides it keys it as it reads it);
     # each figure's measured basis is in docs/judging.md.

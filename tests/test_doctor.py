@@ -28,7 +28,7 @@ CURRENT = [*sorted((REF / "h200-x1").glob("20261126-*")), *sorted((REF / "h200-x
 OLDER = [REF / "h100-x1" / "20261123-040857", REF / "h200-x1" / "20261123-044246", REF / "h200-x2" / "20261123-044635",
          *(NOISE / "identical" / f"identical-0{i}" for i in (1, 2, 3)), *sorted(X4_HELD_OUT.glob("20261126-05*"))]
 FAULTS = ROOT / "results" / "faults" / "h200-x4"
-WRONG = ("LOW ", "INCONSISTENT ", "FAILED ", "MISSING ", "RUN ")
+WRONG = ("LOW ", "INCONSISTENT ", "FAILED ", "MISSING ", "INCOMPLETE ")
 
 
 def _doctor(capsys, *args) -> tuple[int, list[str], str]:
@@ -98,6 +98,24 @@ def test_unusable_input_is_one_line_and_exit_2(capsys, tmp_path):
     assert code == 2 and len(err.splitlines()) == 1 and "corrupt JSON" in err
     code, _, err = _doctor(capsys, OLDER[0], "--tolerance", "1.5")
     assert code == 2 and "--tolerance 1.5" in err
+
+
+@pytest.mark.parametrize("run", [REF / "h200-x1" / "20261123-044318-pipeline", REF / "h200-x2" / "20261123-025244-pipeline"])
+def test_an_older_pipeline_run_says_what_it_lacks_to_be_judged(capsys, run):
+    """285 and 295 measured rows, of schema 2: their loops recorded no settings (params), which
+    the pipeline's judged figure (a loop's fraction of its own bound) needs. Not 'nothing measured'."""
+    code, lines, err = _doctor(capsys, run)
+    text = "\n".join(lines)
+    assert code == 3 and err == "" and "nothing measured" not in text, text
+    assert ("7 not judged (none of its rows is what pipeline is judged by: loop trials that record the loop's "
+            "settings (params, from schema 3 on)") in text
+
+
+def test_the_readmes_doctor_example_is_checked_and_normal(capsys):
+    """The README's acceptance example must pass: a newcomer runs it first."""
+    (example,) = re.findall(r"^xferbench-doctor (results/\S+)$", (ROOT / "README.md").read_text(), re.M)
+    code, lines, err = _doctor(capsys, ROOT / example)
+    assert code == 0 and err == "", "\n".join(lines)
 
 
 def test_a_baseline_of_ones_own_runs_and_json(capsys, tmp_path):

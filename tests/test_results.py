@@ -41,11 +41,11 @@ def test_round_trip_keeps_types_and_joins_meta(tmp_path):
 
 
 def test_reopened_writer_keeps_rows_and_knows_finished_points(tmp_path):
-    RunWriter(tmp_path, "r").add_point([Sample("copy", "d2d", 8, trial=0)])
+    RunWriter(tmp_path, "r").add_point([Sample("copy", "d2d", 8, time_s=1e-6, trial=0)])
     w = RunWriter(tmp_path, "r")
     assert len(w.frame) == 1
     assert ("copy", "d2d", "", "", "", "", "", "1", "1", "uint8", "eager", "", "", "", "", "8") in w.done
-    w.add_point([Sample("copy", "d2d", 16, trial=0)])
+    w.add_point([Sample("copy", "d2d", 16, time_s=1e-6, trial=0)])
     assert len(read_samples(tmp_path / "samples.csv")) == 2   # the journal has it at once
     w.close()
     assert len(read_samples(tmp_path / "samples.parquet")) == 2
@@ -55,7 +55,7 @@ def test_the_journal_keeps_every_point_of_a_writer_that_never_closed(tmp_path):
     """A killed run: its Parquet lags, the CSV holds every point, and a torn last line is dropped."""
     w = RunWriter(tmp_path, "r")
     for size in (8, 16, 32):
-        w.add_point([Sample("copy", "d2d", size, trial=t, verified=True) for t in range(2)])
+        w.add_point([Sample("copy", "d2d", size, time_s=1e-6, trial=t, verified=True) for t in range(2)])
     with open(tmp_path / "samples.csv", "ab") as f:
         f.write(b"copy,d2d,64,1e-06")   # a writer killed in the middle of an append
     assert samples_file(tmp_path).name == "samples.csv"
@@ -75,14 +75,14 @@ def _cut_inside_last_point(journal, rows_kept):
 def test_a_point_cut_short_is_not_read_and_is_measured_again(tmp_path):
     w = RunWriter(tmp_path, "r")
     for size in (8, 16):
-        w.add_point([Sample("copy", "d2d", size, trial=t, verified=True) for t in range(3)])
+        w.add_point([Sample("copy", "d2d", size, time_s=1e-6, trial=t, verified=True) for t in range(3)])
     w.close()
     _cut_inside_last_point(tmp_path / "samples.csv", 1)   # 2 of the 16 B point's 3 rows left, each whole
     assert samples_file(tmp_path).name == "samples.csv"   # the Parquet holds rows the journal lost
     assert sorted(read_samples(tmp_path / "samples.csv").size_bytes) == [8] * 3
     reopened = RunWriter(tmp_path, "r")
     assert len(reopened.done) == 1
-    reopened.add_point([Sample("copy", "d2d", 16, trial=t, verified=True) for t in range(3)])
+    reopened.add_point([Sample("copy", "d2d", 16, time_s=1e-6, trial=t, verified=True) for t in range(3)])
     assert read_samples(tmp_path / "samples.csv").groupby("size_bytes").trial.count().to_dict() == {8: 3, 16: 3}
     # Plain CSV for any reader: the header and the rows, nothing else.
     assert len(pd.read_csv(tmp_path / "samples.csv")) == 6
@@ -92,7 +92,7 @@ def test_a_journal_without_commits_reads_by_whole_lines(tmp_path):
     """An older run, or a CSV another tool wrote: every whole line is a row, as before commits."""
     w = RunWriter(tmp_path, "r")
     for size in (8, 16):
-        w.add_point([Sample("copy", "d2d", size, trial=t) for t in range(2)])
+        w.add_point([Sample("copy", "d2d", size, time_s=1e-6, trial=t) for t in range(2)])
     (tmp_path / "samples.commit").unlink()
     _cut_inside_last_point(tmp_path / "samples.csv", 1)
     assert sorted(read_samples(tmp_path / "samples.csv").size_bytes) == [8, 8, 16]
@@ -103,7 +103,7 @@ def test_a_journal_without_commits_reads_by_whole_lines(tmp_path):
 def test_a_csv_rewritten_after_its_commits_is_named_and_read_as_it_is_once_they_go(tmp_path):
     w = RunWriter(tmp_path, "r")
     for size in (8, 16):
-        w.add_point([Sample("copy", "d2d", size, trial=t) for t in range(2)])
+        w.add_point([Sample("copy", "d2d", size, time_s=1e-6, trial=t) for t in range(2)])
     rows = pd.read_csv(tmp_path / "samples.csv")
     rows[rows.size_bytes == 16].to_csv(tmp_path / "samples.csv", index=False)   # same header, other bytes
     with pytest.raises(ResultsError, match=r"samples.csv, line 2: changed after it was written .* remove "
@@ -118,7 +118,7 @@ def test_a_full_disk_leaves_every_point_whole_and_the_journal_at_its_last_commit
     w = RunWriter(disk / "run", "r")
     with pytest.raises(ResultsWriteError) as failed:
         for size in range(1, 1000):   # ~2 KiB a point: the disk is full within a few
-            w.add_point([Sample("copy", "h2h", size, trial=t, note="x" * 80) for t in range(10)])
+            w.add_point([Sample("copy", "h2h", size, time_s=1e-6, trial=t, note="x" * 80) for t in range(10)])
     sizes = sorted(set(read_samples(disk / "run" / "samples.csv").size_bytes))
     assert sizes == list(range(1, len(sizes) + 1)) and len(sizes) == len(w.done) > 0
     assert len(pd.read_csv(disk / "run" / "samples.csv")) == 10 * len(sizes)   # nothing torn left on disk
@@ -145,20 +145,20 @@ def test_meta_json_on_a_full_disk_gets_its_final_status_in_place(small_disk, sta
 def test_a_stale_writer_closing_late_loses_no_other_writers_rows(tmp_path):
     """The parent's writer, left open while rank 0 appended to the same run, then closed."""
     parent = RunWriter(tmp_path, "r")
-    parent.add_point([Sample("copy", "d2d", 8, trial=0)])
+    parent.add_point([Sample("copy", "d2d", 8, time_s=1e-6, trial=0)])
     rank0 = RunWriter(tmp_path, "r")
-    rank0.add_point([Sample("collectives", "all_reduce", 8, trial=0)])
+    rank0.add_point([Sample("collectives", "all_reduce", 8, time_s=1e-6, trial=0)])
     rank0.close()
     parent.close()   # its Parquet lacks rank 0's row: readers take the journal
     assert sorted(read_samples(samples_file(tmp_path)).suite) == ["collectives", "copy"]
 
 
 def test_resume_of_a_csv_only_run_keeps_its_rows(tmp_path):
-    RunWriter(tmp_path, "r").add_point([Sample("copy", "d2d", 8, trial=0)])
+    RunWriter(tmp_path, "r").add_point([Sample("copy", "d2d", 8, time_s=1e-6, trial=0)])
     assert not (tmp_path / "samples.parquet").exists()  # a writer that never closed wrote only the journal
     w = RunWriter(tmp_path, "r")
     assert len(w.done) == 1
-    w.add_point([Sample("copy", "d2d", 16, trial=0)])
+    w.add_point([Sample("copy", "d2d", 16, time_s=1e-6, trial=0)])
     w.close()
     assert sorted(read_samples(tmp_path / "samples.parquet").size_bytes) == [8, 16]
     assert sorted(read_samples(tmp_path / "samples.csv").size_bytes) == [8, 16]
@@ -189,7 +189,7 @@ def test_bidirectional_parts_each_carry_half():
 
 
 def _run(path, size=8, **meta):
-    RunWriter(path, "r").add_point([Sample("copy", "h2d", size, trial=0, verified=True)])
+    RunWriter(path, "r").add_point([Sample("copy", "h2d", size, time_s=1e-6, trial=0, verified=True)])
     _meta(path, **meta)
     return path
 
@@ -213,7 +213,7 @@ def test_corrupt_or_foreign_files_are_named(tmp_path):
 
 
 def test_meta_is_checked(tmp_path):
-    RunWriter(tmp_path, "r").add_point([Sample("copy", "h2d", 8)])
+    RunWriter(tmp_path, "r").add_point([Sample("copy", "h2d", 8, time_s=1e-6)])
     with pytest.raises(ResultsError, match="no meta.json"):
         load(tmp_path)
     (tmp_path / "meta.json").write_text("{truncated")
@@ -286,7 +286,7 @@ def test_load_adds_run_status(tmp_path):
 
 def test_writes_are_atomic(tmp_path):
     w = RunWriter(tmp_path, "r")
-    w.add_point([Sample("copy", "h2d", 8)])
+    w.add_point([Sample("copy", "h2d", 8, time_s=1e-6)])
     w.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["samples.commit", "samples.csv", "samples.parquet"]  # no temp files left
 
@@ -296,7 +296,7 @@ def test_files_get_the_users_umask(tmp_path, umask):
     old = os.umask(umask)
     try:
         w = RunWriter(tmp_path, "r")
-        w.add_point([Sample("copy", "h2d", 8)])
+        w.add_point([Sample("copy", "h2d", 8, time_s=1e-6)])
         w.close()
         write_json(tmp_path / "meta.json", {"a": 1})
         (tmp_path / "plain").write_text("")  # what a normal open() gives

@@ -4,7 +4,11 @@ status each must give (bench.analysis.verdicts' states; docs/judging.md)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -78,10 +82,26 @@ def test_every_figure_halved_is_low_wherever_it_is_judged(tmp_path, capsys):
         assert _starting(lines, "LOW ")
 
 
-@pytest.mark.parametrize("status", ["failed", "interrupted"])
-def test_a_run_that_did_not_complete_is_not_normal(tmp_path, capsys, status):
-    code, lines = _doctor(capsys, _copy(H200X1, tmp_path / "run", meta=lambda m: m.update(status=status)))
-    assert code == 1 and f"RUN {status}: the points after it stopped were never measured" in lines
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()   # reaped: the pid names no process now
+    return proc.pid
+
+
+@pytest.mark.parametrize("status, pid, said", [
+    ("failed", None, "failed: the points after it stopped were never measured"),
+    ("interrupted", None, "interrupted: the points after it stopped were never measured"),
+    ("running", "dead", "killed (no final status): the points after it stopped were never measured"),
+    ("running", "live", "still running (pid {pid}): judged on the points written so far"),
+], ids=["failed", "interrupted", "killed", "live"])
+def test_a_run_that_did_not_complete_is_not_normal_and_its_line_names_it_truly(tmp_path, capsys, status, pid, said):
+    def this_host(meta: dict) -> None:
+        meta.update(status=status, pid={"dead": _dead_pid(), "live": os.getpid(), None: meta.get("pid")}[pid])
+        meta["system"]["hostname"] = socket.gethostname()
+
+    run = _copy(H200X1, tmp_path / "run", meta=this_host)
+    code, lines = _doctor(capsys, run)
+    assert code == 1 and f"INCOMPLETE {run}: {said.format(pid=os.getpid())}" in lines, lines
     empty = _copy(H200X1, tmp_path / "empty")
     (empty / "samples.parquet").unlink()
     code, lines = _doctor(capsys, empty)

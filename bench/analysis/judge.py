@@ -46,8 +46,8 @@ from bench.analysis.point_expectations import JudgedPoint, judged_points
 from bench.analysis.verdicts import (FAILED, HIGH, INCONSISTENT, LOW, MIN_JUDGED, NOISY, NORMAL, NOT_JUDGED,
                                      THEORY_TOLERANCE, Judgement, Verdict, short_number)
 from bench.points import ROLE_KEYS, VARIANT_KEYS, variant_label
-from bench.results import SCHEMA_VERSION, run_status
-from bench.suite_view import Catalog
+from bench.results import SCHEMA_VERSION, run_status, status_said
+from bench.suite_view import Catalog, view
 
 TOLERANCE = 0.05          # as xferbench-compare: a smaller drop never counts
 ALPHA = 0.01
@@ -160,7 +160,7 @@ def _shown(p: JudgedPoint, y_expected: float, size_class: str) -> tuple[float, f
 
 
 def _label(key: dict, size_class: str) -> str:
-    bound = size_class if size_class in ("data check", "not measured") else f"{size_class}-bound"
+    bound = size_class if size_class in ("data check", "not measured", "not judged") else f"{size_class}-bound"
     return f"{variant_label(key)} ({bound})"
 
 
@@ -298,6 +298,20 @@ def _unmeasured(rows: pd.DataFrame, measured: set) -> list[Verdict]:
     return out
 
 
+def _nothing_judged(rows: pd.DataFrame, levels: pd.DataFrame, catalog: Catalog) -> list[Verdict]:
+    """Not judged, each variant of a suite that measured rows but none it is judged by (its
+    `judged` hook gave none: an older run's pipeline), saying what it is judged by."""
+    measured = rows[rows["status"] == "ok"]
+    judged = set(levels["suite"]) if not levels.empty else set()
+    out = []
+    for variant, group in measured[~measured["suite"].isin(judged)].groupby(VARIANT_KEYS, sort=False, dropna=False):
+        key = {k: _plain(v) for k, v in zip(VARIANT_KEYS, variant)}
+        by = view(catalog, key["suite"]).judged_by
+        out.append(Verdict(_label(key, "not judged"), key, "", NOT_JUDGED, sorted({int(s) for s in group["size_bytes"]}),
+                           reason=f"none of its rows is what {key['suite']} is judged by: {by}"))
+    return out
+
+
 def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expected | None = None,
           run_dir: str | Path | None = None, tolerance: float = TOLERANCE, alpha: float = ALPHA,
           planned: set[tuple[str, str]] | None = None, min_judged: float = MIN_JUDGED,
@@ -333,7 +347,8 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
         noise = shipped_noise() if noise is None else noise
         verdicts = [_verdict(f, rows, facts, links, catalog, table, noise, z, tolerance, machine) for f in families]
     measured = {tuple(r) for r in levels[VARIANT_KEYS].itertuples(index=False)} if not levels.empty else set()
-    verdicts += _unmeasured(rows, measured) if len(rows) else []
+    verdicts += (_unmeasured(rows, measured) + _nothing_judged(rows, levels, catalog)) if len(rows) else []
     order = {LOW: 0, INCONSISTENT: 1, FAILED: 2, HIGH: 3, NORMAL: 4, NOISY: 5, NOT_JUDGED: 6}
     verdicts.sort(key=lambda v: (order[v.verdict], v.family))
-    return Judgement(run, machine, tolerance, alpha, z, verdicts, status, missing, checked, min_judged)
+    return Judgement(run, machine, tolerance, alpha, z, verdicts, status, missing, checked, min_judged,
+                     status_said(dict(meta)))

@@ -63,6 +63,7 @@ class Judgement:
     missing: list[str] = field(default_factory=list)   # asked for and expected here, not measured
     missing_checked: str = ""     # why missing was not checked ("" where it was)
     min_judged: float = MIN_JUDGED
+    status_said: str = ""         # the status as the lines say it (results.status_said); "": `status`
 
     def state(self, state: str) -> list[Verdict]:
         out = [v for v in self.verdicts if v.verdict == state]
@@ -104,10 +105,14 @@ class Judgement:
         if self.missing:
             out.append(f"{len(self.missing)} missing")
         if self.status not in COMPLETE:
-            out.append(f"the run is {self.status}")
+            out.append(f"the run is {self.said}" if self.status == "running" else f"the run did not complete: {self.said}")
         if not self.verdicts:
             out.append("nothing measured")
         return out
+
+    @property
+    def said(self) -> str:
+        return self.status_said or self.status
 
     def exit_code(self) -> int:
         """0: checked and normal; 1: something is wrong (wrong()); 3: nothing wrong, but less than
@@ -137,7 +142,9 @@ class Judgement:
         out = [_line(v) for state in (LOW, INCONSISTENT, FAILED, HIGH) for v in self.state(state)]
         out += [f"MISSING {m}" for m in self.missing]
         if self.status not in COMPLETE:
-            out.append(f"RUN {self.status}: the points after it stopped were never measured")
+            after = ("judged on the points written so far" if self.status == "running"
+                     else "the points after it stopped were never measured")
+            out.append(f"INCOMPLETE {self.run}: {self.said}: {after}")
         counts = Counter(v.verdict for v in self.verdicts)
         if self.verdicts:
             parts = [f"{counts[s]} {s}" for s in (NORMAL, LOW, HIGH, INCONSISTENT, FAILED) if counts[s]]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench import ConfigError, suites
 from bench.suite_view import Catalog
-from bench.results import COMPLETE
+from bench.results import COMPLETE, read_meta, status_said
 
 
 def catalog() -> Catalog:
@@ -54,9 +54,15 @@ def cannot_write(path: str | Path, exc: OSError) -> str:
 
 def status_lines(frame) -> list[str]:
     """A line for each run in a load() frame that did not complete: its tables and figures hold
-    only the points measured before it stopped."""
+    only the points measured before it stopped (or, still running, so far)."""
     if "run_status" not in frame.columns:
         return []
     runs = frame.groupby("run_dir", sort=True)["run_status"].first()
-    return [f"{run} is {status}: only the points measured before it stopped are here"
-            for run, status in runs.items() if str(status) not in (*COMPLETE, "nan")]
+    lines = []
+    for run, status in runs.items():
+        if str(status) in (*COMPLETE, "nan"):
+            continue
+        said = status_said(read_meta(run))
+        lines.append(f"{run}: {said}: only the points measured so far are here" if status == "running" else
+                     f"{run}: {said}: only the points measured before it stopped are here")
+    return lines

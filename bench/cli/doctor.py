@@ -33,7 +33,7 @@ from bench.analysis.expected import Expected, from_runs, shipped, unhealthy
 from bench.analysis.judge import ALPHA, TOLERANCE, judge
 from bench.analysis.verdicts import MIN_JUDGED, Judgement
 from bench.cli.common import cannot_write, catalog, interruptible
-from bench.results import COLUMNS, ResultsError, find_runs, load, read_meta
+from bench.results import COLUMNS, ResultsError, find_runs, load, read_meta, samples_file
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -82,13 +82,12 @@ def planned_ops(meta: dict) -> tuple[set[tuple[str, str]] | None, str]:
 
 
 def _rows(run: Path) -> pd.DataFrame:
-    """A run's rows; none for a run that wrote its meta.json but measured nothing (it is judged:
-    'nothing measured'), where its meta.json reads."""
-    try:
-        return load(run, warn=lambda line: None)
-    except ResultsError:
+    """A run's rows; none for a run that wrote its meta.json but no samples file (it is judged:
+    'nothing measured'). ResultsError, naming file and line, for rows it cannot trust."""
+    if samples_file(run) is None:
         read_meta(run)   # unreadable too: unusable input
         return pd.DataFrame(columns=COLUMNS)
+    return load(run)
 
 
 @interruptible

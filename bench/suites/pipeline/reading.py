@@ -26,6 +26,7 @@ class PipelineView(SuiteView):
     # the loop: 0.93, the median loop of the runs of 2026-11-26 on H100, 4x H100, H200 and 4x H200
     # hosts (0.95-0.98 a run; every loop 0.86 or more: docs/judging.md).
     efficiency = {LOOP_OP: 0.93}
+    judged_by = "loop trials that record the loop's settings (params, from schema 3 on), as fractions of the loop's own bound"
 
     def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]:
         return summary_tables(frame)
