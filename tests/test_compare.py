@@ -16,8 +16,9 @@ import pandas as pd
 import pytest
 
 from bench.analysis import compare as cmp
+from bench.analysis import store as store_module
 from bench.analysis.compare import compare, compare_paths, size_classes
-from bench.analysis.noise import default_noise
+from bench.analysis.noise import default_noise, launch_path_noise
 from bench.cli import compare as cli_compare
 from bench.cli.common import catalog
 from bench.analysis.cache import resident_note
@@ -108,10 +109,12 @@ def test_quiet_baseline_runs_narrow_the_limit_and_one_run_uses_the_default():
     rng = np.random.default_rng(1)
     cur = noisy_runs(rng, 1, quiet, "c", trial_noise=0)
     one, ten = (compare(noisy_runs(rng, runs, quiet, "b", trial_noise=0), cur, CATALOG).families for runs in (1, 10))
-    # (these runs read no host pace: a latency-bound family's default is doubled, cmp.UNPACED_NOISE)
+    # (these runs read no host pace: a latency-bound family's default is doubled, cmp.UNPACED_NOISE;
+    # eager on a GPU, a latency-bound family is the launch path, judged with its own default)
     unpaced = {"latency": cmp.UNPACED_NOISE}
-    assert all(f.noise == _defaults(f.variant, f.size_class) * unpaced.get(f.size_class, 1) and f.noise_df == 0
-               for f in one)
+    assert all(f.noise == (launch_path_noise(CATALOG, f.variant) if f.launch_path else _defaults(f.variant, f.size_class))
+               * unpaced.get(f.size_class, 1) and f.noise_df == 0 for f in one)
+    assert {f.launch_path for f in one if f.size_class == "latency"} == {True}
     # the measured spread outweighs the default's PRIOR_DF: sigma^2 ~ PRIOR_DF * default^2 / (PRIOR_DF + df)
     assert all(t.noise < 0.5 * o.noise and t.limit > o.limit for o, t in zip(one, ten))
 
@@ -421,13 +424,13 @@ def test_compare_refuses_a_bad_tolerance(runs):
 def test_a_store_copy_that_fails_leaves_no_half_run_and_exits_2(runs, tmp_path, monkeypatch, capsys):
     script, store = cli_compare, tmp_path / "store"
     assert script.main(["--baseline-dir", str(store), str(runs["base0"]), "--add-on-pass"]) == 0
-    real_copytree = cmp.shutil.copytree
+    real_copytree = store_module.shutil.copytree
 
     def disk_full(src, dst, **kwargs):
         real_copytree(src, dst, **kwargs)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(cmp.shutil, "copytree", disk_full)
+    monkeypatch.setattr(store_module.shutil, "copytree", disk_full)
     capsys.readouterr()
     assert script.main(["--baseline-dir", str(store), str(runs["base1"]), "--add-on-pass"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -468,19 +471,26 @@ def test_runs_of_other_machine_classes_are_refused_unless_asked(runs, tmp_path, 
     assert script.main([str(runs["base0"]), str(other), "--any-class"]) in (0, 1)
 
 
-def test_a_point_measured_only_while_the_host_was_slow_is_shown_but_not_gated(tmp_path):
+def test_a_point_measured_only_while_the_host_was_slow_is_judged_with_its_noise_widened(tmp_path):
     # Small h2d copies, host-bound: in "slow" every trial of 4 KiB read the host's pace at twice
     # its run's usual and took twice as long; in "some" half of them did (those are left out).
+    # Eager, the family is the launch path, whose noise is the host's already; a device-side
+    # family (graph) holding such a point is judged with its declared noise doubled.
     def run(name: str, slow_trials: int) -> pd.DataFrame:
         samples = [Sample(suite="copy", op="h2d", memory="pinned", backend="cuda", src="host", dst="cuda:0",
-                          size_bytes=size, trial=trial, iters=100, verified=True,
+                          size_bytes=size, trial=trial, iters=100, verified=True, launch=launch,
                           time_s=5e-6 * (2 if size == 4096 and trial < slow_trials else 1),
                           host_pace_s=2e-4 if size == 4096 and trial < slow_trials else 1e-4)
-                   for size in (1024, 2048, 4096, 8192) for trial in range(6)]
+                   for launch in ("eager", "graph") for size in (1024, 2048, 4096, 8192) for trial in range(6)]
         return load(write_run(tmp_path / name, samples))
     base = run("base", 0)
     slow = compare(base, run("slow", 6), CATALOG)
     assert not slow.regressed
-    assert {p.size_class for p in slow.points if p.key["size_bytes"] == 4096} == {"host slow"}
+    assert {(p.size_class, p.host_slow) for p in slow.points if p.key["size_bytes"] == 4096} == {("latency", True)}
+    families = {f.variant["launch"]: f for f in slow.families}
+    assert families["eager"].launch_path and families["eager"].host_slow == 1
+    assert families["eager"].noise == launch_path_noise(CATALOG, families["eager"].variant)
+    assert families["graph"].noise == cmp.HOST_SLOW_NOISE * _defaults(families["graph"].variant, "latency")
+    assert "2 point(s) measured only while the host was slow on one side" in slow.to_markdown()
     some = compare(base, run("some", 3), CATALOG)
     assert not some.regressed and max(abs(p.change) for p in some.points) < 1e-9   # only usual trials count
