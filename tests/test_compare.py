@@ -6,6 +6,7 @@ import importlib.util
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -371,7 +372,8 @@ def _run_with_meta(path: Path, **changes) -> Path:
 
 
 @pytest.mark.parametrize("case", ["missing", "empty", "schema", "disjoint", "two_instances", "one_path",
-                                  "store_and_both", "add_without_store", "alpha", "same_run", "overlapping_sides",
+                                  "store_and_both", "add_without_store", "keep_without_store", "alpha", "same_run",
+                                  "overlapping_sides", "a_copy_on_both_sides", "a_store_of_copies",
                                   "json_unwritable", "markdown_unwritable",
                                   "markdown_unwritable_on_a_regression", "store_unwritable", "seed_missing"])
 def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
@@ -396,6 +398,13 @@ def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
         args = ["--baseline-dir", str(runs["bases"]), base, "--current", base]
     elif case == "add_without_store":
         args = [base, base, "--add-on-pass"]
+    elif case == "keep_without_store":
+        args = [base, str(runs["noise"]), "--keep", "5"]
+    elif case == "a_copy_on_both_sides":
+        args = [str(shutil.copytree(base, tmp_path / "copy")), base]
+    elif case == "a_store_of_copies":   # what --add-on-pass left on a first try, and nothing else
+        args = ["--baseline-dir", str(tmp_path / "store"), base]
+        shutil.copytree(base, tmp_path / "store" / "base0")
     elif case == "seed_missing":
         args = ["--baseline-dir", str(tmp_path / "new_store"), str(tmp_path / "nope"), "--add-on-pass"]
     elif case == "same_run":
@@ -446,6 +455,22 @@ def test_a_store_holding_the_current_run_leaves_it_out_of_its_baseline(runs, cap
     assert "Baseline: 2 run(s) (base0, base2)" in out.out
 
 
+def test_a_store_holding_a_copy_of_the_current_run_leaves_it_out_and_says_so(runs, tmp_path, capsys):
+    # A retried CI job: its first try passed and --add-on-pass copied the run into the store.
+    store = tmp_path / "store"
+    for name in ("base0", "base2"):
+        shutil.copytree(runs[name], store / name)
+    assert cli_compare.main(["--baseline-dir", str(store), str(runs["base2"]), "--add-on-pass"]) == 0
+    out = capsys.readouterr()
+    assert out.err.splitlines()[0] == (f"compare: baseline run {store / 'base2'} is a copy of the current run "
+                                       f"{runs['base2']} (same run_id, same samples): left out of its own baseline")
+    assert "Baseline: 1 run(s) (base0)" in out.out
+    # the same run_id with other samples (a rerun under a fixed run_id) is another run: it stays
+    rerun = write_run(tmp_path / "rerun" / "base2", _samples(12))
+    assert cli_compare.main(["--baseline-dir", str(store), str(rerun)]) == 0
+    assert "Baseline: 2 run(s) (base0, base2)" in capsys.readouterr().out
+
+
 def test_an_incomplete_run_is_never_judged_whole_nor_stored(runs, tmp_path, capsys):
     script, store = cli_compare, tmp_path / "store"
     assert script.main(["--baseline-dir", str(store), str(runs["base0"]), "--add-on-pass"]) == 0
@@ -494,3 +519,21 @@ def test_a_point_measured_only_while_the_host_was_slow_is_judged_with_its_noise_
     assert "2 point(s) measured only while the host was slow on one side" in slow.to_markdown()
     some = compare(base, run("some", 3), CATALOG)
     assert not some.regressed and max(abs(p.change) for p in some.points) < 1e-9   # only usual trials count
+
+
+def _ci_writes() -> list[str]:
+    """The paths inside the clone that the README's CI example and the example workflow write."""
+    readme = (REPO / "README.md").read_text()
+    workflow = (REPO / ".github" / "workflows" / "gpu-bench.yml").read_text()
+    stores = re.findall(r"--baseline-dir (\S+)", readme) + re.findall(r"^\s*STORE: (\S+)", workflow, re.M)
+    written = [f"{store}/run/meta.json" for store in stores]
+    written += [name.replace("$name", "xferbench") for name in re.findall(r'--json "?([^"\s]+)"?', workflow)]
+    written += [f"{folder}/figure.png" for folder in re.findall(r"xferbench-plot \S+ --out (\S+)", workflow)]
+    return [path for path in written if not path.startswith(("~", "/", "$"))]
+
+
+def test_a_ci_jobs_clone_stays_clean():
+    written = _ci_writes()
+    assert {p.split("/")[0] for p in written} >= {"baselines", "compare-xferbench.json", "plots"}
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *written], cwd=REPO, capture_output=True, text=True)
+    assert sorted(ignored.stdout.split()) == sorted(written)

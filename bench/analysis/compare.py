@@ -54,8 +54,8 @@ from bench.sizes import format_size
 BANDWIDTH_SHARE = 0.5
 LATENCY_RATIO = 1.5
 JUDGED_CLASSES = ("latency", "bandwidth")
-# A latency-bound family with a side that never read the host's pace (runs before schema 4) holds
-# the host's moods in its trials: its declared noise, which is of trials read at the usual pace, twice.
+# An eager latency-bound family with a side that never read the host's pace (runs before schema 4)
+# holds the host's moods in its trials: its declared noise, which is of trials read at the usual pace, twice.
 UNPACED_NOISE = 2.0
 # A family holding a point whose every trial on one side ran while the host was slow: judged, with
 # its declared noise this many times (the launch path's noise is the host's moods already).
@@ -281,12 +281,14 @@ def trial_instability(rows: list[dict]) -> float:
 
 
 def _prior(rows: list[dict], key: dict, size_class: str, catalog: Catalog) -> float:
-    """The family's declared sigma of one run: the launch path's where it is one; twice where a
-    latency-bound side never read the host's pace, or where a side measured a size only while
-    the host was slow (not the launch path: its noise is the host's already)."""
+    """The family's declared sigma of one run: the launch path's where it is one; twice where an
+    eager latency-bound side never read the host's pace (a device-side figure, graph-launched,
+    reads none and needs none), or where a side measured a size only while the host was slow
+    (not the launch path: its noise is the host's already)."""
     launch = launch_path(key, size_class)
     prior = launch_path_noise(catalog, key) if launch else default_noise(catalog, key, size_class)
-    if size_class == "latency" and not all(r["paced_base"] and r["paced_cur"] for r in rows):
+    eager_latency = size_class == "latency" and key.get("launch") == "eager"
+    if eager_latency and not all(r["paced_base"] and r["paced_cur"] for r in rows):
         prior *= UNPACED_NOISE
     if not launch and any(r["host_slow_base"] or r["host_slow_cur"] for r in rows):
         prior *= HOST_SLOW_NOISE
