@@ -46,6 +46,7 @@ import pandas as pd
 from bench.analysis.cache import cache_resident, short_of_hbm
 from bench.analysis.noise import (PRIOR_DF, default_noise, family_sigma, launch_path, launch_path_noise,
                                   median_factor, run_noise)
+from bench.config.settings import Launch
 from bench.suite_view import Catalog, bandwidth_column, view
 from bench.points import POINT_KEYS, VARIANT_KEYS, point_label, variant_label
 from bench.results import ResultsError, find_runs, load, slow_throughout, usable_rows
@@ -287,7 +288,7 @@ def _prior(rows: list[dict], key: dict, size_class: str, catalog: Catalog) -> fl
     (not the launch path: its noise is the host's already)."""
     launch = launch_path(key, size_class)
     prior = launch_path_noise(catalog, key) if launch else default_noise(catalog, key, size_class)
-    eager_latency = size_class == "latency" and key.get("launch") == "eager"
+    eager_latency = size_class == "latency" and key.get("launch") == Launch.eager.value
     if eager_latency and not all(r["paced_base"] and r["paced_cur"] for r in rows):
         prior *= UNPACED_NOISE
     if not launch and any(r["host_slow_base"] or r["host_slow_cur"] for r in rows):
@@ -353,8 +354,9 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, catalog: Catalog, tol
                            f"(baseline has {len(base)} points, current {len(cur)})")
     # A copy the L2 holds measures the cache's state from one run to the next, not the link: it
     # is shown but not gated, as it is kept out of peaks.
-    joined["size_class"] = np.where(joined["cache_resident_base"] | joined["cache_resident_cur"], "cache",
-                                    size_classes(joined, "y_base"))
+    # A held op stops at timing.held_max_size: at its largest still a short op, timed on the device.
+    classes = np.where(joined["launch"] == Launch.held.value, "latency", size_classes(joined, "y_base"))
+    joined["size_class"] = np.where(joined["cache_resident_base"] | joined["cache_resident_cur"], "cache", classes)
     records = joined.to_dict("records")
     families_of: dict[tuple, list[dict]] = {}
     for r in records:

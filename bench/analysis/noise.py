@@ -20,6 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
+from bench.config.settings import Launch
 from bench.suite_view import Catalog, view
 
 GPU_BACKENDS = ("cuda", "nccl")
@@ -50,7 +51,7 @@ def default_noise(catalog: Catalog, variant: Mapping, size_class: str) -> float:
 def launch_path(variant: Mapping, size_class: str) -> bool:
     """Whether a family (its variant keys and size class) times the host's launch path: latency-bound,
     launched eagerly, on a GPU backend."""
-    return size_class == "latency" and variant.get("launch") == "eager" and platform(variant["backend"]) == "gpu"
+    return size_class == "latency" and variant.get("launch") == Launch.eager.value and platform(variant["backend"]) == "gpu"
 
 
 def launch_path_noise(catalog: Catalog, variant: Mapping) -> float:
