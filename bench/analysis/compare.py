@@ -283,7 +283,7 @@ def trial_instability(rows: list[dict]) -> float:
 
 def _prior(rows: list[dict], key: dict, size_class: str, catalog: Catalog) -> float:
     """The family's declared sigma of one run: the launch path's where it is one; twice where an
-    eager latency-bound side never read the host's pace (a device-side figure, graph-launched,
+    eager latency-bound side never read the host's pace (a device-side figure, held or graph,
     reads none and needs none), or where a side measured a size only while the host was slow
     (not the launch path: its noise is the host's already)."""
     launch = launch_path(key, size_class)
