@@ -6,6 +6,7 @@ import importlib.util
 import itertools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,8 +17,9 @@ import pandas as pd
 import pytest
 
 from bench.analysis import compare as cmp
+from bench.analysis import store as store_module
 from bench.analysis.compare import compare, compare_paths, size_classes
-from bench.analysis.noise import default_noise
+from bench.analysis.noise import default_noise, launch_path_noise
 from bench.cli import compare as cli_compare
 from bench.cli.common import catalog
 from bench.analysis.cache import resident_note
@@ -108,10 +110,12 @@ def test_quiet_baseline_runs_narrow_the_limit_and_one_run_uses_the_default():
     rng = np.random.default_rng(1)
     cur = noisy_runs(rng, 1, quiet, "c", trial_noise=0)
     one, ten = (compare(noisy_runs(rng, runs, quiet, "b", trial_noise=0), cur, CATALOG).families for runs in (1, 10))
-    # (these runs read no host pace: a latency-bound family's default is doubled, cmp.UNPACED_NOISE)
+    # (these runs read no host pace: a latency-bound family's default is doubled, cmp.UNPACED_NOISE;
+    # eager on a GPU, a latency-bound family is the launch path, judged with its own default)
     unpaced = {"latency": cmp.UNPACED_NOISE}
-    assert all(f.noise == _defaults(f.variant, f.size_class) * unpaced.get(f.size_class, 1) and f.noise_df == 0
-               for f in one)
+    assert all(f.noise == (launch_path_noise(CATALOG, f.variant) if f.launch_path else _defaults(f.variant, f.size_class))
+               * unpaced.get(f.size_class, 1) and f.noise_df == 0 for f in one)
+    assert {f.launch_path for f in one if f.size_class == "latency"} == {True}
     # the measured spread outweighs the default's PRIOR_DF: sigma^2 ~ PRIOR_DF * default^2 / (PRIOR_DF + df)
     assert all(t.noise < 0.5 * o.noise and t.limit > o.limit for o, t in zip(one, ten))
 
@@ -368,7 +372,8 @@ def _run_with_meta(path: Path, **changes) -> Path:
 
 
 @pytest.mark.parametrize("case", ["missing", "empty", "schema", "disjoint", "two_instances", "one_path",
-                                  "store_and_both", "add_without_store", "alpha", "same_run", "overlapping_sides",
+                                  "store_and_both", "add_without_store", "keep_without_store", "alpha", "same_run",
+                                  "overlapping_sides", "a_copy_on_both_sides", "a_store_of_copies",
                                   "json_unwritable", "markdown_unwritable",
                                   "markdown_unwritable_on_a_regression", "store_unwritable", "seed_missing"])
 def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
@@ -393,6 +398,13 @@ def test_unusable_input_exits_2_with_one_line(case, runs, tmp_path, capsys):
         args = ["--baseline-dir", str(runs["bases"]), base, "--current", base]
     elif case == "add_without_store":
         args = [base, base, "--add-on-pass"]
+    elif case == "keep_without_store":
+        args = [base, str(runs["noise"]), "--keep", "5"]
+    elif case == "a_copy_on_both_sides":
+        args = [str(shutil.copytree(base, tmp_path / "copy")), base]
+    elif case == "a_store_of_copies":   # what --add-on-pass left on a first try, and nothing else
+        args = ["--baseline-dir", str(tmp_path / "store"), base]
+        shutil.copytree(base, tmp_path / "store" / "base0")
     elif case == "seed_missing":
         args = ["--baseline-dir", str(tmp_path / "new_store"), str(tmp_path / "nope"), "--add-on-pass"]
     elif case == "same_run":
@@ -421,13 +433,13 @@ def test_compare_refuses_a_bad_tolerance(runs):
 def test_a_store_copy_that_fails_leaves_no_half_run_and_exits_2(runs, tmp_path, monkeypatch, capsys):
     script, store = cli_compare, tmp_path / "store"
     assert script.main(["--baseline-dir", str(store), str(runs["base0"]), "--add-on-pass"]) == 0
-    real_copytree = cmp.shutil.copytree
+    real_copytree = store_module.shutil.copytree
 
     def disk_full(src, dst, **kwargs):
         real_copytree(src, dst, **kwargs)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(cmp.shutil, "copytree", disk_full)
+    monkeypatch.setattr(store_module.shutil, "copytree", disk_full)
     capsys.readouterr()
     assert script.main(["--baseline-dir", str(store), str(runs["base1"]), "--add-on-pass"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -441,6 +453,22 @@ def test_a_store_holding_the_current_run_leaves_it_out_of_its_baseline(runs, cap
     out = capsys.readouterr()
     assert "the baseline holds 1 of the current run(s) itself: left out of its own baseline" in out.err
     assert "Baseline: 2 run(s) (base0, base2)" in out.out
+
+
+def test_a_store_holding_a_copy_of_the_current_run_leaves_it_out_and_says_so(runs, tmp_path, capsys):
+    # A retried CI job: its first try passed and --add-on-pass copied the run into the store.
+    store = tmp_path / "store"
+    for name in ("base0", "base2"):
+        shutil.copytree(runs[name], store / name)
+    assert cli_compare.main(["--baseline-dir", str(store), str(runs["base2"]), "--add-on-pass"]) == 0
+    out = capsys.readouterr()
+    assert out.err.splitlines()[0] == (f"compare: baseline run {store / 'base2'} is a copy of the current run "
+                                       f"{runs['base2']} (same run_id, same samples): left out of its own baseline")
+    assert "Baseline: 1 run(s) (base0)" in out.out
+    # the same run_id with other samples (a rerun under a fixed run_id) is another run: it stays
+    rerun = write_run(tmp_path / "rerun" / "base2", _samples(12))
+    assert cli_compare.main(["--baseline-dir", str(store), str(rerun)]) == 0
+    assert "Baseline: 2 run(s) (base0, base2)" in capsys.readouterr().out
 
 
 def test_an_incomplete_run_is_never_judged_whole_nor_stored(runs, tmp_path, capsys):
@@ -468,19 +496,44 @@ def test_runs_of_other_machine_classes_are_refused_unless_asked(runs, tmp_path, 
     assert script.main([str(runs["base0"]), str(other), "--any-class"]) in (0, 1)
 
 
-def test_a_point_measured_only_while_the_host_was_slow_is_shown_but_not_gated(tmp_path):
+def test_a_point_measured_only_while_the_host_was_slow_is_judged_with_its_noise_widened(tmp_path):
     # Small h2d copies, host-bound: in "slow" every trial of 4 KiB read the host's pace at twice
     # its run's usual and took twice as long; in "some" half of them did (those are left out).
+    # Eager, the family is the launch path, whose noise is the host's already; a device-side
+    # family (graph) holding such a point is judged with its declared noise doubled.
     def run(name: str, slow_trials: int) -> pd.DataFrame:
         samples = [Sample(suite="copy", op="h2d", memory="pinned", backend="cuda", src="host", dst="cuda:0",
-                          size_bytes=size, trial=trial, iters=100, verified=True,
+                          size_bytes=size, trial=trial, iters=100, verified=True, launch=launch,
                           time_s=5e-6 * (2 if size == 4096 and trial < slow_trials else 1),
                           host_pace_s=2e-4 if size == 4096 and trial < slow_trials else 1e-4)
-                   for size in (1024, 2048, 4096, 8192) for trial in range(6)]
+                   for launch in ("eager", "graph") for size in (1024, 2048, 4096, 8192) for trial in range(6)]
         return load(write_run(tmp_path / name, samples))
     base = run("base", 0)
     slow = compare(base, run("slow", 6), CATALOG)
     assert not slow.regressed
-    assert {p.size_class for p in slow.points if p.key["size_bytes"] == 4096} == {"host slow"}
+    assert {(p.size_class, p.host_slow) for p in slow.points if p.key["size_bytes"] == 4096} == {("latency", True)}
+    families = {f.variant["launch"]: f for f in slow.families}
+    assert families["eager"].launch_path and families["eager"].host_slow == 1
+    assert families["eager"].noise == launch_path_noise(CATALOG, families["eager"].variant)
+    assert families["graph"].noise == cmp.HOST_SLOW_NOISE * _defaults(families["graph"].variant, "latency")
+    assert "2 point(s) measured only while the host was slow on one side" in slow.to_markdown()
     some = compare(base, run("some", 3), CATALOG)
     assert not some.regressed and max(abs(p.change) for p in some.points) < 1e-9   # only usual trials count
+
+
+def _ci_writes() -> list[str]:
+    """The paths inside the clone that the README's CI example and the example workflow write."""
+    readme = (REPO / "README.md").read_text()
+    workflow = (REPO / ".github" / "workflows" / "gpu-bench.yml").read_text()
+    stores = re.findall(r"--baseline-dir (\S+)", readme) + re.findall(r"^\s*STORE: (\S+)", workflow, re.M)
+    written = [f"{store}/run/meta.json" for store in stores]
+    written += [name.replace("$name", "xferbench") for name in re.findall(r'--json "?([^"\s]+)"?', workflow)]
+    written += [f"{folder}/figure.png" for folder in re.findall(r"xferbench-plot \S+ --out (\S+)", workflow)]
+    return [path for path in written if not path.startswith(("~", "/", "$"))]
+
+
+def test_a_ci_jobs_clone_stays_clean():
+    written = _ci_writes()
+    assert {p.split("/")[0] for p in written} >= {"baselines", "compare-xferbench.json", "plots"}
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *written], cwd=REPO, capture_output=True, text=True)
+    assert sorted(ignored.stdout.split()) == sorted(written)

@@ -140,3 +140,18 @@ def test_a_cpu_run_is_not_judged_and_says_why(xferbench, capsys):
     assert verdicts["verdict"] == "not enough judged" and list(verdicts["counts"]) == ["not judged"]
     assert all(f["reason"].startswith("no reference for machine class cpu") or f["reason"] == HOST_OWN
                for f in verdicts["families"])
+
+
+def test_a_copy_the_l2_holds_is_never_judged(capsys, tmp_path):
+    # Two identical one-GPU noise runs read d2d at 16 MiB (cache-resident in the 60 MiB L2) at 2009 and
+    # 1669 GB/s, against 2469 expected: the cache's state, which the gate does not gate either.
+    report = tmp_path / "verdicts.json"
+    for run in ("identical-02", "identical-04"):
+        code, lines, _ = _doctor(capsys, ROOT / "results" / "noise" / "h200-x1" / "identical" / run, "--json", report)
+        assert code == 3 and not _low(lines), "\n".join(lines)
+        assert "1 more the L2's, reported, not judged" in "\n".join(lines)
+        families = {f["family"]: f for f in json.loads(report.read_text())[0]["families"]}
+        eager, graph = (families[f"copy d2d device {launch} ce cuda:0->cuda:0 (bandwidth-bound)"]
+                        for launch in ("eager", "graph"))
+        assert eager["verdict"] == "normal" and eager["at_size"] == 64 << 20   # past the L2
+        assert graph["verdict"] == "not judged" and graph["reason"].startswith("cache-resident")

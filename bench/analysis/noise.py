@@ -5,6 +5,12 @@ A suite's between-run noise of one run (its `noise`: sigma of log per-point medi
 identical runs, per platform and size class) sets the threshold when each side has one run, and
 counts as PRIOR_DF degrees of freedom against the spread measured between several runs, so that
 a few runs that happened to agree cannot make the threshold tiny.
+
+The launch path: a GPU op launched eagerly at a latency-bound size is timed around the host's
+launch of it (Python, torch, the driver), which moves with the host's pace by 2x between runs
+of one host; operations queued behind a held stream or replayed from a graph are timed on the
+device. The gate judges such a family against the spread of launch paths healthy hosts show:
+the suite's ("gpu", "launch") entry, never less than its latency-bound one.
 """
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
+from bench.config.settings import Launch
 from bench.suite_view import Catalog, view
 
 GPU_BACKENDS = ("cuda", "nccl")
@@ -39,6 +46,18 @@ def default_noise(catalog: Catalog, variant: Mapping, size_class: str) -> float:
         return max(tagged)
     known = [v for s in catalog.values() for key, v in s.noise.items() if key == (plat, size_class)]
     return declared.get((plat, size_class), max(known, default=FALLBACK_NOISE))
+
+
+def launch_path(variant: Mapping, size_class: str) -> bool:
+    """Whether a family (its variant keys and size class) times the host's launch path: latency-bound,
+    launched eagerly, on a GPU backend."""
+    return size_class == "latency" and variant.get("launch") == Launch.eager.value and platform(variant["backend"]) == "gpu"
+
+
+def launch_path_noise(catalog: Catalog, variant: Mapping) -> float:
+    """A launch path's sigma of one run: its suite's ("gpu", "launch") entry (a suite without
+    one: the largest declared), at least its latency-bound one."""
+    return max(default_noise(catalog, variant, "launch"), default_noise(catalog, variant, "latency"))
 
 
 def run_noise(differences: np.ndarray) -> float:

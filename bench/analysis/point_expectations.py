@@ -16,7 +16,7 @@ from bench.analysis import causes
 from bench.analysis.compare import size_classes
 from bench.analysis.expected import Expected, Learned, alternatives, machine_class, machine_row, pair_class, roles
 from bench.analysis.noise import GPU_BACKENDS
-from bench.analysis.verdicts import HOST_OWN, short_number
+from bench.analysis.verdicts import HOST_OWN, RESIDENT, short_number
 from bench.links import pcie_gbps
 from bench.points import ROLE_KEYS, VARIANT_KEYS
 from bench.suite_view import Catalog, view
@@ -162,7 +162,9 @@ def judged_points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: 
         if point.reason:
             why = _learned(point, role, table, machine, theory, own_class)
             point.reason = f"{point.reason}; {why}" if why else ""
-        aside = (older or (HOST_OWN if record["op"] in view(catalog, record["suite"]).host_own else "")
+        # A copy the L2 holds reads the cache's state from one run to the next: the gate does not gate it either.
+        resident = RESIDENT if record["cache_resident"] and point.size_class == "bandwidth" else ""
+        aside = (older or resident or (HOST_OWN if record["op"] in view(catalog, record["suite"]).host_own else "")
                  or (HOST_SLOW if record["host_slow"] and point.size_class == "latency" else "")   # the host's mood
                  or (UNPACED if unpaced and point.size_class == "latency" and record["launch"] == "eager" else ""))
         if aside:

@@ -7,7 +7,9 @@ below log_limit(sigma, m, n, tolerance, z), so on runs that otherwise agree a dr
 down by the fraction d, time up by 1 / (1 - d)) is caught when d > -expm1(log_limit). With one
 run a side, sigma is the suite's declared noise; with a store of m runs against one, the
 declared noise moderated by the sigma measured between identical runs at the family's sizes
-(family_sigma, df = sizes x (m - 1)). z is the comparison's, from its number of families.
+(family_sigma, df = sizes x (m - 1)); either never less than the spread the compared runs' own
+trials give their medians (compare.trial_instability). z is the comparison's, from its number
+of families.
 
 The injection. A current run's rows of every bandwidth-bound family are scaled by a drop
 (time_s / (1 - d), bandwidth x (1 - d)), each family by its own, and judged by compare()
@@ -26,7 +28,7 @@ import pandas as pd
 
 from bench.suite_view import Catalog
 from bench.points import VARIANT_KEYS
-from bench.analysis.compare import Comparison, Family, compare, log_limit, point_levels
+from bench.analysis.compare import Comparison, Family, compare, log_limit, point_levels, trial_instability
 from bench.analysis.noise import default_noise, family_sigma, run_noise
 
 STORE = 5               # the store of runs the gate's power is stated for
@@ -125,23 +127,41 @@ def measured_sigma(identical: pd.DataFrame, family: Family, catalog: Catalog) ->
     return run_noise(differences) if len(differences) else math.nan
 
 
+def instability(baseline: pd.DataFrame, current: pd.DataFrame, family: Family, catalog: Catalog) -> float:
+    """compare.trial_instability of two sides at a family's sizes."""
+    sides = [point_levels(frame, catalog) for frame in (baseline, current)]
+    sides = [levels.loc[_rows_of(levels, family)].set_index("size_bytes")["trial_spread"] for levels in sides]
+    joined = pd.concat(sides, axis=1, keys=["trial_spread_base", "trial_spread_cur"], join="inner")
+    return trial_instability(joined.to_dict("records")) if len(joined) else 0.0
+
+
+def _store_sides(identical: Sequence[pd.DataFrame], store: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The store gate_power injects into: the last run against the ones before it (at most `store`)."""
+    return pd.concat(identical[-1 - min(store, len(identical) - 1):-1]), identical[-1]
+
+
 def formula(identical: Sequence[pd.DataFrame], catalog: Catalog, tolerance: float = 0.05, alpha: float = 0.01,
             store: int = STORE) -> list[FamilyPower]:
     """Each bandwidth-bound family's smallest drop caught, from the limit formula: one run a
     side (declared sigma), and a store of `store` runs against one (sigma measured between the
-    `identical` runs, each a run's rows). Families and z are those of comparing the first two."""
+    `identical` runs, each a run's rows); each at least the compared runs' trial instability
+    (the first two; the store gate_power injects into). Families and z are those of comparing
+    the first two."""
     pair = compare(identical[0], identical[1], catalog, tolerance, alpha)
     every = pd.concat(identical)
     out = []
     families = bandwidth_bound(pair)
+    stored = _store_sides(identical, store)
     for family in families:
         declared = default_noise(catalog, family.variant, "bandwidth")
         measured = measured_sigma(every, family, catalog)
         sigma = family_sigma(declared, 0.0 if math.isnan(measured) else measured,
                              0 if math.isnan(measured) else len(family.sizes) * (store - 1))
+        one = max(declared, instability(identical[0], identical[1], family, catalog))
+        many = max(sigma, instability(*stored, family, catalog))
         out.append(FamilyPower(family.label, family_key(family), family.sizes, declared, measured,
-                               -math.expm1(log_limit(declared, 1, 1, tolerance, pair.z)),
-                               -math.expm1(log_limit(sigma, store, 1, tolerance, pair.z))))
+                               -math.expm1(log_limit(one, 1, 1, tolerance, pair.z)),
+                               -math.expm1(log_limit(many, store, 1, tolerance, pair.z))))
     return out
 
 
@@ -151,8 +171,7 @@ def gate_power(identical: Sequence[pd.DataFrame], catalog: Catalog, tolerance: f
     run a side), and into the last against a store of the ones before it (at most `store`)."""
     powers = formula(identical, catalog, tolerance, alpha, store)
     one = smallest_flagged(identical[0], identical[1], catalog, tolerance, alpha, resolution)
-    kept = identical[-1 - min(store, len(identical) - 1):-1]
-    stored = smallest_flagged(pd.concat(kept), identical[-1], catalog, tolerance, alpha, resolution) \
+    stored = smallest_flagged(*_store_sides(identical, store), catalog, tolerance, alpha, resolution) \
         if len(identical) >= 3 else {}
     for power in powers:
         power.one_run_injected, power.store_injected = one.get(power.key), stored.get(power.key)

@@ -29,6 +29,9 @@ WRONG = (LOW, INCONSISTENT, FAILED)       # states that make a run not normal
 JUDGED = (NORMAL, LOW, HIGH, INCONSISTENT)
 # The reason a family of the host's own memory is not judged: counted apart from the measured ones.
 HOST_OWN = "the host's own memory: hosts of one kind differ, so no kind sets it (reported, not judged)"
+# Likewise a bandwidth-bound copy the GPU's L2 holds, which the gate does not gate either (cache.py).
+RESIDENT = "cache-resident: the GPU's L2 holds the copy, so it measures the cache's state, not device memory"
+APART = {HOST_OWN: "the host's own", RESIDENT: "the L2's"}
 
 
 @dataclass
@@ -85,12 +88,17 @@ class Judgement:
     @property
     def measured(self) -> list[Verdict]:
         """Families with measured figures that a machine's kind sets: every family but the failed
-        ones and the host's own (HOST_OWN)."""
-        return [v for v in self.verdicts if v.verdict != FAILED and v.reason != HOST_OWN]
+        ones, the host's own (HOST_OWN) and copies the L2 holds (RESIDENT)."""
+        return [v for v in self.verdicts if v.verdict != FAILED and v.reason not in APART]
 
     @property
     def host_own(self) -> list[Verdict]:
         return [v for v in self.verdicts if v.reason == HOST_OWN]
+
+    def _apart(self) -> str:
+        counts = Counter(APART[v.reason] for v in self.verdicts if v.reason in APART)
+        shown = ", ".join(f"{n} more {whose}" for whose, n in counts.items())
+        return f" ({shown}, reported, not judged)" if shown else ""
 
     @property
     def judged_share(self) -> float:
@@ -148,13 +156,14 @@ class Judgement:
         counts = Counter(v.verdict for v in self.verdicts)
         if self.verdicts:
             parts = [f"{counts[s]} {s}" for s in (NORMAL, LOW, HIGH, INCONSISTENT, FAILED) if counts[s]]
-            own = f" ({len(self.host_own)} more the host's own, reported, not judged)" if self.host_own else ""
             summary = (f"verdict: {len(self.verdicts)} families: {', '.join(parts) or 'none judged'}; judged "
-                       f"{len(self.judged)} of {len(self.measured)} measured{own} ({_share(self.judged_share)})")
+                       f"{len(self.judged)} of {len(self.measured)} measured{self._apart()} "
+                       f"({_share(self.judged_share)})")
         else:
             summary = "verdict: nothing measured to judge"
         reasons = self.not_judged()
-        reasons.pop(HOST_OWN, None)
+        for reason in APART:
+            reasons.pop(reason, None)
         if reasons:
             grouped = "; ".join(f"{reason}: {n}" for reason, n in reasons.most_common())
             summary += f"; {sum(reasons.values())} not judged ({grouped})"

@@ -19,8 +19,9 @@ Every run is read with its status: a current run that did not complete (failed, 
 still running, or empty) is never judged as if whole and never added to the store: the gate
 says so and exits 4. Baseline runs that did not complete are left out, with a line. Runs of
 different machine classes (GPU, PCIe, NVLink, GPU count: an H200 run against an H100 store)
-are refused unless --any-class; a store that holds the current run itself leaves it out of
-its own baseline, and says so.
+are refused unless --any-class; a store that holds the current run itself, or a copy of it
+(the same run_id and samples: what --add-on-pass leaves when a CI job is retried), leaves it out
+of its own baseline, and says so.
 
 Exit status: 0 no regression, 1 a real regression, 4 a current run is not complete (incomplete:
 nothing judged, nothing stored), 2 unusable input (missing or corrupt results, another schema
@@ -33,7 +34,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.analysis.compare import add_to_store, compare_paths, store_runs, write_outputs
+from bench.analysis.compare import compare_paths, write_outputs
+from bench.analysis.store import add_to_store, copies_of, store_runs
 from bench.analysis.expected import machine_class
 from bench.cli.common import catalog, interruptible
 from bench.results import ResultsError, find_runs, read_meta, run_status
@@ -82,8 +84,9 @@ def _sides(args: argparse.Namespace) -> tuple[list[Path] | None, list[str]]:
         store = Path(args.baseline_dir)
         empty = not store.exists() or not any(store.rglob("meta.json"))
         return (None if empty else store_runs(store, args.last)), current
-    if args.add_on_pass:
-        raise ResultsError("--add-on-pass needs --baseline-dir STORE")
+    for given, option in ((args.add_on_pass, "--add-on-pass"), (args.keep, f"--keep {args.keep}")):
+        if given:
+            raise ResultsError(f"{option} needs --baseline-dir STORE: it acts on a baseline store")
     if args.current:
         if not args.paths:
             raise ResultsError("no baseline: give the baseline runs as PATHs before --current")
@@ -100,23 +103,41 @@ def _status(run: Path) -> str:
     return status if has_rows else "empty"
 
 
+def _own(baseline: list[Path], now: list[Path], store: bool) -> tuple[list[Path], list[str]]:
+    """The baseline without the current runs themselves, and lines to say. A store may hold a
+    current run, as its folder or as a copy (same run_id, same samples: what --add-on-pass leaves
+    when a CI job is retried): left out of its own baseline, with a line. Sides named that share
+    a run are unusable input (ResultsError), as is a store that holds nothing else."""
+    copies = copies_of(baseline, now)
+    if not copies:
+        return baseline, []
+    if not store:
+        if any(run.resolve() == twin.resolve() for run, twin in copies.items()):
+            return baseline, []   # compare_paths refuses sides that overlap, in one line
+        run, twin = next(iter(copies.items()))
+        raise ResultsError(f"baseline run {run} is a copy of the current run {twin} (same run_id, same samples): "
+                           "judge runs against other runs")
+    kept = [run for run in baseline if run not in copies]
+    if not kept:
+        raise ResultsError("the baseline holds only the current run(s) themselves or copies of them: "
+                           "judge runs against other runs")
+    said = []
+    itself = sum(run.resolve() == twin.resolve() for run, twin in copies.items())
+    if itself:
+        said.append(f"compare: the baseline holds {itself} of the current run(s) itself: left out of its own baseline")
+    said += [f"compare: baseline run {run} is a copy of the current run {twin} (same run_id, same samples): "
+             "left out of its own baseline" for run, twin in copies.items() if run.resolve() != twin.resolve()]
+    return kept, said
+
+
 def _checked(baseline: list[Path], current: list[str], any_class: bool, store: bool) -> tuple[list[Path], list[Path],
                                                                                            list[str]]:
     """(the baseline runs to use, the current runs, lines to say); ResultsError where the classes
-    differ. The current runs' own folders never serve as their baseline: a store that holds them
-    leaves them out (saying so); sides named that overlap are unusable input."""
+    differ. The current runs never serve as their own baseline (_own)."""
     now = list(dict.fromkeys(find_runs(current)))
-    mine = {run.resolve() for run in now}
-    said = []
-    baseline = list(dict.fromkeys(find_runs(baseline)))
-    kept = [run for run in baseline if run.resolve() not in mine]
-    if len(kept) < len(baseline) and not store:
-        return baseline, now, said   # compare_paths refuses sides that overlap, in one line
-    if len(kept) < len(baseline) and not kept:
-        raise ResultsError("the baseline holds only the current run(s) themselves: judge runs against other runs")
-    if len(kept) < len(baseline):
-        said.append(f"compare: the baseline holds {len(baseline) - len(kept)} of the current run(s) itself: "
-                    "left out of its own baseline")
+    kept, said = _own(list(dict.fromkeys(find_runs(baseline))), now, store)
+    if not store and any(run.resolve() in {r.resolve() for r in now} for run in kept):
+        return kept, now, said   # compare_paths refuses sides that overlap, in one line
     whole = [run for run in kept if _status(run) == "complete"]
     for run in kept:
         if run not in whole:

@@ -97,7 +97,11 @@ def measure_h2h(point: Point, ctx: Context, state: CopyState) -> list[Sample]:
         return _measure_host_memory(point, ctx, state)
     dst, src = (buf[:point.size_bytes] for buf in state.h2h())
     dst.zero_()
-    trials = timing.measure(partial(_copies, dst, src, kernels.ce_copy), HostClock(), ctx.timing)
+    # One thread, as the CPU noise study measured it: from 64 KiB torch splits a copy over its
+    # pool, and on a busy machine every copy then waits whole scheduler slices for a descheduled
+    # thread (a flat 8-20 ms from 64 KiB to 16 MiB in some runs, microseconds in others).
+    with hostmem.threads(1, ()):
+        trials = timing.measure(partial(_copies, dst, src, kernels.ce_copy), HostClock(), ctx.timing)
     return trial_rows(point, trials, point.size_bytes, 1.0, same_data(dst, src), state.cpu_note)
 
 

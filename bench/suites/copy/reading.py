@@ -116,8 +116,10 @@ class CopyView(SuiteView):
     # Latency-bound: the trials read at the host's usual pace (host_pace_s) moved 0.03 (median)
     # between four identical runs on one 4x H200 host (results/noise/h200-x4/identical); set above
     # that for the hosts in between.
+    # The launch path (eager at latency-bound sizes, pageable copies too; analysis/noise.py): the
+    # largest spread between runs of one host, or hosts of one class, of one version (docs/plots-and-gate.md).
     noise = {("cpu", "latency"): 0.136, ("cpu", "bandwidth"): 0.105,
-             ("gpu", "latency"): 0.07, ("gpu", "bandwidth"): 0.011,
+             ("gpu", "latency"): 0.07, ("gpu", "bandwidth"): 0.011, ("gpu", "launch"): 0.16,
              ("gpu", "bandwidth", "pageable"): 0.111, ("gpu", "bandwidth", "all"): 0.098}
     # The host's own memory is a property of the host, not of the machine's kind (hosts of
     # nvidia-h200-x4 read 22 to 193 GB/s on all threads, docs/judging.md): reported, never judged.
