@@ -6,7 +6,10 @@ newest version. A run counts when it completed, no NCCL variable held NCCL back
 (bench.analysis.causes.NCCL_LIMITS), and its command line set nothing that changes what is
 measured (only out_dir, run_id, progress, resume, instance, device, suite); of those, per
 instance and set of suites, the runs made by the tool commit of its newest one.
-Every other run is listed with the reason it was left out. Run from the repository root:
+Every other run is listed with the reason it was left out. Each class's table stands on the
+hosts its runs came from (bench.hosts.host_id; several runs of one host count as one host for the
+spread between hosts): it prints, per class and role, the runs and hosts behind it. Run from the
+repository root:
 
   python scripts/make_expected.py                      # results/reference -> bench/analysis/expected.csv
   python scripts/make_expected.py DIR... --out FILE    # other runs, another file
@@ -17,8 +20,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.analysis.causes import CLOCKS
-from bench.analysis.expected import NOISE, SHIPPED, clock_baselines, from_runs, machine_class, unhealthy
+from bench.analysis.causes import CLOCKS, PACES
+from bench.analysis.expected import NOISE, SHIPPED, clock_baselines, from_runs, host_paces, machine_class, unhealthy
 from bench.cli.common import catalog
 from bench.results import ResultsError, find_runs, read_meta
 
@@ -90,6 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clocks", default=str(CLOCKS), metavar="FILE",
                         help="the clock-event reasons healthy runs of each class showed (every complete run found "
                              f"with telemetry, not only default sweeps; default: {CLOCKS})")
+    parser.add_argument("--paces", default=str(PACES), metavar="FILE",
+                        help="each class's healthy hosts' usual pace (host_pace_s; every complete run found that "
+                             f"read it, not only default sweeps; default: {PACES})")
     args = parser.parse_args(argv)
     try:
         found = find_runs(args.results)
@@ -102,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     table.write(args.out)
     clock_baselines(found).to_csv(args.clocks, index=False)
+    host_paces(found).to_csv(args.paces, index=False, float_format="%.6g")
     identical, older = noise_runs(args.noise)
     left += older
     if identical and args.out == str(SHIPPED):
@@ -116,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"left out {line}")
     print(f"wrote {args.out}: {len(table.frame)} rows, classes {', '.join(sorted(table.origins))}")
     print(table.classes().to_string(index=False))
-    print(f"wrote {args.clocks}")
+    print(table.roles().to_string(index=False))
+    print(f"wrote {args.clocks}, {args.paces}")
     return 0
 
 

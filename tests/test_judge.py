@@ -97,7 +97,8 @@ def test_pcie_link_below_its_generation_and_width_while_busy():
 def test_pcie_without_telemetry_reads_the_start_and_the_slot():
     found = _explain(_meta(pcie_gen_current=3, pcie_gen_max=4), _key())
     assert found[0].startswith("GPU 0's PCIe link ran at Gen3 x16 when the run started (an idle link also steps")
-    assert found[1] == "GPU 0 can run PCIe Gen5, its slot at most Gen4"
+    assert found[1] == ("GPU 0's PCIe link runs at Gen4, below the Gen5 the GPU supports: its slot allows at most Gen4 "
+                        "(it carries 31.5 GB/s a direction)")
     assert len(found) == 2
 
 
@@ -235,7 +236,7 @@ def test_a_second_process_copying_halves_h2d_and_is_named():
     got = judge(_slowed(load(H200X1), 2.0, **H2D), meta, SUITES, run_dir=H200X1)
     (low,) = got.low
     assert low.family == "copy h2d pinned eager ce numa=local host->cuda:0 (bandwidth-bound)"
-    assert 0.45 < low.ratio < 0.55 and low.unit == "GB/s" and low.source == "reference h200-x1, 2 healthy runs"
+    assert 0.45 < low.ratio < 0.55 and low.unit == "GB/s" and low.source == "reference h200-x1, 2 healthy runs from 1 host"
     assert low.causes[0].startswith("another process on GPU 0: pid 4242 (copier)")
     line = got.lines()[0]
     assert line.startswith(f"LOW  {low.family}: 0.5") and "another process on GPU 0" in line
@@ -259,15 +260,17 @@ def test_a_healthy_run_in_its_own_table_has_nothing_wrong():
     noisy = got.state("too noisy")
     assert all(v.size_class == "latency" or "pageable" in v.family for v in noisy)
     assert all(v.limit < 0.55 for v in noisy)
+    # before pace readings too: launch paths judged against the spread between hosts, moods and all
     old = judge(load(H200X2), read_meta(H200X2), SUITES, run_dir=H200X2, planned=set())
-    assert not old.wrong() and old.exit_code() == 3   # before pace readings: host-bound latencies set aside
-    assert any("before xferbench read the host's pace" in v.reason for v in old.verdicts)
+    assert not old.wrong() and old.exit_code() == 0
+    paths = [v for v in old.verdicts if v.family.endswith("(launch path)")]
+    assert len(paths) >= 20 and all(v.noise.startswith("launch paths between 2 hosts of the class") for v in paths)
     assert got.lines()[-2].startswith(f"verdict: {len(got.verdicts)} families: {len(got.judged)} normal; judged "
                                       f"{len(got.judged)} of {len(got.measured)} measured")
     data = got.to_json()
     assert data["verdict"] in ("normal", "not enough judged") and len(data["families"]) == len(got.verdicts)
     assert data["machine"] == "h200 pcie5x16 nvlink18 x4" and data["missing"] == []
-    assert all(v.noise.startswith("measured between") for v in got.verdicts
+    assert all(v.noise.startswith(("measured between", "launch paths between hosts")) for v in got.verdicts
                if v.verdict != "not judged" and "host's own" not in v.reason)
 
 
@@ -357,21 +360,27 @@ def test_the_shipped_table_is_what_the_script_makes(tmp_path):
     from conftest import env
 
     out = tmp_path / "expected.csv"
-    proc = subprocess.run([sys.executable, "scripts/make_expected.py", "--out", str(out)], cwd=ROOT, env=env(),
+    made = ["--out", str(out), "--clocks", str(tmp_path / "clocks.csv"), "--paces", str(tmp_path / "paces.csv")]
+    proc = subprocess.run([sys.executable, "scripts/make_expected.py", *made], cwd=ROOT, env=env(),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    shipped = ROOT / "bench" / "analysis" / "expected.csv"
-    assert out.read_text() == shipped.read_text(), "bench/analysis/expected.csv is stale: run scripts/make_expected.py"
+    for name in ("expected.csv", "clocks.csv", "paces.csv"):
+        shipped = ROOT / "bench" / "analysis" / name
+        assert (tmp_path / name).read_text() == shipped.read_text(), f"{shipped} is stale: run scripts/make_expected.py"
     used = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("used ")]
     assert "results/reference/h200-x1/20261126-075737-default-1" in used
     assert "results/reference/h200-x4/20261126-083243-default-5" in used
     assert "results/reference/h200-x4/20261126-052446-default-1" not in used   # an older version of the class
     assert not any("/noise/" in run or "/faults/" in run for run in used)   # held out, and the faults
-    table = Expected.read(shipped)
+    table = Expected.read()
     assert set(table.origins) == {"h100 pcie5x16 nvlink0 x1", "h200 pcie5x16 nvlink0 x1", "h200 pcie5x16 nvlink18 x2",
                                   "h200 pcie5x16 nvlink18 x4"}
     runs = table.classes().set_index("machine")   # each class says what it stands on
     assert runs.loc["h200 pcie5x16 nvlink18 x4", "runs"] == 2 and runs.loc["h100 pcie5x16 nvlink0 x1", "runs"] == 1
+    # two runs of one host are one host, with no spread between hosts; two hosts have one
+    assert runs.loc["h200 pcie5x16 nvlink18 x4", "hosts"] == 1 and runs.loc["h200 pcie5x16 nvlink18 x2", "hosts"] == 2
+    by_class = table.frame.groupby("machine")["host_spread"]
+    assert by_class.count()["h200 pcie5x16 nvlink18 x4"] == 0 and by_class.count()["h200 pcie5x16 nvlink18 x2"] > 500
 
 
 def test_a_baseline_table_takes_precedence_for_its_class():
