@@ -256,13 +256,13 @@ def _sigma(f: _Family, judged: list[JudgedPoint], catalog: Catalog, table: Expec
     wider where its class stands on fewer than MIN_HOSTS hosts)."""
     sigma, said = _noise(f, f.key, catalog, table, noise, machine)
     runs, hosts = min((p.runs for p in judged), default=0), min((p.hosts for p in judged), default=0)
-    if not (f.launch_path and runs):
+    if not f.launch_path:
         return sigma, said, runs
     declared = default_noise(catalog, f.key, f.size_class)
     between, where = lp.host_sigma(dict(zip(ROLE_KEYS, f.role)), [p.size for p in f.points], table, machine,
                                    declared, hosts)
-    said = where if between >= sigma else f"{where}; at least the run-to-run noise ({sigma:.3f})"
-    return *lp.widened(max(between, sigma), hosts, said), hosts
+    said = where if between >= sigma else f"{where}; at least {said} ({sigma:.3f})"
+    return *lp.widened(max(between, sigma), hosts, said), hosts if runs else 0
 
 
 def _siblings_verdict(f: _Family, v: Verdict, sigma: float, z: float, tolerance: float) -> None:
