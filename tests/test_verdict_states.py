@@ -169,7 +169,8 @@ def test_staging_that_cannot_carry_a_figure_is_not_its_cause(tmp_path, capsys):
                    rows=lambda f: _scaled(f, f.op.isin(["all_to_one", "one_to_all"]), 200 / 389))
     code, lines = _doctor(capsys, at_200)
     odd = _starting(lines, "INCONSISTENT p2p all_to_one")
-    assert code == 1 and len(odd) == 8 and all("through the host, as peer access is recorded off carries" in x for x in odd)
+    assert code == 1 and len(odd) == 8
+    assert all("through the host, as peer access is recorded off carries" in line for line in odd)
     assert not any("staged through host memory" in line for line in lines)
 
 
@@ -180,7 +181,8 @@ def test_a_gen4_slot_under_a_gen5_gpu_is_low_against_the_gpus_own_link(tmp_path,
         for gpu in meta["telemetry"]["gpus"]:
             gpu["pcie"].update(gen_max=4, gen_min_busy=4, gen_gpu_max=5)
 
-    run = _copy(H200X1, tmp_path / "run", meta=gen4_slot, rows=lambda f: _scaled(f, (f.src == "host") | (f.dst == "host"), 0.5))
+    at_gen4 = lambda f: _scaled(f, (f.src == "host") | (f.dst == "host"), 0.5)   # noqa: E731
+    run = _copy(H200X1, tmp_path / "run", meta=gen4_slot, rows=at_gen4)
     code, lines = _doctor(capsys, run)
     h2d = _starting(lines, "LOW  copy h2d pinned eager ce numa=local host->cuda:0 (bandwidth-bound)")
     assert code == 1 and h2d and "(h200 pcie5x16 nvlink0 x1)" in lines[0]   # its class: the GPU's own Gen5
@@ -218,9 +220,11 @@ def test_a_launch_path_is_judged_by_the_spread_between_hosts_and_names_its_host(
                                      "cpu_s": {"all": 900.0, "own": 300.0, "others": 600.0, "steal": 0.0},
                                      "load_avg_1m": {"before": 3.0, "max": 40.0, "after": 35.0}}
 
-    pair = lambda f: (f.suite == "p2p") & (f.op == "bidir") & (f["mode"] == "peer") & (f.engine == "ce") & (  # noqa: E731
-        f.src == "cuda:0") & (f.dst == "cuda:1") & (f.size_bytes <= 8 << 20)
-    code, lines = _doctor(capsys, _copy(H200X4, tmp_path / "low", meta=with_load, rows=lambda f: _scaled(f, pair(f), 0.25)))
+    def one_slow(f: pd.DataFrame) -> pd.DataFrame:   # one pair's launch path (up to 8 MiB) a quarter as fast
+        pair = (f.suite == "p2p") & (f.op == "bidir") & (f["mode"] == "peer") & (f.engine == "ce") & (f.src == "cuda:0")
+        return _scaled(f, pair & (f.dst == "cuda:1") & (f.size_bytes <= 8 << 20), 0.25)
+
+    code, lines = _doctor(capsys, _copy(H200X4, tmp_path / "low", meta=with_load, rows=one_slow))
     (low,) = _starting(lines, "LOW ")
     assert code == 1 and low.startswith("LOW  p2p bidir device peer eager ce cuda:0->cuda:1 (launch path): 0.27x")
     assert "from 1 host" in low and "cause: the launch path is the host's: its pace (host_pace_s" in low

@@ -259,8 +259,9 @@ def _pcie(f: Facts, s: Subject) -> list[str]:
                        f"(it carries {carries:.1f} GB/s a direction)")
         gpu_max = seen.get("gen_gpu_max") or nvml.get("pcie_gen_gpu_max")
         if gpu_max and gen_max and gpu_max > gen_max:
+            slot = pcie_gbps(gen_max, width_max)
             out.append(f"GPU {gpu}'s PCIe link runs at Gen{gen_max}, below the Gen{gpu_max} the GPU supports: its "
-                       f"slot allows at most Gen{gen_max} (it carries {pcie_gbps(gen_max, width_max):.1f} GB/s a direction)")
+                       f"slot allows at most Gen{gen_max} (it carries {slot:.1f} GB/s a direction)")
     return out
 
 
@@ -397,19 +398,22 @@ def _pace(h: HostRecord) -> str:
     return f"{said}, {versus} the class's {hosts} ({span})"
 
 
+_UNRECORDED_CPU = "the CPU time other processes took and the load were not recorded in this run"
+
+
 def _cpu(host: Mapping | None) -> str:
     if not host:
-        return "the CPU time other processes took and the load were not recorded in this run"
-    cpu, load = host.get("cpu_s") or {}, host.get("load_avg_1m") or {}
+        return _UNRECORDED_CPU
+    cpu, load, share = host.get("cpu_s") or {}, host.get("load_avg_1m") or {}, host.get("others_share")
     parts = []
     if cpu.get("others") is not None:
-        share = f" ({host['others_share']:.0%} of its {host.get('cpus')} CPUs' time)" if host.get("others_share") is not None else ""
-        parts.append(f"other processes took {cpu['others']:.1f} CPU-s during the run{share}")
+        of = f" ({share:.0%} of its {host.get('cpus')} CPUs' time)" if share is not None else ""
+        parts.append(f"other processes took {cpu['others']:.1f} CPU-s during the run{of}")
     if cpu.get("steal") is not None:
         parts.append(f"the hypervisor took {cpu['steal']:.1f} CPU-s (steal)")
     if load.get("max") is not None:
         parts.append(f"load average up to {load['max']:.1f} on {host.get('cpus')} CPUs")
-    return "; ".join(parts) or "the CPU time other processes took and the load were not recorded in this run"
+    return "; ".join(parts) or _UNRECORDED_CPU
 
 
 def _host(f: Facts, s: Subject) -> list[str]:

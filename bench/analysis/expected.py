@@ -291,7 +291,8 @@ class Expected:
 
     def roles(self) -> pd.DataFrame:
         """Per class and suite: how many roles stand on how many runs and hosts (the fewest of their sizes)."""
-        per_role = self.frame.groupby(["machine", *ROLE_KEYS], sort=True).agg(runs=("runs", "min"), hosts=("hosts", "min"))
+        per_role = self.frame.groupby(["machine", *ROLE_KEYS], sort=True).agg(runs=("runs", "min"),
+                                                                              hosts=("hosts", "min"))
         return (per_role.reset_index().groupby(["machine", "suite", "runs", "hosts"], sort=True)
                 .size().rename("roles").reset_index())
 
@@ -452,7 +453,8 @@ def host_paces(runs: Iterable[str | Path]) -> pd.DataFrame:
             continue
         pace = usual_pace(load(Path(run), warn=lambda line: None))
         if math.isfinite(pace):
-            found.append({"machine": machine_class(meta).key, "host": host_id(meta.get("system") or {}), "pace_s": pace})
+            host = host_id(meta.get("system") or {})
+            found.append({"machine": machine_class(meta).key, "host": host, "pace_s": pace})
     frame = pd.DataFrame(found, columns=["machine", "host", "pace_s"])
     return (frame.groupby(["machine", "host"]).agg(runs=("pace_s", "size"), pace_s=("pace_s", "median"))
             .reset_index().sort_values(["machine", "host"]))

@@ -236,8 +236,8 @@ def _above(f: _Family, limit: float) -> tuple[str, list[str]]:
     if f.size_class == "bandwidth" and same_gpu and not table_judged:
         ratio = math.exp(float(np.median([p.y - p.model_y for p in same_gpu])))
         if ratio > FAR_ABOVE:
-            return INCONSISTENT, [f"{ratio:.2f}x what healthy machines of its GPU model reach ({same_gpu[0].model_source}): "
-                                  "is this the GPU its record says?"]
+            return INCONSISTENT, [f"{ratio:.2f}x what healthy machines of its GPU model reach "
+                                  f"({same_gpu[0].model_source}): is this the GPU its record says?"]
     bounded = bool(physical)   # a link bounds it: what its class reaches is a property of GPU and link
     if f.size_class == "bandwidth" and table_judged and bounded and math.isfinite(f.change):
         ratio = math.exp(f.change)

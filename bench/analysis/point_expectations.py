@@ -15,7 +15,7 @@ import pandas as pd
 from bench.analysis import causes
 from bench.analysis.compare import size_classes
 from bench.analysis.expected import Expected, Learned, alternatives, machine_class, machine_row, pair_class, roles
-from bench.analysis.launch_path import MIN_HOSTS, set_by_host
+from bench.analysis.launch_path import MIN_HOSTS, hosts_said, set_by_host
 from bench.analysis.verdicts import HOST_OWN, short_number
 from bench.links import pcie_gbps
 from bench.points import ALL, ROLE_KEYS, VARIANT_KEYS
@@ -88,7 +88,7 @@ def _reference(point: JudgedPoint, role: dict, table: Expected, machine: str) ->
     point.hosts = curve.hosts_at(point.size)
     point.y_expected = -log_time
     point.size_class = curve.size_class(point.size) if point.bandwidth else "latency"
-    few = f" from {point.hosts} host{'s' * (point.hosts != 1)}" if point.hosts < MIN_HOSTS else ""
+    few = f" from {hosts_said(point.hosts)}" if point.hosts < MIN_HOSTS else ""
     point.source = f"{table.origins[machine]} {curve.instances}, {point.runs} healthy run{'s' * (point.runs != 1)}{few}"
     return ""
 
