@@ -33,7 +33,7 @@ import pandas as pd
 
 from bench.hosts import host_id
 from bench.suite_view import Catalog, view
-from bench.analysis.compare import BANDWIDTH_SHARE, LATENCY_RATIO, point_levels
+from bench.analysis.compare import BANDWIDTH_SHARE, LATENCY_RATIO, PLATEAU, point_levels
 from bench.links import NVLINK_LINK_GBPS, hbm_gbps
 from bench.points import ROLE_KEYS
 from bench.analysis.causes import limiting_env
@@ -189,6 +189,15 @@ class Curve:
             return float(self.log_time[k]), int(self.runs[k])
         return float(np.interp(x, logs, self.log_time)), int(min(self.runs[k - 1], self.runs[k]))
 
+    def on_ramp(self, size: int) -> bool:
+        """Whether the curve's value at a size is interpolated between two sizes whose rates differ
+        by more than a plateau allows: a guess along a ramp, not a plateau's figure."""
+        k = int(np.searchsorted(self.sizes, size))
+        if k == 0 or k == len(self.sizes) or self.sizes[k] == size:
+            return False
+        rate = np.log(self.sizes[k - 1:k + 1]) - self.log_time[k - 1:k + 1]
+        return bool(rate[0] < rate[1] + math.log(PLATEAU))
+
     def hosts_at(self, size: int) -> int:
         """The healthy hosts behind the curve at a size within it (several runs of one host: one)."""
         if self.hosts is None:
@@ -274,6 +283,14 @@ class Expected:
         merged = Expected(pd.concat([self.frame, kept]))
         merged.origins = {**{m: o for m, o in other.origins.items() if m not in self.origins}, **self.origins}
         return merged
+
+    def with_roles_of(self, older: Expected) -> tuple[Expected, int]:
+        """This table and the other's curves of the (class, role)s this one lacks; how many those are."""
+        keys = ["machine", *ROLE_KEYS]
+        have = set(self.frame[keys].itertuples(index=False, name=None))
+        new = older.frame[[key not in have for key in older.frame[keys].itertuples(index=False, name=None)]]
+        merged = pd.concat([self.frame, new]).sort_values([*keys, "size_bytes"], kind="stable")
+        return Expected(merged, next(iter(self.origins.values()), "reference")), len(new.groupby(keys, sort=False))
 
     def without(self, machines: Iterable[str]) -> Expected:
         """The table less some classes (a class judged by the others alone)."""

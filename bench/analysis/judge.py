@@ -50,7 +50,7 @@ from bench.analysis.point_expectations import JudgedPoint, judged_points
 from bench.analysis.verdicts import (FAILED, HIGH, INCONSISTENT, JUDGED, LOW, MIN_JUDGED, NOISY, NORMAL, NOT_JUDGED,
                                      THEORY_TOLERANCE, Judgement, Verdict, short_number)
 from bench.points import ROLE_KEYS, VARIANT_KEYS, variant_label
-from bench.results import SCHEMA_VERSION, run_status, status_said
+from bench.results import PACE_SLACK, SCHEMA_VERSION, run_status, status_said
 from bench.suite_view import Catalog, view
 
 TOLERANCE = 0.05          # as xferbench-compare: a smaller drop never counts
@@ -78,6 +78,7 @@ class _Family:
     peers: int = 0
     peer_y: dict = field(default_factory=dict)   # size -> peers' median level
     sibling_sigma: float = math.nan   # how far its siblings in this run stray from their median (log units)
+    group_sigma: float = math.nan     # how far it and its siblings stray from theirs
 
     @property
     def expected(self) -> list[JudgedPoint]:
@@ -121,11 +122,12 @@ def _siblings(families: list[_Family]) -> None:
     for group in by_role.values():
         if len(group) < 3:
             continue
-        # A point that measured the host (its own memory, its moods) is no sibling's yardstick.
-        levels = [{p.size: p.y for p in f.points if not p.set_aside} for f in group]
+        levels = [_compared(f) for f in group]
+        spread = _sibling_spread(levels)
         for k, f in enumerate(group):
+            f.group_sigma = spread
             # Its peers' spread, read without it: a GPU out of line must not widen its own limit.
-            f.sibling_sigma = _sibling_spread([lv for j, lv in enumerate(levels) if j != k])
+            f.sibling_sigma = max(_sibling_spread([lv for j, lv in enumerate(levels) if j != k]), SIBLING_FLOOR)
             diffs, peers = [], []
             for p in f.points:
                 if p.size not in levels[k]:
@@ -139,22 +141,33 @@ def _siblings(families: list[_Family]) -> None:
                 f.sibling_change, f.peers = float(np.median(diffs)), min(peers)
 
 
+def _compared(f: _Family) -> dict[int, float]:
+    """The levels by size a family is held against its siblings at: not a point that measured the
+    host (its own memory, its moods); bandwidth-bound, its own plateau (within PLATEAU of its
+    highest rate): smaller sizes still pay a launch whose cost moves with the moment."""
+    levels = {p.size: p.y for p in f.points if not p.set_aside}
+    if f.size_class != "bandwidth" or not levels:
+        return levels
+    top = max(math.log(size) + y for size, y in levels.items())
+    return {size: y for size, y in levels.items() if math.log(size) + y >= top + math.log(PLATEAU)}
+
+
 def _sibling_spread(levels: list[dict]) -> float:
     """How far siblings stray from their median, each size where two or more have a level:
     within one run they share its host, not its moments (a host-bound launch cost comes in moods
-    that catch some siblings and not others), so it is read at the 90th percentile; at least
-    SIBLING_FLOOR."""
+    that catch some siblings and not others), so it is read at the 90th percentile."""
     deviations = [abs(y - np.median([lv[size] for lv in levels if size in lv]))
                   for lv in levels for size, y in lv.items() if sum(size in other for other in levels) >= 2]
-    sigma = float(np.quantile(deviations, 0.9)) / NormalDist().inv_cdf(0.95) if deviations else 0.0
-    return max(sigma, SIBLING_FLOOR)
+    return float(np.quantile(deviations, 0.9)) / NormalDist().inv_cdf(0.95) if deviations else 0.0
 
 
 def _plateau(points: list[JudgedPoint]) -> list[JudgedPoint]:
     """A bandwidth-bound family's plateau: its sizes whose expected rate is within PLATEAU of the
     family's highest. A link shared with another process, or throttled, shows there, while
     smaller sizes may slip through in a time slice, and those still paying a launch (a kernel's
-    host cost in its moods) move with the host, not the link."""
+    host cost in its moods) move with the host, not the link. An expectation interpolated along
+    the reference's ramp is no plateau's figure."""
+    points = [p for p in points if not p.on_ramp]
     points = [p for p in points if not p.in_cache] or points
     if not points:
         return []
@@ -251,16 +264,25 @@ def _above(f: _Family, limit: float) -> tuple[str, list[str]]:
 
 def _sigma(f: _Family, judged: list[JudgedPoint], catalog: Catalog, table: Expected, noise: Expected | None,
            machine: str) -> tuple[float, str, int]:
-    """The family's sigma, where it came from, and how many its expectation stands on (runs; a
-    launch path's: hosts, whose spread it is judged against, at least the run-to-run noise, and
-    wider where its class stands on fewer than MIN_HOSTS hosts)."""
+    """The family's sigma, where it came from, and how many its expectation stands on: its runs,
+    or its hosts where the spread between the class's hosts is the wider (a new host is judged;
+    hosts differ in what they carry), at least its role's spread in the run; a launch path's:
+    the spread of launch paths between hosts,
+    at least the run-to-run noise, wider where its class stands on fewer than MIN_HOSTS hosts."""
     sigma, said = _noise(f, f.key, catalog, table, noise, machine)
     runs, hosts = min((p.runs for p in judged), default=0), min((p.hosts for p in judged), default=0)
-    if not f.launch_path:
+    if not judged:
         return sigma, said, runs
+    role, sizes = dict(zip(ROLE_KEYS, f.role)), [p.size for p in f.points]
     declared = default_noise(catalog, f.key, f.size_class)
-    between, where = lp.host_sigma(dict(zip(ROLE_KEYS, f.role)), [p.size for p in f.points], table, machine,
-                                   declared, hosts)
+    if not f.launch_path:
+        # A GPU or pair is held against its role's median: where the role's GPUs or pairs in this
+        # run stray from theirs more than runs do (held staged copies come in two modes), so may it.
+        if f.group_sigma > sigma:
+            sigma, said = f.group_sigma, f"its role's GPUs or pairs in the run ({f.group_sigma:.3f}), more than {said}"
+        between, where = lp.between_hosts(role, sizes, table, machine, declared, hosts) if runs else (math.nan, "")
+        return (between, f"{where}, more than {said}", hosts) if between > sigma else (sigma, said, runs)
+    between, where = lp.host_sigma(role, sizes, table, machine, declared, hosts)
     said = where if between >= sigma else f"{where}; at least {said} ({sigma:.3f})"
     return *lp.widened(max(between, sigma), hosts, said), hosts if runs else 0
 
@@ -300,6 +322,8 @@ def _verdict(f: _Family, rows: pd.DataFrame, facts: causes.Facts, links: Mapping
         v.verdict = NORMAL if f.change >= f.limit else LOW
         if v.limit < CAN_CATCH and v.verdict == NORMAL:
             v.verdict, v.reason = NOISY, "too noisy to judge: its limit lets a halved figure pass"
+    elif f.expected:
+        v.reason = "its sizes fall between the reference's along its ramp: no plateau to judge"
     else:
         v.reason = Counter(p.reason for p in f.points).most_common(1)[0][0]
     _siblings_verdict(f, v, sigma, z, tolerance)
@@ -312,6 +336,10 @@ def _verdict(f: _Family, rows: pd.DataFrame, facts: causes.Facts, links: Mapping
     elif v.verdict == LOW:
         judged_value = float(np.median([p.value for p in (judged or f.points)])) if f.size_class == "bandwidth" else math.nan
         v.causes = causes.explain(facts, causes.subject(key, links, _notes(rows, key), judged_value, f.launch_path))
+        slow = [p for p in judged if p.host_slow]
+        if f.launch_path and slow:
+            v.causes.append(f"every trial at {len(slow)} of its {len(judged)} sizes ran while the host was slow "
+                            f"(host_pace_s above {PACE_SLACK}x its usual reading)")
     return v
 
 

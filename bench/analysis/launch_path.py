@@ -34,13 +34,7 @@ _FREE = ("launch", "api", "engine", "memory")
 def launch_path(key: Mapping, size_class: str, bandwidth: bool) -> bool:
     """Whether a family (its variant keys and size class; `bandwidth`: it has a bandwidth, not a
     dependent load's time) is a launch path."""
-    return size_class == "latency" and set_by_host(key, bandwidth) and key["backend"] in GPU_BACKENDS
-
-
-def set_by_host(key: Mapping, bandwidth: bool) -> bool:
-    """Whether the host sets a latency-bound figure: an eager transfer on a GPU (its launch
-    path), or anything on a host backend (gloo, cpu: the host is the device)."""
-    return key["backend"] not in GPU_BACKENDS or (key["launch"] == "eager" and bandwidth)
+    return size_class == "latency" and key["launch"] == "eager" and bandwidth and key["backend"] in GPU_BACKENDS
 
 
 def host_bound(key: Mapping, size_class: str, bandwidth: bool) -> bool:
@@ -83,6 +77,17 @@ def host_sigma(role: Mapping, sizes: Sequence[int], table: Expected, machine: st
         return (family_sigma(prior, measured, hosts - 1),
                 f"launch paths between {hosts_said(hosts)} of the class ({measured:.3f}), moderated by {said}")
     return prior, f"launch paths between hosts: {said}"
+
+
+def between_hosts(role: Mapping, sizes: Sequence[int], table: Expected, machine: str, declared: float,
+                  hosts: int) -> tuple[float, str]:
+    """Any family's sigma between the class's healthy hosts, where it stands on two or more:
+    measured (df: hosts - 1), moderated by the declared noise; NaN where not measured."""
+    own = table.spreads(role, min(sizes), max(sizes), machine, between="hosts")
+    if not (len(own) and hosts > 1):
+        return math.nan, ""
+    measured = run_noise(own)
+    return family_sigma(declared, measured, hosts - 1), f"between {hosts_said(hosts)} of the class ({measured:.3f})"
 
 
 def widened(sigma: float, hosts: int, said: str) -> tuple[float, str]:

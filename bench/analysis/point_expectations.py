@@ -15,7 +15,8 @@ import pandas as pd
 from bench.analysis import causes
 from bench.analysis.compare import size_classes
 from bench.analysis.expected import Expected, Learned, alternatives, machine_class, machine_row, pair_class, roles
-from bench.analysis.launch_path import MIN_HOSTS, hosts_said, set_by_host
+from bench.analysis.launch_path import MIN_HOSTS, hosts_said
+from bench.analysis.noise import GPU_BACKENDS
 from bench.analysis.verdicts import HOST_OWN, short_number
 from bench.links import pcie_gbps
 from bench.points import ALL, ROLE_KEYS, VARIANT_KEYS
@@ -68,6 +69,8 @@ class JudgedPoint:
     model_y: float = math.nan
     model_source: str = ""
     in_cache: bool = False        # an on-GPU copy the L2 holds (cache.py): no plateau of device memory
+    host_slow: bool = False       # every trial ran while the host was slow (results.slow_throughout)
+    on_ramp: bool = False         # its expectation interpolated along the reference's ramp (Curve.on_ramp)
     set_aside: bool = False       # judged by nothing: it measured the host, or by a method since changed
 
 
@@ -85,7 +88,7 @@ def _reference(point: JudgedPoint, role: dict, table: Expected, machine: str) ->
         return f"no reference at these sizes (it has {has})"
     point.curve_role, curve = match
     log_time, point.runs = curve.at(point.size)
-    point.hosts = curve.hosts_at(point.size)
+    point.hosts, point.on_ramp = curve.hosts_at(point.size), curve.on_ramp(point.size)
     point.y_expected = -log_time
     point.size_class = curve.size_class(point.size) if point.bandwidth else "latency"
     few = f" from {hosts_said(point.hosts)}" if point.hosts < MIN_HOSTS else ""
@@ -191,9 +194,11 @@ def judged_points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: 
             _same_gpu(point, role, table, machine)
             why = _learned(point, role, table, machine, theory, own_class)
             point.reason = f"{point.reason}; {why}" if why else ""
-        # A host-bound point whose every trial caught the host slow measured the host's mood; a
-        # device-side one (a graph, a held launch, a dependent load) is the device's whatever the host.
-        moody = record["host_slow"] and point.size_class == "latency" and set_by_host(record, point.bandwidth)
+        # On a host backend a latency-bound point whose every trial caught the host slow measured
+        # its mood. A GPU's is judged: a launch path against the spread of hosts, moods and all
+        # (its cause then says so), a device-side figure the device's whatever the host.
+        point.host_slow = bool(record["host_slow"])
+        moody = point.host_slow and point.size_class == "latency" and record["backend"] not in GPU_BACKENDS
         aside = (older or (HOST_OWN if record["op"] in view(catalog, record["suite"]).host_own else "")
                  or (HOST_SLOW if moody else ""))
         if aside:
