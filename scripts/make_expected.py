@@ -2,11 +2,14 @@
 """Make the expectation table xferbench-doctor judges runs against (bench/analysis/expected.csv).
 
 Which runs count: each instance's sweeps at the defaults (of the suites they name) of their
-newest version. A run counts when it completed, no NCCL variable held NCCL back
+newest version, and for a role that version does not measure, of the newest version that does. A run counts when it completed, no NCCL variable held NCCL back
 (bench.analysis.causes.NCCL_LIMITS), and its command line set nothing that changes what is
 measured (only out_dir, run_id, progress, resume, instance, device, suite); of those, per
 instance and set of suites, the runs made by the tool commit of its newest one.
-Every other run is listed with the reason it was left out. Run from the repository root:
+Every other run is listed with the reason it was left out. Each class's table stands on the
+hosts its runs came from (bench.hosts.host_id; several runs of one host count as one host for the
+spread between hosts): it prints, per class and role, the runs and hosts behind it. Run from the
+repository root:
 
   python scripts/make_expected.py                      # results/reference -> bench/analysis/expected.csv
   python scripts/make_expected.py DIR... --out FILE    # other runs, another file
@@ -17,8 +20,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench.analysis.causes import CLOCKS
-from bench.analysis.expected import NOISE, SHIPPED, clock_baselines, from_runs, machine_class, unhealthy
+from bench.analysis.causes import CLOCKS, PACES
+from bench.analysis.expected import (NOISE, SHIPPED, Expected, clock_baselines, from_runs, host_paces, machine_class,
+                                     unhealthy)
+from bench.analysis.point_expectations import OLDEST_JUDGED
 from bench.cli.common import catalog
 from bench.results import ResultsError, find_runs, read_meta
 
@@ -39,37 +44,62 @@ def _label(meta: dict) -> str:
     return f"{instance.get('label') or instance.get('name', '')} ({suites or 'suites not recorded'})"
 
 
-def _newest(candidates: list[tuple[Path, dict]], label=_label) -> tuple[list[Path], list[str]]:
+def _commit(meta: dict) -> str:
+    return str((meta.get("tool") or {}).get("git_commit", ""))
+
+
+def versions(candidates: list[tuple[Path, dict]], label=_label) -> list[list[Path]]:
     """Of (run, meta) pairs, per label (default: instance and set of suites), the runs of the tool
-    commit of the newest one; a line per run left out."""
-    newest: dict[str, str] = {}
-    for run, meta in sorted(candidates, key=lambda c: str(c[1].get("start_time", ""))):
-        newest[label(meta)] = str((meta.get("tool") or {}).get("git_commit", ""))
-    chosen, left = [], []
+    commit of its newest run, then of the commit before, and so on: the runs of each rank."""
+    order: dict[str, list[str]] = {}   # label -> its commits, the newest first
+    for run, meta in sorted(candidates, key=lambda c: str(c[1].get("start_time", "")), reverse=True):
+        commits = order.setdefault(label(meta), [])
+        if _commit(meta) not in commits:
+            commits.append(_commit(meta))
+    ranks: list[list[Path]] = [[] for _ in range(max((len(c) for c in order.values()), default=0))]
     for run, meta in candidates:
-        label_, commit = label(meta), str((meta.get("tool") or {}).get("git_commit", ""))
-        if commit == newest[label_]:
-            chosen.append(run)
-        else:
-            left.append(f"{run}: an older version ({commit or 'no commit recorded'}; the newest of {label_} is "
-                        f"{newest[label_]})")
-    return chosen, left
+        ranks[order[label(meta)].index(_commit(meta))].append(run)
+    return ranks
 
 
-def choose(runs: list[Path]) -> tuple[list[Path], list[str]]:
-    """(the runs that count, a line per run left out saying why)."""
+def _newest(candidates: list[tuple[Path, dict]], label=_label) -> tuple[list[Path], list[str]]:
+    """Of (run, meta) pairs, per label, the runs of the tool commit of the newest one; a line per
+    run left out."""
+    ranks = versions(candidates, label)
+    return (ranks[0] if ranks else []), [f"{run}: an older version of its kind" for rank in ranks[1:] for run in rank]
+
+
+def table_of(ranks: list[list[Path]]) -> tuple[Expected, list[str]]:
+    """The table of each label's newest version, and each role it lacks (e.g. a launch that version
+    no longer runs by default) from the newest older version that has it; a line per run: used,
+    used for the roles the newer versions lack, or left out."""
+    table = from_runs(ranks[0], catalog())
+    lines = [f"used {run}" for run in ranks[0]]
+    for rank in ranks[1:]:
+        by_class: dict[str, list[Path]] = {}
+        for run in rank:
+            by_class.setdefault(machine_class(read_meta(run)).key, []).append(run)
+        for runs in by_class.values():
+            table, added = table.with_roles_of(from_runs(runs, catalog()))
+            lines += [f"used {run} for the {added} roles newer versions lack" if added else
+                      f"left out {run}: an older version, every role of it measured by a newer one" for run in runs]
+    return table, lines
+
+
+def choose(runs: list[Path]) -> tuple[list[list[Path]], list[str]]:
+    """(the runs that count by version, the newest first: versions(); a line per run left out saying why)."""
     left, candidates = [], []
     for run in runs:
         meta = read_meta(run)
-        why = unhealthy(meta)
+        why = unhealthy(meta) or (f"made by schema {meta.get('schema_version')}, whose methods have changed since"
+                                  if meta.get("schema_version", OLDEST_JUDGED) < OLDEST_JUDGED else "")
         changed = _changes_the_sweep([str(a) for a in meta.get("argv") or []])
         if why or changed or "argv" not in meta:
             reason = why or (f"not a default sweep ({', '.join(changed)})" if changed else "imported")
             left.append(f"{run}: {reason}")
             continue
         candidates.append((run, meta))
-    chosen, older = _newest(candidates)
-    return chosen, left + older
+    return versions(candidates), left
 
 
 def noise_runs(folders: list[str]) -> tuple[list[Path], list[str]]:
@@ -90,18 +120,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clocks", default=str(CLOCKS), metavar="FILE",
                         help="the clock-event reasons healthy runs of each class showed (every complete run found "
                              f"with telemetry, not only default sweeps; default: {CLOCKS})")
+    parser.add_argument("--paces", default=str(PACES), metavar="FILE",
+                        help="each class's healthy hosts' usual pace (host_pace_s; every complete run found that "
+                             f"read it, not only default sweeps; default: {PACES})")
     args = parser.parse_args(argv)
     try:
         found = find_runs(args.results)
-        chosen, left = choose(found)
-        if not chosen:
+        ranks, left = choose(found)
+        if not ranks:
             raise ResultsError(f"{', '.join(args.results)}: no healthy default sweep")
-        table = from_runs(chosen, catalog())
+        table, used = table_of(ranks)
     except ResultsError as exc:
         print(f"xferbench: error: {exc}", file=sys.stderr)
         return 2
     table.write(args.out)
     clock_baselines(found).to_csv(args.clocks, index=False)
+    host_paces(found).to_csv(args.paces, index=False, float_format="%.6g")
     identical, older = noise_runs(args.noise)
     left += older
     if identical and args.out == str(SHIPPED):
@@ -110,13 +144,14 @@ def main(argv: list[str] | None = None) -> int:
         noise.write(NOISE)
         print(f"wrote {NOISE} from {len(identical)} identical runs: "
               f"{', '.join(sorted(noise.frame['machine'].unique()))}")
-    for run in chosen:
-        print(f"used {run}")
+    for line in used:
+        print(line)
     for line in left:
         print(f"left out {line}")
     print(f"wrote {args.out}: {len(table.frame)} rows, classes {', '.join(sorted(table.origins))}")
     print(table.classes().to_string(index=False))
-    print(f"wrote {args.clocks}")
+    print(table.roles().to_string(index=False))
+    print(f"wrote {args.clocks}, {args.paces}")
     return 0
 
 

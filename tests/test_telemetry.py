@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from bench.driver.telemetry import GpuInfo, Recording, Sample, Sampler, decode_reasons, summarize
+from bench.driver.telemetry import GpuInfo, HostSample, Recording, Sample, Sampler, decode_reasons, summarize
 
 GiB = 1 << 30
 
@@ -82,6 +82,18 @@ def test_throttling_and_a_downshifted_link_while_busy():
 def test_nothing_recorded_says_why():
     assert summarize(Recording(unavailable="NVML: Driver Not Loaded")) == {
         "available": False, "reason": "NVML: Driver Not Loaded"}
+
+
+def test_the_host_over_a_run_other_processes_cpu_time_and_load():
+    # 16 CPUs busy 100 CPU-s over 10 s, 40 of them this run's: the others took 60 (37.5% of the CPUs' time)
+    host = [HostSample(0.0, "before", 1.5, 1000.0, 2.0, 3.0), HostSample(5.0, "during", 9.25, 1050.0, 2.2, 20.0),
+            HostSample(10.0, "after", 6.0, 1100.0, 2.5, 43.0)]
+    got = summarize(Recording(unavailable="NVML: Driver Not Loaded", host=host, cpus=16))
+    assert got["available"] is False and got["host"] == {
+        "cpus": 16, "duration_s": 10.0, "cpu_s": {"all": 100.0, "own": 40.0, "others": 60.0, "steal": 0.5},
+        "others_share": 0.375, "load_avg_1m": {"before": 1.5, "max": 9.25, "after": 6.0}}
+    unread = summarize(Recording(host=[HostSample(0.0, "before"), HostSample(1.0, "after")], cpus=2))["host"]
+    assert unread["cpu_s"] == {"all": None, "own": None, "others": None, "steal": None} and unread["others_share"] is None
 
 
 def test_a_run_shorter_than_one_interval_uses_its_start_and_end():
@@ -229,6 +241,10 @@ def test_sampler_without_nvml_does_nothing():
     assert rec.samples == [] and "NVML" in rec.unavailable
     assert "shutdown" not in nvml.calls
     assert summarize(rec)["available"] is False
+    # the host is read without NVML too, when started and when stopped (this machine has /proc)
+    assert [h.phase for h in rec.host] == ["before", "after"] and rec.cpus == os.cpu_count()
+    assert all(h.cpu_busy_s > 0 and h.own_cpu_s > 0 and h.load_1m is not None for h in rec.host)
+    assert summarize(rec)["host"]["cpu_s"]["others"] >= 0
 
     no_gpu = FakeNvml([], gpus=0)
     with Sampler(no_gpu) as sampler:

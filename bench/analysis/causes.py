@@ -4,8 +4,10 @@ A rule looks at the link a family crosses and at the facts of its run: meta.json
 description (NVML's PCIe readings, peer access, the link matrix and NUMA affinity of
 `nvidia-smi topo -m`, the NCCL_* environment), its telemetry (bench/driver/telemetry.py's
 summarize(): other processes, utilization, clock-event reasons, the PCIe link while busy, MIG),
-the rows' notes (where host memory was placed) and NCCL's own log lines from the ranks
-(RUN/ranks/*.log, bench/analysis/ncclog.py: the transport per peer pair, variables it echoed).
+the rows' notes (where host memory was placed), NCCL's own log lines from the ranks
+(RUN/ranks/*.log, bench/analysis/ncclog.py: the transport per peer pair, variables it echoed) and,
+for a launch path (launch_path.py), the host: its pace (host_pace_s) against the class's healthy
+hosts' (paces.csv), the CPU time other processes took and the load (telemetry's `host`).
 `explain()` returns the causes found, or one sentence naming what was checked and found nothing.
 A cause is named only where it can explain the drop: a PCIe link running below its slot only
 where that link cannot carry more than was measured; a clock-event reason only in more of the
@@ -17,7 +19,7 @@ import csv
 import functools
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -26,6 +28,7 @@ from bench.links import nvlink_links, pcie_gbps
 from bench.sizes import format_size
 
 CLOCKS = Path(__file__).with_name("clocks.csv")   # per class and reason: the largest share healthy runs showed
+PACES = Path(__file__).with_name("paces.csv")     # per class and healthy host: its usual pace (host_pace_s)
 CLOCK_MARGIN = 0.10      # a reason counts in this much more of the samples than healthy runs show
 UNKNOWN_CLOCKS = 0.5     # where no healthy run of the class says: in more than half the samples
 EXPLAINS = 1.05          # a link explains a drop where the figure is no more than this over what it carries
@@ -56,6 +59,15 @@ _QUIET_CLOCKS = ("idle", "applications clocks")   # clocks down for no work, or 
 _NODE_NOTE = re.compile(r"host memory on NUMA node (\d+)")
 
 
+@dataclass(frozen=True)
+class HostRecord:
+    """What a run recorded of its host, for a launch path's cause."""
+
+    pace_s: float = math.nan             # its usual pace (expected.usual_pace); NaN: not read
+    healthy_paces: tuple[float, ...] = ()   # the class's healthy hosts' usual paces (paces.csv)
+    telemetry: Mapping | None = None     # meta.telemetry.host (load, CPU time); None: not recorded
+
+
 @dataclass
 class Facts:
     """What one run recorded that can explain a low figure."""
@@ -68,6 +80,7 @@ class Facts:
     gpu_nodes: dict[int, int] = field(default_factory=dict)   # GPU -> its NUMA node (NVML's, else topo -m)
     nccl: ncclog.NcclLog | None = None   # None: no NCCL log in the run folder
     clock_baseline: Mapping[str, float] | None = None   # reason -> healthy runs' largest share; None: unknown
+    host: HostRecord = field(default_factory=HostRecord)
 
     def telemetry_of(self, gpu: int) -> dict | None:
         return next((g for g in self.telemetry or [] if g.get("index") == gpu), None)
@@ -106,6 +119,24 @@ def _clock_table() -> dict[str, dict[str, float]]:
     return out
 
 
+@functools.cache
+def _pace_table() -> dict[str, tuple[float, ...]]:
+    try:
+        with open(PACES, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except FileNotFoundError:
+        return {}
+    out: dict[str, tuple[float, ...]] = {}
+    for row in rows:
+        out[row["machine"]] = (*out.get(row["machine"], ()), float(row["pace_s"]))
+    return out
+
+
+def healthy_paces(machine: str) -> tuple[float, ...]:
+    """The usual paces of the class's healthy hosts (one each; () where none read its pace)."""
+    return _pace_table().get(machine, ())
+
+
 def healthy_clocks(machine: str) -> dict[str, float] | None:
     """The clock-event reasons healthy runs of this class showed, with their largest share of
     samples ({}: none showed any); None where the class has no healthy run with telemetry."""
@@ -113,9 +144,10 @@ def healthy_clocks(machine: str) -> dict[str, float] | None:
 
 
 def facts(meta: Mapping, run_dir: str | Path | None = None,
-          clock_baseline: Mapping[str, float] | None = None) -> Facts:
-    """A run's facts from its meta.json and, where given, its folder's NCCL logs and the clock
-    reasons healthy runs of its class show."""
+          clock_baseline: Mapping[str, float] | None = None, host: HostRecord | None = None) -> Facts:
+    """A run's facts from its meta.json and, where given, its folder's NCCL logs, the clock
+    reasons healthy runs of its class show and its host's pace against theirs (`host`, whose
+    telemetry is read here)."""
     system = meta.get("system") or {}
     log = ncclog.parse_run_dir(run_dir) if run_dir is not None else None
     if log is not None and not log.sources:
@@ -126,9 +158,10 @@ def facts(meta: Mapping, run_dir: str | Path | None = None,
     gpus = system.get("gpus") or []
     nodes = _gpu_nodes(system.get("topology") or "")
     nodes.update({g["index"]: g["numa_node"] for g in gpus if isinstance(g.get("numa_node"), int) and g["numa_node"] >= 0})
+    host = replace(host or HostRecord(), telemetry=telemetry.get("host"))
     return Facts(env, system.get("links") or {}, system.get("p2p_access") or [], gpus,
                  telemetry.get("gpus") if telemetry.get("available") else None, nodes, log,
-                 None if clock_baseline is None else {k: v for k, v in clock_baseline.items() if k != "-"})
+                 None if clock_baseline is None else {k: v for k, v in clock_baseline.items() if k != "-"}, host)
 
 
 def recorded_pcie(f: Facts, gpu: int) -> tuple[int | None, int | None, str]:
@@ -169,6 +202,7 @@ class Subject:
     numa: str
     notes: tuple[str, ...] = ()
     gbps: float = math.nan   # what the family measured at its plateau, one direction (NaN: a time)
+    launch_path: bool = False   # a latency-bound eager transfer: the host's launch path (launch_path.py)
 
 
 def gpu_of(end: str) -> int | None:
@@ -177,9 +211,10 @@ def gpu_of(end: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def subject(key: Mapping, links: Mapping[str, str], notes: tuple[str, ...] = (), gbps: float = math.nan) -> Subject:
-    """The Subject of a family's variant (its POINT_KEYS but the size) and its measured GB/s (both
-    directions of a bidirectional op: halved here, per direction)."""
+def subject(key: Mapping, links: Mapping[str, str], notes: tuple[str, ...] = (), gbps: float = math.nan,
+            launch_path: bool = False) -> Subject:
+    """The Subject of a family's variant (its POINT_KEYS but the size), its measured GB/s (both
+    directions of a bidirectional op: halved here, per direction) and whether it is a launch path."""
     suite, mode, n = key["suite"], key["mode"], int(key["world_size"])
     src, dst = str(key["src"]), str(key["dst"])
     nccl = key["backend"] == "nccl"
@@ -201,7 +236,7 @@ def subject(key: Mapping, links: Mapping[str, str], notes: tuple[str, ...] = (),
     per_direction = gbps / 2 if key["op"] == "bidir" else gbps / n if "all" in (src, dst) and suite == "copy" else gbps
     return Subject(gpus, pairs, pcie=host or (peer and no_nvlink), host_memory=host, nccl=nccl,
                    world_size=n, nnodes=int(key["nnodes"]), mode=mode, numa=str(key.get("numa", "")), notes=notes,
-                   gbps=per_direction)
+                   gbps=per_direction, launch_path=launch_path)
 
 
 # ---- the rules: each (name, applies to, check) -> sentences ----------------------------------
@@ -224,7 +259,9 @@ def _pcie(f: Facts, s: Subject) -> list[str]:
                        f"(it carries {carries:.1f} GB/s a direction)")
         gpu_max = seen.get("gen_gpu_max") or nvml.get("pcie_gen_gpu_max")
         if gpu_max and gen_max and gpu_max > gen_max:
-            out.append(f"GPU {gpu} can run PCIe Gen{gpu_max}, its slot at most Gen{gen_max}")
+            slot = pcie_gbps(gen_max, width_max)
+            out.append(f"GPU {gpu}'s PCIe link runs at Gen{gen_max}, below the Gen{gpu_max} the GPU supports: its "
+                       f"slot allows at most Gen{gen_max} (it carries {slot:.1f} GB/s a direction)")
     return out
 
 
@@ -241,9 +278,14 @@ def _numa(f: Facts, s: Subject) -> list[str]:
 
 
 def _peer_access(f: Facts, s: Subject) -> list[str]:
+    """Peer access off between a pair, where staging through host memory (the GPUs' PCIe links)
+    can carry what was measured: a figure above that contradicts the record instead."""
     out = []
     for i, j in s.pairs:
-        if i < len(f.p2p) and j < len(f.p2p[i]) and not (f.p2p[i][j] and f.p2p[j][i]):
+        if peer_access_off(f, i, j):
+            carries = min((c for k in (i, j) if (c := pcie_gbps(*recorded_pcie(f, k)[:2])) > 0), default=math.nan)
+            if s.gbps > EXPLAINS * carries:   # NaN either side: not shown to be beyond it
+                continue
             out.append(f"peer access between GPU {i} and {j} is off: their traffic is staged through host memory")
     return out
 
@@ -339,6 +381,46 @@ def _mig(f: Facts, s: Subject) -> list[str]:
             if (f.telemetry_of(gpu) or {}).get("mig") == "on"]
 
 
+def _microseconds(seconds: float) -> str:
+    return f"{seconds * 1e6:.0f} µs"
+
+
+def _pace(h: HostRecord) -> str:
+    if not math.isfinite(h.pace_s):
+        return "its pace was not read (host_pace_s: recorded before xferbench read it)"
+    said = f"its pace (host_pace_s, its usual reading) {_microseconds(h.pace_s)}"
+    if not h.healthy_paces:
+        return f"{said}; the class's healthy runs read none to hold it against"
+    lo, hi = min(h.healthy_paces), max(h.healthy_paces)
+    span = _microseconds(lo) if lo == hi else f"{_microseconds(lo)}-{_microseconds(hi)}"
+    hosts = f"{len(h.healthy_paces)} healthy host{'s' * (len(h.healthy_paces) != 1)}"
+    versus = f"{h.pace_s / hi:.2f}x the slowest of" if h.pace_s > hi else "within"
+    return f"{said}, {versus} the class's {hosts} ({span})"
+
+
+_UNRECORDED_CPU = "the CPU time other processes took and the load were not recorded in this run"
+
+
+def _cpu(host: Mapping | None) -> str:
+    if not host:
+        return _UNRECORDED_CPU
+    cpu, load, share = host.get("cpu_s") or {}, host.get("load_avg_1m") or {}, host.get("others_share")
+    parts = []
+    if cpu.get("others") is not None:
+        of = f" ({share:.0%} of its {host.get('cpus')} CPUs' time)" if share is not None else ""
+        parts.append(f"other processes took {cpu['others']:.1f} CPU-s during the run{of}")
+    if cpu.get("steal") is not None:
+        parts.append(f"the hypervisor took {cpu['steal']:.1f} CPU-s (steal)")
+    if load.get("max") is not None:
+        parts.append(f"load average up to {load['max']:.1f} on {host.get('cpus')} CPUs")
+    return "; ".join(parts) or _UNRECORDED_CPU
+
+
+def _host(f: Facts, s: Subject) -> list[str]:
+    """A launch path names its host: what sets it is the host as much as the link."""
+    return [f"the launch path is the host's: {_pace(f.host)}; {_cpu(f.host.telemetry)}"]
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str                                    # what it checks, for 'no cause found among: ...'
@@ -358,6 +440,7 @@ RULES = (
     Rule("other processes on the GPU", lambda s: bool(s.gpus), _others, lambda f: f.telemetry is not None),
     Rule("clock-event reasons", lambda s: bool(s.gpus), _clocks, lambda f: f.telemetry is not None),
     Rule("MIG", lambda s: bool(s.gpus), _mig, lambda f: f.telemetry is not None),
+    Rule("the host (its pace, the CPU time other processes took, the load)", lambda s: s.launch_path, _host),
 )
 
 

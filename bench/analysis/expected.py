@@ -7,10 +7,12 @@ for cuda:i, and for a pair of GPUs their link class (NV18, PIX, SYS: `nvidia-smi
 reference measured on GPUs 0 and 1 of a 2-GPU machine judges GPUs 5 and 6 of an 8-GPU one.
 Whole-machine points keep their GPU count (world_size) in the role.
 
-The table holds, per class, role and size, the median over healthy runs of each run's median
-time per op (over its trials, and over its GPUs or pairs of that role), how many runs and hosts
-(sets of GPUs by UUID) that is, and where there are several, how far they moved: the median
-|difference| of log time between two of them (`spread`; the judge's run-to-run noise). Beside
+The table holds, per class, role and size, the median over healthy hosts of each host's median
+over its runs of each run's median time per op (over its trials, and over its GPUs or pairs of
+that role), how many runs and hosts (bench.hosts.host_id) that is, and where there are several,
+how far they moved: the median |difference| of log time between two runs (`spread`; the judge's
+run-to-run noise) and between two hosts, several runs of one host counting as one
+(`host_spread`; the judge's spread of launch paths between hosts). Beside
 it, the link theory of the class for the role (`theory_gbps`: the suite's `expectation` hook on
 the class's NVML readings), so that a class with no runs of its own is judged by theory times
 the share the other classes reach (`learned_share`), and a latency by what the other classes
@@ -29,16 +31,18 @@ from typing import Iterable, Mapping
 import numpy as np
 import pandas as pd
 
+from bench.hosts import host_id
 from bench.suite_view import Catalog, view
-from bench.analysis.compare import BANDWIDTH_SHARE, LATENCY_RATIO, point_levels
+from bench.analysis.compare import BANDWIDTH_SHARE, LATENCY_RATIO, PLATEAU, point_levels
 from bench.links import NVLINK_LINK_GBPS, hbm_gbps
 from bench.points import ROLE_KEYS
 from bench.analysis.causes import limiting_env
-from bench.results import COMPLETE, load, meta_columns, read_meta, run_status
+from bench.results import COMPLETE, USUAL_PACE_QUANTILE, load, meta_columns, read_meta, run_status
 
 SHIPPED = Path(__file__).with_name("expected.csv")
 NOISE = Path(__file__).with_name("noise.csv")   # the same table made of identical runs (results/noise/*/identical)
-COLUMNS = ["machine", "instances", *ROLE_KEYS, "size_bytes", "time_s", "runs", "hosts", "spread", "theory_gbps"]
+COLUMNS = ["machine", "instances", *ROLE_KEYS, "size_bytes", "time_s", "runs", "hosts", "spread", "host_spread",
+           "theory_gbps"]
 _GPU = re.compile(r"cuda:(\d+)$")
 
 
@@ -82,6 +86,12 @@ def _int(value) -> int | None:
         return None
 
 
+def gpu_pcie_gen(gpu: Mapping) -> int | None:
+    """The PCIe generation a GPU supports (NVML's GPU maximum), else its link's maximum in its
+    slot: a slot below the GPU is a fault of the host, judged as such, not a class of its own."""
+    return _int(gpu.get("pcie_gen_gpu_max")) or _int(gpu.get("pcie_gen_max"))
+
+
 def machine_class(meta: Mapping) -> MachineClass:
     """A run's class from its meta.json: NVML's readings (system.gpus[0]), else the catalogue
     entry it names (instance), as imported runs have."""
@@ -93,31 +103,24 @@ def machine_class(meta: Mapping) -> MachineClass:
     nvlink = _int(first.get("nvlink_links"))
     if nvlink is None and "nvlink_gbps_per_gpu" in instance:   # a catalogue entry: null means none
         nvlink = round((instance["nvlink_gbps_per_gpu"] or 0) / NVLINK_LINK_GBPS)
-    return MachineClass(gpu_model(str(first.get("name", ""))),
-                        _int(first.get("pcie_gen_max")) or _int(instance.get("pcie_gen")),
+    return MachineClass(gpu_model(str(first.get("name", ""))), gpu_pcie_gen(first) or _int(instance.get("pcie_gen")),
                         _int(first.get("pcie_width_max")) or _int(instance.get("pcie_width")),
                         nvlink, len(gpus) if gpus else _int(instance.get("gpu_count")))
 
 
 def machine_row(meta: Mapping) -> dict:
     """A run's machine columns (results.meta_columns) for the suites' hooks, the device's own
-    readings first: NVML's PCIe generation and width and NVLink count, the catalogue's only where
-    NVML recorded none; device memory's bandwidth from its clock and bus width."""
+    readings first: NVML's PCIe generation (the GPU's own, gpu_pcie_gen) and width and NVLink
+    count, the catalogue's only where NVML recorded none; device memory's bandwidth from its clock
+    and bus width."""
     row = meta_columns(meta)
     first = ((meta.get("system") or {}).get("gpus") or [{}])[0]
-    row["pcie_gen"] = first.get("pcie_gen_max") or row.get("pcie_gen")
+    row["pcie_gen"] = gpu_pcie_gen(first) or row.get("pcie_gen")
     row["pcie_width"] = first.get("pcie_width_max") or row.get("pcie_width")
     if first.get("nvlink_links") is not None:
         row["nvlink_gbps_per_gpu"] = first["nvlink_links"] * NVLINK_LINK_GBPS
     row["hbm_gbps"] = hbm_gbps(first.get("mem_clock_max_mhz"), first.get("memory_bus_width"))
     return row
-
-
-def host_id(meta: Mapping) -> str:
-    """The machine a run ran on: its GPUs' UUIDs (VMs share hostnames), else its hostname."""
-    system = meta.get("system") or {}
-    uuids = sorted(str(g.get("uuid")) for g in system.get("gpus") or [] if g.get("uuid"))
-    return ",".join(uuids) or str(system.get("hostname", ""))
 
 
 def theory_gbps(catalog: Catalog, point: Mapping, machine: Mapping, link_class: str) -> float:
@@ -171,6 +174,7 @@ class Curve:
     theory: np.ndarray   # the link's GB/s for the role on this class; NaN where no link bounds it
     instances: str       # the instances whose runs made it: 'h200-x2'
     machine: str = ""    # its class
+    hosts: np.ndarray | None = None   # the hosts behind each size (None: one each)
 
     def covers(self, size: int) -> bool:
         return bool(self.sizes[0] <= size <= self.sizes[-1])
@@ -184,6 +188,23 @@ class Curve:
         if k < len(self.sizes) and self.sizes[k] == size:
             return float(self.log_time[k]), int(self.runs[k])
         return float(np.interp(x, logs, self.log_time)), int(min(self.runs[k - 1], self.runs[k]))
+
+    def on_ramp(self, size: int) -> bool:
+        """Whether the curve's value at a size is interpolated between two sizes whose rates differ
+        by more than a plateau allows: a guess along a ramp, not a plateau's figure."""
+        k = int(np.searchsorted(self.sizes, size))
+        if k == 0 or k == len(self.sizes) or self.sizes[k] == size:
+            return False
+        rate = np.log(self.sizes[k - 1:k + 1]) - self.log_time[k - 1:k + 1]
+        return bool(rate[0] < rate[1] + math.log(PLATEAU))
+
+    def hosts_at(self, size: int) -> int:
+        """The healthy hosts behind the curve at a size within it (several runs of one host: one)."""
+        if self.hosts is None:
+            return 1
+        k = int(np.searchsorted(self.sizes, size))
+        exact = k < len(self.sizes) and self.sizes[k] == size
+        return int(self.hosts[k] if exact else min(self.hosts[k - 1], self.hosts[k]))
 
     def share(self, size: int) -> float:
         """The share of its link theory this class reached at a size (NaN: no theory there), in
@@ -231,12 +252,15 @@ class Expected:
         self.frame = frame[COLUMNS].reset_index(drop=True)
         self.origins = {m: origin for m in self.frame["machine"].unique()}
         self._curves: dict[tuple, Curve] = {}
+        self._host_spreads: dict[tuple, np.ndarray] = {}   # per curve, host_spread by size
         self._by_role: dict[tuple, list[Curve]] = {}
         for (machine, *role), rows in self.frame.groupby(["machine", *ROLE_KEYS], sort=False):
             rows = rows.sort_values("size_bytes")
             curve = Curve(rows["size_bytes"].to_numpy(np.int64), np.log(rows["time_s"].to_numpy(float)),
                           rows["runs"].to_numpy(np.int64), rows["spread"].to_numpy(float),
-                          rows["theory_gbps"].to_numpy(float), str(rows["instances"].iloc[0]), machine)
+                          rows["theory_gbps"].to_numpy(float), str(rows["instances"].iloc[0]), machine,
+                          rows["hosts"].to_numpy(np.int64))
+            self._host_spreads[(machine, *role)] = rows["host_spread"].to_numpy(float)
             self._curves[(machine, *role)] = curve
             self._by_role.setdefault(tuple(role), []).append(curve)
 
@@ -244,7 +268,7 @@ class Expected:
     def read(cls, path: str | Path = SHIPPED, origin: str = "reference") -> Expected:
         frame = pd.read_csv(path, dtype={k: str for k in ("machine", "instances", *ROLE_KEYS)},
                             keep_default_na=False)
-        for column in ("spread", "theory_gbps"):
+        for column in ("spread", "host_spread", "theory_gbps"):
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
         frame = frame.astype({"world_size": int, "nnodes": int, "size_bytes": np.int64, "time_s": float, "runs": int,
                               "hosts": int})
@@ -260,6 +284,14 @@ class Expected:
         merged.origins = {**{m: o for m, o in other.origins.items() if m not in self.origins}, **self.origins}
         return merged
 
+    def with_roles_of(self, older: Expected) -> tuple[Expected, int]:
+        """This table and the other's curves of the (class, role)s this one lacks; how many those are."""
+        keys = ["machine", *ROLE_KEYS]
+        have = set(self.frame[keys].itertuples(index=False, name=None))
+        new = older.frame[[key not in have for key in older.frame[keys].itertuples(index=False, name=None)]]
+        merged = pd.concat([self.frame, new]).sort_values([*keys, "size_bytes"], kind="stable")
+        return Expected(merged, next(iter(self.origins.values()), "reference")), len(new.groupby(keys, sort=False))
+
     def without(self, machines: Iterable[str]) -> Expected:
         """The table less some classes (a class judged by the others alone)."""
         gone = set(machines)
@@ -273,6 +305,13 @@ class Expected:
                 .agg(instances=("instances", lambda s: "+".join(sorted(set("+".join(s).split("+"))))),
                      runs=("runs", "max"), hosts=("hosts", "max"), rows=("time_s", "size"))
                 .reset_index())
+
+    def roles(self) -> pd.DataFrame:
+        """Per class and suite: how many roles stand on how many runs and hosts (the fewest of their sizes)."""
+        per_role = self.frame.groupby(["machine", *ROLE_KEYS], sort=True).agg(runs=("runs", "min"),
+                                                                              hosts=("hosts", "min"))
+        return (per_role.reset_index().groupby(["machine", "suite", "runs", "hosts"], sort=True)
+                .size().rename("roles").reset_index())
 
     def curve(self, machine: str, role: Mapping) -> Curve | None:
         return self._curves.get((machine, *(role[k] for k in ROLE_KEYS)))
@@ -302,21 +341,28 @@ class Expected:
         logs = [math.log(v) for v in shares.values()]
         return Learned(float(np.exp(np.median(logs))), tuple(sorted(shares)), _pair_spread(logs), relaxed)
 
-    def learned_time(self, machine: str, role: Mapping, size: int) -> Learned | None:
-        """The median log time per op the other classes take in this role at this size."""
+    def learned_time(self, machine: str, role: Mapping, size: int, same_gpu: bool = False) -> Learned | None:
+        """The median log time per op the other classes take in this role at this size (same_gpu:
+        the other classes of this class's GPU model alone)."""
         times: dict[str, float] = {}
         for c in self._others(machine, role, size)[0]:
-            times.setdefault(c.machine, c.at(size)[0])
+            if not same_gpu or c.machine.split()[0] == machine.split()[0]:
+                times.setdefault(c.machine, c.at(size)[0])
         if not times:
             return None
         return Learned(float(np.median(list(times.values()))), tuple(sorted(times)), _pair_spread(list(times.values())))
 
-    def spreads(self, role: Mapping, smallest: int, largest: int, machine: str | None = None) -> np.ndarray:
-        """How far healthy runs of this role moved at sizes from smallest to largest: in `machine`'s
-        class, or in every class that has several runs (log time, one figure per class and size)."""
-        found = [c.spread[(c.sizes >= smallest) & (c.sizes <= largest)]
-                 for c in self._by_role.get(tuple(role[k] for k in ROLE_KEYS), [])
-                 if machine is None or c.machine == machine]
+    def spreads(self, role: Mapping, smallest: int, largest: int, machine: str | None = None,
+                between: str = "runs", others: bool = False) -> np.ndarray:
+        """How far healthy runs (between="runs") or healthy hosts ("hosts") of this role moved at
+        sizes from smallest to largest: in `machine`'s class (others: in every class but it), or
+        in every class that has several (log time, one figure per class and size)."""
+        role_key = tuple(role[k] for k in ROLE_KEYS)
+        found = []
+        for c in self._by_role.get(role_key, []):
+            if machine is None or (c.machine == machine) != others:
+                spread = c.spread if between == "runs" else self._host_spreads[(c.machine, *role_key)]
+                found.append(spread[(c.sizes >= smallest) & (c.sizes <= largest)])
         values = np.concatenate(found) if found else np.array([])
         return values[np.isfinite(values)]
 
@@ -350,22 +396,27 @@ def _run_levels(run: Path, catalog: Catalog) -> pd.DataFrame:
     out["theory_gbps"] = [theory_gbps(catalog, point, machine, pair_class(links, point["src"], point["dst"])) / k
                           for point, k in zip(levels.to_dict("records"), factor)]
     out["run"] = str(run)
-    out["host"] = host_id(meta)
+    out["host"] = host_id(meta.get("system") or {})
     return out
 
 
 def from_runs(runs: Iterable[str | Path], catalog: Catalog, origin: str = "reference") -> Expected:
-    """The table made from healthy runs: per class, role and size, the median over runs of each
-    run's median time (its GPUs or pairs of one role: their median)."""
+    """The table made from healthy runs: per class, role and size, the median over hosts of each
+    host's median over its runs of each run's median time (its GPUs or pairs of one role: their
+    median)."""
     levels = pd.concat([_run_levels(Path(r), catalog) for r in runs], ignore_index=True)
     keys = ["machine", *ROLE_KEYS, "size_bytes"]
     per_run = levels.groupby([*keys, "run"], sort=False).agg(
         log_time=("log_time", "median"), instance=("instance", "first"), host=("host", "first"),
         theory_gbps=("theory_gbps", "median")).reset_index()
+    # Several runs of one host are one host: its median, and one figure of the spread between hosts.
+    per_host = per_run.groupby([*keys, "host"], sort=False)["log_time"].median().reset_index()
+    by_host = per_host.groupby(keys, sort=False)["log_time"].agg(["median", _pair_spread])
     table = per_run.groupby(keys, sort=False).agg(
-        log_time=("log_time", "median"), runs=("run", "nunique"), hosts=("host", "nunique"),
+        runs=("run", "nunique"), hosts=("host", "nunique"),
         spread=("log_time", _pair_spread), theory_gbps=("theory_gbps", "median"),
         instances=("instance", lambda s: "+".join(sorted(set(s)))))
+    table["log_time"], table["host_spread"] = by_host["median"], by_host["_pair_spread"]
     table = table.reset_index()
     table["time_s"] = np.exp(table["log_time"])
     order = table.sort_values(["machine", *ROLE_KEYS, "size_bytes"]).index
@@ -398,3 +449,29 @@ def clock_baselines(runs: Iterable[str | Path]) -> pd.DataFrame:
                 shares[machine, reason] = max(shares.get((machine, reason), 0.0), float(share))
     rows = [{"machine": m, "reason": r, "share": round(v, 3)} for (m, r), v in sorted(shares.items())]
     return pd.DataFrame(rows, columns=["machine", "reason", "share"])
+
+
+def usual_pace(rows: pd.DataFrame) -> float:
+    """A run's usual pace (results.host_slow's reading): the low quantile of its single-process
+    trials' host_pace_s (a collective's reads its slowest rank), else of all; NaN: none read."""
+    pace = rows["host_pace_s"].dropna() if "host_pace_s" in rows else pd.Series(dtype=float)
+    alone = pace[rows.loc[pace.index, "world_size"] == 1] if len(pace) else pace
+    pace = alone if len(alone) else pace
+    return float(pace.quantile(USUAL_PACE_QUANTILE)) if len(pace) else math.nan
+
+
+def host_paces(runs: Iterable[str | Path]) -> pd.DataFrame:
+    """Per class and healthy host, the median of its runs' usual paces: bench/analysis/paces.csv,
+    which a launch path found low is held against (causes.py). Runs that read no pace say nothing."""
+    found = []
+    for run in runs:
+        meta = read_meta(Path(run))
+        if unhealthy(meta):
+            continue
+        pace = usual_pace(load(Path(run), warn=lambda line: None))
+        if math.isfinite(pace):
+            host = host_id(meta.get("system") or {})
+            found.append({"machine": machine_class(meta).key, "host": host, "pace_s": pace})
+    frame = pd.DataFrame(found, columns=["machine", "host", "pace_s"])
+    return (frame.groupby(["machine", "host"]).agg(runs=("pace_s", "size"), pace_s=("pace_s", "median"))
+            .reset_index().sort_values(["machine", "host"]))

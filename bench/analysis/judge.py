@@ -10,7 +10,11 @@ expectation comes, in order, from (point_expectations.py)
    reach in the role (learned from the table; the suite's declared `efficiency` where no class
    has the role); at other sizes, the time the other classes take (any NVIDIA GPU is judged so);
 and besides, 3. siblings: each GPU or pair against the median of the same role on its peers in
-this run, where it has two or more.
+this run, where it has two or more, with their spread read without it (leave-one-out).
+
+A launch path (launch_path.py: an eager, latency-bound transfer on a GPU) is judged only against
+the spread of launch paths between the class's healthy hosts, and a host-bound family is not
+called normal while a device-side figure of its op is low (_by_device_side).
 
 Each family ends in one state, and the run in an exit status (verdicts.py).
 
@@ -37,23 +41,22 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from bench.analysis import causes
+from bench.analysis import causes, launch_path as lp
 from bench.analysis.cache import short_of_hbm
 from bench.analysis.compare import JUDGED_CLASSES, point_levels
-from bench.analysis.expected import Expected, machine_class, shipped, shipped_noise
+from bench.analysis.expected import Expected, machine_class, shipped, shipped_noise, usual_pace
 from bench.analysis.noise import PAIR_MEDIAN_TO_SIGMA, default_noise, family_sigma, median_factor, run_noise
 from bench.analysis.point_expectations import JudgedPoint, judged_points
-from bench.analysis.verdicts import (FAILED, HIGH, INCONSISTENT, LOW, MIN_JUDGED, NOISY, NORMAL, NOT_JUDGED,
+from bench.analysis.verdicts import (FAILED, HIGH, INCONSISTENT, JUDGED, LOW, MIN_JUDGED, NOISY, NORMAL, NOT_JUDGED,
                                      THEORY_TOLERANCE, Judgement, Verdict, short_number)
 from bench.points import ROLE_KEYS, VARIANT_KEYS, variant_label
-from bench.results import SCHEMA_VERSION, run_status, status_said
+from bench.results import PACE_SLACK, SCHEMA_VERSION, run_status, status_said
 from bench.suite_view import Catalog, view
 
 TOLERANCE = 0.05          # as xferbench-compare: a smaller drop never counts
 ALPHA = 0.01
 CAN_CATCH = 0.55          # a family whose limit would not catch a halved figure by a margin: too noisy
 UNMEASURED = 1.5          # noise never measured on the class: the declared sigma, widened this much
-OTHER_HOSTS = 2.0         # and again for a latency learned from other classes: their hosts' launch paths differ
 FAR_ABOVE = 1.25          # this much above healthy machines of the class: not the class it says
 PHYSICAL_MARGIN = 1.03    # above the recorded link's figure by more than timing's error
 SIBLING_FLOOR = 0.01      # siblings never agree closer than timing itself repeats
@@ -74,11 +77,24 @@ class _Family:
     sibling_limit: float = math.nan
     peers: int = 0
     peer_y: dict = field(default_factory=dict)   # size -> peers' median level
-    sibling_sigma: float = math.nan   # how far siblings of this run stray from their median (log units)
+    sibling_sigma: float = math.nan   # how far its siblings in this run stray from their median (log units)
+    group_sigma: float = math.nan     # how far it and its siblings stray from theirs
 
     @property
     def expected(self) -> list[JudgedPoint]:
         return [p for p in self.points if math.isfinite(p.y_expected)]
+
+    @property
+    def key(self) -> dict:
+        return {k: _plain(v) for k, v in zip(VARIANT_KEYS, self.variant)}
+
+    @property
+    def bandwidth(self) -> bool:
+        return any(p.bandwidth for p in self.points)
+
+    @property
+    def launch_path(self) -> bool:
+        return lp.launch_path(self.key, self.size_class, self.bandwidth)
 
 
 def _families(points: list[JudgedPoint]) -> list[_Family]:
@@ -106,16 +122,12 @@ def _siblings(families: list[_Family]) -> None:
     for group in by_role.values():
         if len(group) < 3:
             continue
-        # A point that measured the host (its own memory, its moods) is no sibling's yardstick.
-        levels = [{p.size: p.y for p in f.points if not p.set_aside} for f in group]
-        # Within one run siblings share its host, not its moments: a host-bound launch cost comes
-        # in moods that catch some siblings and not others. Their spread about their median, read
-        # at its 90th percentile, is the noise one of them is judged against.
-        deviations = [abs(y - np.median([lv[size] for lv in levels if size in lv]))
-                      for lv in levels for size, y in lv.items() if sum(size in other for other in levels) >= 3]
-        sigma = float(np.quantile(deviations, 0.9)) / NormalDist().inv_cdf(0.95) if deviations else math.nan
+        levels = [_compared(f) for f in group]
+        spread = _sibling_spread(levels)
         for k, f in enumerate(group):
-            f.sibling_sigma = max(sigma, SIBLING_FLOOR)
+            f.group_sigma = spread
+            # Its peers' spread, read without it: a GPU out of line must not widen its own limit.
+            f.sibling_sigma = max(_sibling_spread([lv for j, lv in enumerate(levels) if j != k]), SIBLING_FLOOR)
             diffs, peers = [], []
             for p in f.points:
                 if p.size not in levels[k]:
@@ -129,11 +141,33 @@ def _siblings(families: list[_Family]) -> None:
                 f.sibling_change, f.peers = float(np.median(diffs)), min(peers)
 
 
+def _compared(f: _Family) -> dict[int, float]:
+    """The levels by size a family is held against its siblings at: not a point that measured the
+    host (its own memory, its moods); bandwidth-bound, its own plateau (within PLATEAU of its
+    highest rate): smaller sizes still pay a launch whose cost moves with the moment."""
+    levels = {p.size: p.y for p in f.points if not p.set_aside}
+    if f.size_class != "bandwidth" or not levels:
+        return levels
+    top = max(math.log(size) + y for size, y in levels.items())
+    return {size: y for size, y in levels.items() if math.log(size) + y >= top + math.log(PLATEAU)}
+
+
+def _sibling_spread(levels: list[dict]) -> float:
+    """How far siblings stray from their median, each size where two or more have a level:
+    within one run they share its host, not its moments (a host-bound launch cost comes in moods
+    that catch some siblings and not others), so it is read at the 90th percentile."""
+    deviations = [abs(y - np.median([lv[size] for lv in levels if size in lv]))
+                  for lv in levels for size, y in lv.items() if sum(size in other for other in levels) >= 2]
+    return float(np.quantile(deviations, 0.9)) / NormalDist().inv_cdf(0.95) if deviations else 0.0
+
+
 def _plateau(points: list[JudgedPoint]) -> list[JudgedPoint]:
     """A bandwidth-bound family's plateau: its sizes whose expected rate is within PLATEAU of the
     family's highest. A link shared with another process, or throttled, shows there, while
     smaller sizes may slip through in a time slice, and those still paying a launch (a kernel's
-    host cost in its moods) move with the host, not the link."""
+    host cost in its moods) move with the host, not the link. An expectation interpolated along
+    the reference's ramp is no plateau's figure."""
+    points = [p for p in points if not p.on_ramp]
     points = [p for p in points if not p.in_cache] or points
     if not points:
         return []
@@ -159,8 +193,9 @@ def _shown(p: JudgedPoint, y_expected: float, size_class: str) -> tuple[float, f
     return math.exp(-y_expected) * 1e6, math.exp(-p.y) * 1e6, "µs"
 
 
-def _label(key: dict, size_class: str) -> str:
-    bound = size_class if size_class in ("data check", "not measured", "not judged") else f"{size_class}-bound"
+def _label(key: dict, size_class: str, launch: bool = False) -> str:
+    bound = "launch path" if launch else size_class if size_class in ("data check", "not measured", "not judged") \
+        else f"{size_class}-bound"
     return f"{variant_label(key)} ({bound})"
 
 
@@ -191,7 +226,7 @@ def _noise(f: _Family, key: dict, catalog: Catalog, table: Expected, noise: Expe
                                             f"at least {OTHER_WORLDS}")
     times = ""
     if f.size_class == "latency" and any(p.learned is not None for p in f.expected):
-        widened, times = widened * OTHER_HOSTS, f" x {OTHER_HOSTS} (other hosts' launch paths)"
+        widened, times = widened * lp.OTHER_HOSTS, f" x {lp.OTHER_HOSTS} (other hosts' launch paths)"
     between = [p.learned.spread for p in f.expected if p.learned is not None and math.isfinite(p.learned.spread)]
     if between:
         across = float(np.median(between)) / PAIR_MEDIAN_TO_SIGMA
@@ -210,6 +245,12 @@ def _above(f: _Family, limit: float) -> tuple[str, list[str]]:
         return INCONSISTENT, [f"{short_number(top.value)} GB/s is more than {top.physical_link} carries "
                               f"({short_number(top.physical)} GB/s): the record or the figure is wrong"]
     table_judged = [p for p in f.expected if p.runs]
+    same_gpu = [p for p in (_plateau(f.expected) or f.points) if math.isfinite(p.model_y)]
+    if f.size_class == "bandwidth" and same_gpu and not table_judged:
+        ratio = math.exp(float(np.median([p.y - p.model_y for p in same_gpu])))
+        if ratio > FAR_ABOVE:
+            return INCONSISTENT, [f"{ratio:.2f}x what healthy machines of its GPU model reach "
+                                  f"({same_gpu[0].model_source}): is this the GPU its record says?"]
     bounded = bool(physical)   # a link bounds it: what its class reaches is a property of GPU and link
     if f.size_class == "bandwidth" and table_judged and bounded and math.isfinite(f.change):
         ratio = math.exp(f.change)
@@ -221,17 +262,59 @@ def _above(f: _Family, limit: float) -> tuple[str, list[str]]:
     return "", []
 
 
+def _sigma(f: _Family, judged: list[JudgedPoint], catalog: Catalog, table: Expected, noise: Expected | None,
+           machine: str) -> tuple[float, str, int]:
+    """The family's sigma, where it came from, and how many its expectation stands on: its runs,
+    or its hosts where the spread between the class's hosts is the wider (a new host is judged;
+    hosts differ in what they carry), at least its role's spread in the run; a launch path's:
+    the spread of launch paths between hosts,
+    at least the run-to-run noise, wider where its class stands on fewer than MIN_HOSTS hosts."""
+    sigma, said = _noise(f, f.key, catalog, table, noise, machine)
+    runs, hosts = min((p.runs for p in judged), default=0), min((p.hosts for p in judged), default=0)
+    if not judged:
+        return sigma, said, runs
+    role, sizes = dict(zip(ROLE_KEYS, f.role)), [p.size for p in f.points]
+    declared = default_noise(catalog, f.key, f.size_class)
+    if not f.launch_path:
+        # A GPU or pair is held against its role's median: where the role's GPUs or pairs in this
+        # run stray from theirs more than runs do (held staged copies come in two modes), so may it.
+        if f.group_sigma > sigma:
+            sigma, said = f.group_sigma, f"its role's GPUs or pairs in the run ({f.group_sigma:.3f}), more than {said}"
+        between, where = lp.between_hosts(role, sizes, table, machine, declared, hosts) if runs else (math.nan, "")
+        return (between, f"{where}, more than {said}", hosts) if between > sigma else (sigma, said, runs)
+    between, where = lp.host_sigma(role, sizes, table, machine, declared, hosts)
+    said = where if between >= sigma else f"{where}; at least {said} ({sigma:.3f})"
+    return *lp.widened(max(between, sigma), hosts, said), hosts if runs else 0
+
+
+def _siblings_verdict(f: _Family, v: Verdict, sigma: float, z: float, tolerance: float) -> None:
+    """Siblings find a GPU or pair out of line with its peers; like them, a whole machine may still
+    be slow: they can make a family low, never normal. A launch path is judged by hosts alone."""
+    if not math.isfinite(f.sibling_change) or f.launch_path:
+        return
+    # A latency's host-bound moods come and go between siblings measured at other moments:
+    # they are judged with the noise between runs at least.
+    sibling_sigma = max(f.sibling_sigma, sigma) if f.size_class == "latency" else f.sibling_sigma
+    f.sibling_limit = math.log1p(-tolerance) - z * _spread(sibling_sigma, f.peers)
+    ratio = math.exp(f.sibling_change)
+    v.siblings = f"median of {_noun(f.role, f.peers)}: {ratio:.2f}x"
+    if f.sibling_change < f.sibling_limit and v.verdict != LOW:
+        rep = _representative(f, f.sibling_change, f.peer_y)   # the figures shown: the siblings'
+        v.expected, v.measured, v.unit = _shown(rep, f.peer_y[rep.size], f.size_class)
+        v.at_size, v.source = rep.size, f"siblings: median of {_noun(f.role, f.peers)}"
+        v.ratio, v.limit, v.verdict = ratio, math.exp(f.sibling_limit), LOW
+
+
 def _verdict(f: _Family, rows: pd.DataFrame, facts: causes.Facts, links: Mapping, catalog: Catalog,
              table: Expected, noise: Expected | None, z: float, tolerance: float, machine: str) -> Verdict:
-    key = {k: _plain(v) for k, v in zip(VARIANT_KEYS, f.variant)}
-    v = Verdict(_label(key, f.size_class), key, f.size_class, NOT_JUDGED, [p.size for p in f.points])
-    sigma, v.noise = _noise(f, key, catalog, table, noise, machine)
+    key = f.key
+    v = Verdict(_label(key, f.size_class, f.launch_path), key, f.size_class, NOT_JUDGED, [p.size for p in f.points])
     judged = _plateau(f.expected) if f.size_class == "bandwidth" else f.expected
+    sigma, v.noise, count = _sigma(f, judged, catalog, table, noise, machine)
     if judged:
-        runs = min(p.runs for p in judged)
-        allowed = tolerance if runs else THEORY_TOLERANCE
+        allowed = tolerance if min(p.runs for p in judged) else THEORY_TOLERANCE
         f.change = float(np.median([p.y - p.y_expected for p in judged]))
-        f.limit = math.log1p(-allowed) - z * _spread(sigma, runs)
+        f.limit = math.log1p(-allowed) - z * _spread(sigma, count)
         rep = _representative(f, f.change, {p.size: p.y_expected for p in judged})
         v.expected, v.measured, v.unit = _shown(rep, rep.y_expected, f.size_class)
         v.at_size, v.source = rep.size, rep.source
@@ -239,22 +322,11 @@ def _verdict(f: _Family, rows: pd.DataFrame, facts: causes.Facts, links: Mapping
         v.verdict = NORMAL if f.change >= f.limit else LOW
         if v.limit < CAN_CATCH and v.verdict == NORMAL:
             v.verdict, v.reason = NOISY, "too noisy to judge: its limit lets a halved figure pass"
+    elif f.expected:
+        v.reason = "its sizes fall between the reference's along its ramp: no plateau to judge"
     else:
         v.reason = Counter(p.reason for p in f.points).most_common(1)[0][0]
-    if math.isfinite(f.sibling_change):
-        # A latency's host-bound moods come and go between siblings measured at other moments:
-        # they are judged with the noise between runs at least.
-        sibling_sigma = max(f.sibling_sigma, sigma) if f.size_class == "latency" else f.sibling_sigma
-        f.sibling_limit = math.log1p(-tolerance) - z * _spread(sibling_sigma, f.peers)
-        ratio = math.exp(f.sibling_change)
-        v.siblings = f"median of {_noun(f.role, f.peers)}: {ratio:.2f}x"
-        # Siblings find a GPU or pair out of line with its peers; like them, a whole machine may
-        # still be slow: they can make a family low, never normal.
-        if f.sibling_change < f.sibling_limit and v.verdict != LOW:
-            rep = _representative(f, f.sibling_change, f.peer_y)   # the figures shown: the siblings'
-            v.expected, v.measured, v.unit = _shown(rep, f.peer_y[rep.size], f.size_class)
-            v.at_size, v.source = rep.size, f"siblings: median of {_noun(f.role, f.peers)}"
-            v.ratio, v.limit, v.verdict = ratio, math.exp(f.sibling_limit), LOW
+    _siblings_verdict(f, v, sigma, z, tolerance)
     state, said = _above(f, f.limit if math.isfinite(f.limit) else -math.inf)
     if state:
         v.verdict, v.causes, v.reason = state, said, ""
@@ -263,8 +335,39 @@ def _verdict(f: _Family, rows: pd.DataFrame, facts: causes.Facts, links: Mapping
             v.unit, v.at_size, v.measured = "GB/s", top.size, top.value
     elif v.verdict == LOW:
         judged_value = float(np.median([p.value for p in (judged or f.points)])) if f.size_class == "bandwidth" else math.nan
-        v.causes = causes.explain(facts, causes.subject(key, links, _notes(rows, key), judged_value))
+        v.causes = causes.explain(facts, causes.subject(key, links, _notes(rows, key), judged_value, f.launch_path))
+        slow = [p for p in judged if p.host_slow]
+        if f.launch_path and slow:
+            v.causes.append(f"every trial at {len(slow)} of its {len(judged)} sizes ran while the host was slow "
+                            f"(host_pace_s above {PACE_SLACK}x its usual reading)")
     return v
+
+
+def _by_device_side(families: list[_Family], verdicts: list[Verdict]) -> None:
+    """A host-bound family against the device-side figures of its op in the run (launch_path.py):
+    not normal while one is low (not judged: it cannot tell a slow link from its host; where it
+    is low itself, the low figure is named beside); a launch path too noisy for a halved figure is
+    judged normal where one of them, judged, would catch a halved link."""
+    device = {}
+    for f, v in zip(families, verdicts):
+        if lp.device_side(f.key, f.size_class) and v.verdict in JUDGED:
+            device.setdefault(lp.op_key(f.key), []).append(v)
+    for f, v in zip(families, verdicts):
+        if not lp.host_bound(f.key, f.size_class, f.bandwidth) or v.verdict not in (NORMAL, LOW, NOISY):
+            continue
+        twins = device.get(lp.op_key(f.key), [])
+        low = sorted((t for t in twins if t.verdict == LOW), key=lambda t: t.ratio or 0)
+        if low:
+            said = f"{low[0].family} is low ({low[0].ratio:.2f}x)"
+            if v.verdict == LOW:
+                v.causes = [*v.causes, f"the link: {said}"]
+            else:
+                v.verdict, v.reason = NOT_JUDGED, f"its link is low: {said}, which it cannot tell from its host"
+        elif v.verdict == LOW and twins:
+            v.causes = [*v.causes, f"not the link: {twins[0].family} is {twins[0].verdict}"]
+        elif v.verdict == NOISY and f.launch_path and twins:
+            v.verdict, v.reason = NORMAL, ""
+            v.noise += f"; a halved link is caught by {twins[0].family}"
 
 
 def _plain(value):
@@ -333,7 +436,8 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
                      for suite, op in (planned or set()) - measured_ops)
     checked = "" if planned is not None else (unplanned or "not planned")
     levels = point_levels(rows, catalog) if len(rows) else pd.DataFrame()
-    facts = causes.facts(meta, run_dir, causes.healthy_clocks(machine))
+    host = causes.HostRecord(usual_pace(rows) if len(rows) else math.nan, causes.healthy_paces(machine))
+    facts = causes.facts(meta, run_dir, causes.healthy_clocks(machine), host)
     verdicts: list[Verdict] = []
     z = math.nan
     if not levels.empty:
@@ -346,6 +450,7 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
         links = (meta.get("system") or {}).get("links") or {}
         noise = shipped_noise() if noise is None else noise
         verdicts = [_verdict(f, rows, facts, links, catalog, table, noise, z, tolerance, machine) for f in families]
+        _by_device_side(families, verdicts)
     measured = {tuple(r) for r in levels[VARIANT_KEYS].itertuples(index=False)} if not levels.empty else set()
     verdicts += (_unmeasured(rows, measured) + _nothing_judged(rows, levels, catalog)) if len(rows) else []
     order = {LOW: 0, INCONSISTENT: 1, FAILED: 2, HIGH: 3, NORMAL: 4, NOISY: 5, NOT_JUDGED: 6}

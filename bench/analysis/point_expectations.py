@@ -15,16 +15,15 @@ import pandas as pd
 from bench.analysis import causes
 from bench.analysis.compare import size_classes
 from bench.analysis.expected import Expected, Learned, alternatives, machine_class, machine_row, pair_class, roles
+from bench.analysis.launch_path import MIN_HOSTS, hosts_said
 from bench.analysis.noise import GPU_BACKENDS
 from bench.analysis.verdicts import HOST_OWN, RESIDENT, short_number
 from bench.links import pcie_gbps
-from bench.points import ROLE_KEYS, VARIANT_KEYS
+from bench.points import ALL, ROLE_KEYS, VARIANT_KEYS
 from bench.suite_view import Catalog, view
 from bench.sizes import format_size
 
 HOST_SLOW = "every trial ran while the host was slow (host_pace_s): it measured the host's mood"
-UNPACED = ("recorded before xferbench read the host's pace (schema 3 or older): a host-bound figure cannot be "
-           "told from the host's moods")
 OLDER = "made by an older xferbench (schema {}): its methods have changed since; run it again to judge it"
 OLDEST_JUDGED = 2   # schema 1's graph timings have changed since
 
@@ -58,13 +57,20 @@ class JudgedPoint:
     bandwidth: bool
     y_expected: float = math.nan
     runs: int = 0                 # healthy runs behind y_expected (0: theory, or other classes)
+    hosts: int = 0                # the healthy hosts those runs came from
     curve_role: dict | None = None   # the table's role that gave it (its class's)
     learned: Learned | None = None   # the other classes that gave it
     source: str = ""
     physical: float = math.nan    # the link's limit in GB/s, as the run recorded it
     physical_link: str = ""
     reason: str = ""              # why no expectation
+    # Where the class has no reference: what other classes of its GPU model take at a GPU's own
+    # copy (its memory, no link between): a record of that model far below the figure is wrong.
+    model_y: float = math.nan
+    model_source: str = ""
     in_cache: bool = False        # an on-GPU copy the L2 holds (cache.py): no plateau of device memory
+    host_slow: bool = False       # every trial ran while the host was slow (results.slow_throughout)
+    on_ramp: bool = False         # its expectation interpolated along the reference's ramp (Curve.on_ramp)
     set_aside: bool = False       # judged by nothing: it measured the host, or by a method since changed
 
 
@@ -82,9 +88,11 @@ def _reference(point: JudgedPoint, role: dict, table: Expected, machine: str) ->
         return f"no reference at these sizes (it has {has})"
     point.curve_role, curve = match
     log_time, point.runs = curve.at(point.size)
+    point.hosts, point.on_ramp = curve.hosts_at(point.size), curve.on_ramp(point.size)
     point.y_expected = -log_time
     point.size_class = curve.size_class(point.size) if point.bandwidth else "latency"
-    point.source = f"{table.origins[machine]} {curve.instances}, {point.runs} healthy run{'s' * (point.runs != 1)}"
+    few = f" from {hosts_said(point.hosts)}" if point.hosts < MIN_HOSTS else ""
+    point.source = f"{table.origins[machine]} {curve.instances}, {point.runs} healthy run{'s' * (point.runs != 1)}{few}"
     return ""
 
 
@@ -114,6 +122,15 @@ def _learned(point: JudgedPoint, role: dict, table: Expected, machine: str, theo
     return ""
 
 
+def _same_gpu(point: JudgedPoint, role: dict, table: Expected, machine: str) -> None:
+    """Fills in what other classes of the point's GPU model take, for a GPU's copy to itself."""
+    if not (point.bandwidth and role["src"] == role["dst"] == "gpu" and not role["link"]):
+        return
+    learned = table.learned_time(machine, role, point.size, same_gpu=True)
+    if learned is not None:
+        point.model_y, point.model_source = -learned.value, ", ".join(learned.classes)
+
+
 def _recorded_limit(f: causes.Facts, record: dict, theory) -> tuple[float, str]:
     """What the link this point crossed could carry as the run recorded it (GB/s, its name):
     a host copy's PCIe link at its generation and width while busy (else its slot's); a peer copy
@@ -126,13 +143,29 @@ def _recorded_limit(f: causes.Facts, record: dict, theory) -> tuple[float, str]:
         gbps = pcie_gbps(gen, width)
         if gbps > 0:
             return gbps * both, f"PCIe Gen{gen} x{width} as recorded {when}"
-    pair = causes.peer_pair(src, dst)
-    if record["suite"] == "p2p" and record["mode"] == "peer" and pair and causes.peer_access_off(f, *pair):
-        gen, width, _ = causes.recorded_pcie(f, pair[0])
+    through = _through_host(f, record)
+    if through is not None:
+        gen, width, _ = causes.recorded_pcie(f, through)
         gbps = pcie_gbps(gen, width)
         if gbps > 0:
             return gbps * both, f"PCIe Gen{gen} x{width} through the host, as peer access is recorded off"
     return (theory[0], theory[2]) if theory else (math.nan, "")
+
+
+def _through_host(f: causes.Facts, record: dict) -> int | None:
+    """The GPU whose PCIe link carries a peer copy's traffic when peer access is recorded off for
+    every pair it crosses (staged through host memory), or None: a pair's first GPU; every GPU
+    to or from one GPU (all_to_one, one_to_all), that one GPU's."""
+    src, dst = str(record["src"]), str(record["dst"])
+    if record["suite"] != "p2p" or record["mode"] != "peer":
+        return None
+    if pair := causes.peer_pair(src, dst):
+        return pair[0] if causes.peer_access_off(f, *pair) else None
+    one = causes.gpu_of(src) if causes.gpu_of(src) is not None else causes.gpu_of(dst)
+    others = [k for k in range(int(record["world_size"])) if k != one]
+    if ALL in (src, dst) and one is not None and others and all(causes.peer_access_off(f, one, k) for k in others):
+        return one
+    return None
 
 
 def judged_points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: Expected,
@@ -144,8 +177,6 @@ def judged_points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: 
     role_rows = roles(levels, links).to_dict("records")
     own = size_classes(levels)   # where no reference curve says
     hooks = machine_row(meta)
-    # A GPU run made before xferbench read the host's pace: its host-bound figures hold the host's moods.
-    unpaced = levels["backend"].isin(GPU_BACKENDS).any() and not levels["paced"].any()
     older = _older(meta)
     out = []
     for record, role, own_class in zip(levels.to_dict("records"), role_rows, own):
@@ -160,13 +191,18 @@ def judged_points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: 
             point.physical, point.physical_link = _recorded_limit(facts, record, theory)
         point.reason = _reference(point, role, table, machine)
         if point.reason:
+            _same_gpu(point, role, table, machine)
             why = _learned(point, role, table, machine, theory, own_class)
             point.reason = f"{point.reason}; {why}" if why else ""
         # A copy the L2 holds reads the cache's state from one run to the next: the gate does not gate it either.
         resident = RESIDENT if record["cache_resident"] and point.size_class == "bandwidth" else ""
+        # On a host backend a latency-bound point whose every trial caught the host slow measured
+        # its mood. A GPU's is judged: a launch path against the spread of hosts, moods and all
+        # (its cause then says so), a device-side figure the device's whatever the host.
+        point.host_slow = bool(record["host_slow"])
+        moody = point.host_slow and point.size_class == "latency" and record["backend"] not in GPU_BACKENDS
         aside = (older or resident or (HOST_OWN if record["op"] in view(catalog, record["suite"]).host_own else "")
-                 or (HOST_SLOW if record["host_slow"] and point.size_class == "latency" else "")   # the host's mood
-                 or (UNPACED if unpaced and point.size_class == "latency" and record["launch"] == "eager" else ""))
+                 or (HOST_SLOW if moody else ""))
         if aside:
             point.y_expected, point.reason, point.set_aside = math.nan, aside, True
         out.append(point)

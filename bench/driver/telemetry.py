@@ -5,6 +5,10 @@ daemon thread, and once more when stopped (after the last suite): utilization, t
 processes on the GPU (this run's own: this process and its descendants, such as spawned ranks;
 and others), the clock-event ("throttle") reasons, the PCIe link's current generation and
 width, temperature and power; once per GPU, its name, the PCIe link's maxima and MIG mode.
+Beside them, with or without NVML, the host: its 1-minute load average, every CPU's busy and
+stolen time (/proc/stat) and this process's own CPU time with its finished children's
+(os.times: spawned ranks, once joined), so that the CPU time other processes took during the run
+is their difference: what a launch path found slow is held against (bench/analysis/causes.py).
 `summarize()` turns such a `Recording` into plain JSON-ready data for meta.json; it is a pure
 function, so it is tested on recordings built as data.
 
@@ -71,6 +75,41 @@ class Sample:
     power_w: float | None = None
 
 
+@dataclass(slots=True)
+class HostSample:
+    """One reading of the host. None: not readable here (no /proc)."""
+
+    t: float
+    phase: str
+    load_1m: float | None = None
+    cpu_busy_s: float | None = None   # every CPU's busy time since boot: user, nice, system, irq, softirq
+    steal_s: float | None = None      # every CPU's time the hypervisor gave to other guests
+    own_cpu_s: float | None = None    # this process's, and its children's that have been waited for
+
+
+def _proc_stat() -> tuple[float | None, float | None]:
+    """(busy, steal) seconds of every CPU since boot, from /proc/stat's first line."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+        tick = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None, None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq) / tick, steal / tick
+
+
+def read_host(t: float, phase: str) -> HostSample:
+    """The host's load, CPU time and this process's own CPU time now (microseconds to read)."""
+    try:
+        load = round(os.getloadavg()[0], 2)
+    except OSError:
+        load = None
+    busy, steal = _proc_stat()
+    own = os.times()
+    return HostSample(t, phase, load, busy, steal, own.user + own.system + own.children_user + own.children_system)
+
+
 @dataclass
 class GpuInfo:
     """What does not change during a run: read once per GPU at start."""
@@ -93,6 +132,8 @@ class Recording:
     names: dict[int, str] = field(default_factory=dict)   # pid -> process name, as NVML says
     interval_s: float = 0.5
     unavailable: str = ""                                 # why nothing was recorded, if so
+    host: list[HostSample] = field(default_factory=list)
+    cpus: int | None = None                               # the CPUs /proc/stat adds up
 
 
 def _descends_from(pid: int, root: int) -> bool:
@@ -133,7 +174,11 @@ class Sampler:
 
     # -- life cycle -------------------------------------------------------------------------
     def start(self) -> Sampler:
-        """Read every GPU once and start the sampling thread; without NVML, record why and return."""
+        """Read the host and every GPU once and start the sampling thread; without NVML, record
+        why and return (the host is read again when stopped)."""
+        self._t0 = time.monotonic()
+        self.recording.cpus = os.cpu_count()
+        self._sample_host("before")
         nv = self._nvml
         if nv is None:
             try:
@@ -159,7 +204,6 @@ class Sampler:
             self._shutdown()
             return self
         self.recording.gpus = [self._info(i, h) for i, h in enumerate(self._handles)]
-        self._t0 = time.monotonic()
         self._sample_all("before")
         self._thread = threading.Thread(target=self._loop, name="xferbench-telemetry", daemon=True)
         self._thread.start()
@@ -172,6 +216,8 @@ class Sampler:
             self._thread.join(timeout=10)
             self._thread = None
             self._sample_all("after")
+        elif self.recording.host and self.recording.host[-1].phase == "before":
+            self._sample_host("after")
         if self._started:
             self._shutdown()
         return self.recording
@@ -258,7 +304,14 @@ class Sampler:
             temp_c=self._read(i, "temp", lambda: nv.nvmlDeviceGetTemperature(h, getattr(nv, "NVML_TEMPERATURE_GPU", 0))),
             power_w=power_mw / 1000 if power_mw is not None else None)
 
+    def _sample_host(self, phase: str) -> None:
+        try:
+            self.recording.host.append(read_host(round(time.monotonic() - self._t0, 3), phase))
+        except Exception:   # never let telemetry fail a run
+            pass
+
     def _sample_all(self, phase: str) -> None:
+        self._sample_host(phase)
         for i, h in enumerate(self._handles):
             try:
                 self.recording.samples.append(self._sample(phase, i, h))
@@ -332,12 +385,35 @@ def _gpu_summary(info: GpuInfo, samples: list[Sample], names: dict[int, str]) ->
     }
 
 
+def _difference(first: HostSample, last: HostSample, name: str) -> float | None:
+    a, b = getattr(first, name), getattr(last, name)
+    return None if a is None or b is None else round(b - a, 2)
+
+
+def _host_summary(recording: Recording) -> dict:
+    """The host over the run: CPU time every CPU was busy, this run's own, the others' (their
+    difference) and the hypervisor's steal, in CPU-seconds; the others' share of the CPUs' time;
+    the 1-minute load average before, at most and after."""
+    first, last = recording.host[0], recording.host[-1]
+    duration = last.t - first.t
+    busy, own = _difference(first, last, "cpu_busy_s"), _difference(first, last, "own_cpu_s")
+    others = None if busy is None or own is None else round(max(0.0, busy - own), 2)
+    cpus = recording.cpus
+    share = round(others / (duration * cpus), 3) if others is not None and cpus and duration > 0 else None
+    loads = [s.load_1m for s in recording.host if s.load_1m is not None]
+    return {"cpus": cpus, "duration_s": round(duration, 3),
+            "cpu_s": {"all": busy, "own": own, "others": others, "steal": _difference(first, last, "steal_s")},
+            "others_share": share,
+            "load_avg_1m": {"before": first.load_1m, "max": max(loads) if loads else None, "after": last.load_1m}}
+
+
 def summarize(recording: Recording) -> dict:
     """Per GPU, JSON-ready: other processes seen, utilization before/after (max during), the
     share of 'during' samples with each clock-event reason, the lowest PCIe generation and width
-    seen while busy against the maxima, MIG on/off."""
+    seen while busy against the maxima, MIG on/off; and the host (`host`, where read)."""
+    host = {"host": _host_summary(recording)} if recording.host else {}
     if recording.unavailable and not recording.samples:
-        return {"available": False, "reason": recording.unavailable}
+        return {"available": False, "reason": recording.unavailable, **host}
     ts = [s.t for s in recording.samples]
     return {
         "available": True,
@@ -345,4 +421,5 @@ def summarize(recording: Recording) -> dict:
         "duration_s": round(max(ts) - min(ts), 3) if ts else 0.0,
         "gpus": [_gpu_summary(info, [s for s in recording.samples if s.gpu == info.index], recording.names)
                  for info in recording.gpus],
+        **host,
     }
