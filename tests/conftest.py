@@ -20,6 +20,9 @@ from bench.journal import RunWriter, write_json
 from bench.results import SCHEMA_VERSION, Sample
 
 ROOT = Path(__file__).resolve().parent.parent
+# The main sweeps before held launches (2026-11-27): tests of how graph-era figures read name them,
+# since the newest main sweep of each class is now a held one.
+PRE_HELD_SWEEPS = ["h200-x1/20261126-075737-default-2", "h200-x2/20261123-044635", "h200-x4/20261126-083243-default-6"]
 
 
 def xferbench_cmd(out_dir: Path, *args: str) -> list[str]:

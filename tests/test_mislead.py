@@ -18,6 +18,7 @@ from bench.analysis.runs import SERIES, palette, run_index, with_series
 from bench.cli.common import catalog
 from bench.results import load
 from bench.suites.copy import reading as copy_reading
+from conftest import PRE_HELD_SWEEPS
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "results" / "reference"
@@ -38,7 +39,7 @@ def x2():
 @pytest.fixture(scope="module")
 def reference():
     frame = load(REFERENCE)
-    runs = run_index(frame)
+    runs = run_index(frame, PRE_HELD_SWEEPS)
     return with_series(frame[frame["run_dir"].isin(runs.loc[runs["chosen"], "run_dir"])])
 
 
@@ -101,12 +102,21 @@ def headline(reference, cat):
 
 
 def test_latency_cell_shows_each_api_eager_and_graph_at_its_size(headline):
-    cell = headline["all_reduce latency: eager / graph"]["h200-x2"]
+    cell = headline["all_reduce latency: eager / on the device"]["h200-x2"]
     # what a PyTorch job pays (torch.distributed) beside NCCL called directly, never the faster alone
     assert cell.value == "torch.distributed 36.9 / 4.6 · nccl 8.8 / 4.6 µs"
     assert cell.notes[0] == "at 8B, eager / graph"
-    h2d = headline["Host → device latency, pinned: eager / graph"]["h200-x1"]
+    h2d = headline["Host → device latency, pinned: eager / on the device"]["h200-x1"]
     assert h2d.value == "3.7 / 2.6 µs" and h2d.notes[0] == "at 4KiB, eager / graph, ce"
+
+
+def test_latency_cell_prefers_the_held_figure_where_a_run_has_one(cat):
+    held = load(REFERENCE / "h200-x2" / "x2a-default-2")
+    cell = report.headline(with_series(held), cat)["all_reduce latency: eager / on the device"]["h200-x2"]
+    assert cell.notes[0] == "at 8B, eager / held"
+    words = cell.value.split(" · ")[0].split()    # torch.distributed EAGER / HELD
+    eager, device = float(words[-3]), float(words[-1])
+    assert device < eager / 3        # the device's own time, not the launch path
 
 
 def test_bandwidth_cell_names_api_launch_and_size_side_by_side(headline):

@@ -25,12 +25,13 @@ from bench.cli.common import catalog
 from bench.links import pcie_gbps
 from bench.results import ResultsError, load
 from bench.suites.p2p import reading as p2p_reading
+from conftest import PRE_HELD_SWEEPS
 from synthetic import KiB, MiB, collective_samples, copy_samples, p2p_samples, write_run
 
 SIZES = [4 * KiB, 64 * KiB, MiB, 16 * MiB]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
-MAIN_SWEEP, GRAPH_RUNS = "20261123-044635", ("20261122-214352", "20261122-214411")
+MAIN_SWEEP, GRAPH_RUNS = "x2a-default-2", ("20261122-214352", "20261122-214411")
 CATALOG = catalog()
 
 
@@ -107,7 +108,7 @@ def test_default_run_is_each_instances_main_sweep(reference):
     assert sorted(chosen.index) == ["h100-x1", "h200-x1", "h200-x2", "h200-x4"]
     # the graph experiments are newer and complete, but cover one suite and two ops
     assert chosen.loc["h200-x2", "run_id"] == MAIN_SWEEP and chosen.loc["h200-x2", "why"] == "main sweep"
-    assert (runs["instance"] == "h200-x2").sum() == 15 and runs["chosen"].sum() == 4
+    assert (runs["instance"] == "h200-x2").sum() == 17 and runs["chosen"].sum() == 4
 
 
 def test_named_runs_replace_the_default_for_their_instance_only(reference):
@@ -146,7 +147,7 @@ def test_the_main_sweep_is_the_run_that_asked_for_the_most_suites(reference):
     pipeline = h200.loc["pipeline-1"]
     chosen = h200[h200["chosen"]].iloc[0]
     assert pipeline.ops > chosen.ops and pipeline.suites == chosen.suites == 1
-    assert chosen.name == "20261126-075737-default-2" and chosen.why == "main sweep", h200
+    assert chosen.name == "x1c-default-2" and chosen.why == "main sweep", h200
 
 
 def test_series_is_the_instance_unless_it_has_several_runs(reference):
@@ -158,7 +159,7 @@ def test_series_is_the_instance_unless_it_has_several_runs(reference):
 
 
 def test_peak_vs_link_reads_the_chosen_run_not_an_average(reference):
-    table = peaks.peak_table(with_series(select_runs(reference)), CATALOG)
+    table = peaks.peak_table(with_series(select_runs(reference, PRE_HELD_SWEEPS)), CATALOG)
     all_reduce = table[(table["op"] == "all_reduce") & (table["mode"] == "default") & (table["instance"] == "h200-x2")]
     assert len(all_reduce) == 1      # the graph experiments' all_reduce (about 50%) is not mixed in
     assert all_reduce["percent"].iloc[0] == pytest.approx(76.2, abs=0.5)  # the 2026-11-23 main sweep
@@ -223,7 +224,7 @@ def test_a_blank_key_shares_panels_with_the_one_value_set(frame, figures):
 
 
 def test_peak_vs_link_is_compact(reference, tmp_path):
-    path, = _draw(peaks.peak_fraction_figure, select_runs(reference), tmp_path)
+    path, = _draw(peaks.peak_fraction_figure, select_runs(reference, PRE_HELD_SWEEPS), tmp_path)
     height, width = matplotlib.image.imread(path).shape[:2]
     # 4 machines, 21 rows (a collective of one world size a run is one row): was 1320 x 3672 with
     # every run averaged in

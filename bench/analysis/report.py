@@ -33,7 +33,7 @@ from bench.sizes import format_size
 
 
 # What tells two curves of one metric apart (a run may hold several dtypes, APIs, engines...);
-# the launch is the cells' own split (eager figures; eager / graph times).
+# the launch is the cells' own split (eager figures; eager / device-side times).
 CELL_KEYS = [k for k in CURVE_KEYS if k != "launch"]
 ALWAYS_NAMED = ("api", "engine")    # named in a cell even where a run measured one of them
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -146,18 +146,20 @@ def _us(times: pd.Series) -> str:
 
 
 def latency_cell(frame: pd.DataFrame, metric: Metric, catalog: Catalog) -> Cell | None:
-    """Median time per op at the smallest size (1 MiB or less), eager / graph, for each variant
-    measured there (torch beside nccl), each named."""
+    """Median time per op at the smallest size (1 MiB or less), eager / on the device (held behind
+    a latch, or where a run has none, replayed from a graph), for each variant measured there
+    (torch beside nccl), each named."""
     data = _curves(frame, metric, catalog)
     data = data[(data["size_bytes"] <= SMALL_BYTES) & (data["time_s"] > 0)]
     if data.empty:
         return None
     size = int(data["size_bytes"].min())
     at = data[data["size_bytes"] == size]
-    parts = [(name, f"{_us(c.loc[c['launch'] == 'eager', 'time_s'])} / {_us(c.loc[c['launch'] == 'graph', 'time_s'])}")
+    device = "held" if (at["launch"] == "held").any() else "graph"
+    parts = [(name, f"{_us(c.loc[c['launch'] == 'eager', 'time_s'])} / {_us(c.loc[c['launch'] == device, 'time_s'])}")
              for name, c in variants(at)]
     value = parts[0][1] + " µs" if len(parts) == 1 else " · ".join(f"{name} {times}" for name, times in parts) + " µs"
-    notes = [f"at {format_size(size)}, eager / graph" + (f", {parts[0][0]}" if len(parts) == 1 and parts[0][0] else "")]
+    notes = [f"at {format_size(size)}, eager / {device}" + (f", {parts[0][0]}" if len(parts) == 1 and parts[0][0] else "")]
     elsewhere = [name for name, _ in variants(data) if name not in {n for n, _ in parts}]
     if elsewhere:
         notes.append(f"not measured at {format_size(size)}: {', '.join(elsewhere)}")
@@ -347,7 +349,8 @@ def caveats(frame: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
         "lower a figure, and nothing here controls for them.",
         "Bandwidth cells are the median of eager launches at the largest size measured; a higher figure "
         "at a smaller size is noted as a peak. Latency cells are the median time per op at the smallest "
-        "size, eager / graph. Where a run measured several variants of a metric, the cell shows each, "
+        "size, eager (the launch path) / on the device (held behind a latch; graph replays for runs "
+        "without held points). Where a run measured several variants of a metric, the cell shows each, "
         "named, never the best of them: torch (torch.distributed, what a PyTorch job calls) beside nccl "
         "(NCCL called directly), ce (the copy engines) beside sm (a copy kernel on the SMs), NUMA placements.",
         f"Cache: an on-GPU copy whose source and destination fit in L2 measures the cache, not HBM; "

@@ -21,12 +21,12 @@ def peak_table(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     with the link's theoretical peak (the suite's link_limit), the achieved share, and the
     instance's price; rows in the catalog's order of suites, then by link, op and values."""
     data = with_bandwidth(usable_rows(frame), catalog).dropna(subset=["bandwidth_gbps"])
-    # Graph mode stops at timing.graph_max_size, so its largest figure is no peak: eager only.
+    # Graph and held launches stop at their size limits, so their largest figure is no peak: eager only.
     # Collectives through NCCL directly peak where torch.distributed's do (the wire, not the host,
     # bounds large messages): one row, torch's, what a job calls.
     # Every GPU at once is many links' traffic: concurrent_figure shows it, not one link's share.
     # On-GPU copies in or near L2 measure the cache (bench.analysis.cache): no HBM peak.
-    data = data[(data["launch"] != "graph") & (data["api"] != "nccl") & (data["src"] != "all") & (data["dst"] != "all")]
+    data = data[(data["launch"] == "eager") & (data["api"] != "nccl") & (data["src"] != "all") & (data["dst"] != "all")]
     data = hbm_rows(data)
     if data.empty:
         return pd.DataFrame(columns=["instance", "run_id", SERIES, "label", "peak_gbps", "link", "link_gbps",

@@ -145,7 +145,7 @@ class CollectivesView(SuiteView):
                   "broadcast": 0.81, "reduce": 0.82, "sendrecv": 0.79}
     headline = (
         Metric("all_reduce, bus bandwidth", "collectives", "all_reduce", NCCL),
-        Metric("all_reduce latency: eager / graph", "collectives", "all_reduce", NCCL, latency=True),
+        Metric("all_reduce latency: eager / on the device", "collectives", "all_reduce", NCCL, latency=True),
     )
 
     def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:

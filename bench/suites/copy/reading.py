@@ -136,7 +136,7 @@ class CopyView(SuiteView):
         Metric("Device → host, pinned", "copy", "d2h", PINNED),
         Metric("Both directions at once, pinned (sum)", "copy", "bidir", PINNED),
         Metric("Device → device, one GPU (bytes copied)", "copy", "d2d", (("world_size", ("1",)),)),
-        Metric("Host → device latency, pinned: eager / graph", "copy", "h2d", PINNED, latency=True),
+        Metric("Host → device latency, pinned: eager / on the device", "copy", "h2d", PINNED, latency=True),
     )
 
     def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
