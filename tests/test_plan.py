@@ -116,7 +116,7 @@ def test_graph_points_replay_measure_graphs_steps():
 # Runs from here on were measured with today's timing core (one warm-up op for long ops, graphs
 # sized by the warm-up, small ops calibrated for their short trials) and results writer: older
 # runs carry costs the tool no longer has.
-CURRENT_CORE_SINCE = "2026-11-23T04:30"
+CURRENT_CORE_SINCE = "2026-11-27T00:00"
 
 
 def _one_node_collectives_runs() -> list[str]:
@@ -137,8 +137,10 @@ def test_collectives_estimate_is_within_20_percent_of_each_committed_run(run):
     # length, graph-only runs of small messages) differ in sizes, timing and start-up share.
     meta = json.loads((REFERENCE / "h200-x2" / run / "meta.json").read_text())
     args = [a for a in meta["argv"] if not a.startswith(("out_dir=", "progress=", "suite=", "run_id="))]
-    trial = f"timing.min_trial_s={meta['config']['timing']['min_trial_s']}"   # the default then
-    got = _plan(_cfg(*args, trial, NCCL_GRAPHS, "launch=both", "suite=collectives"), _h200(2)).suites[0]
+    timing, launches = meta["config"]["timing"], meta["config"]["collectives"]["nccl_launch"]
+    recorded = [f"timing.min_trial_s={timing['min_trial_s']}", f"timing.launch=[{','.join(timing['launch'])}]",
+                f"collectives.nccl_launch=[{','.join(launches)}]"]   # the defaults then
+    got = _plan(_cfg(*args, *recorded, "suite=collectives"), _h200(2)).suites[0]
     assert got.seconds == pytest.approx(meta["suite_wall_s"]["collectives"], rel=0.2), got
 
 
@@ -299,7 +301,7 @@ def test_plan_for_a_catalogued_machine_from_here(xferbench):
     assert proc.returncode == 0, proc.stderr
     assert not runs
     assert proc.stdout.startswith("xferbench plan for h200-x2: 2 GPU(s) (NV18); nothing measured")
-    assert "per-point cost h200-x2/20261123-044635" in proc.stdout  # the newest main sweep
+    assert "per-point cost h200-x2/x2a-default-2" in proc.stdout  # the newest main sweep
 
 
 def test_every_run_prints_its_estimate_first(xferbench):
