@@ -81,10 +81,15 @@ def test_overlap_settings_are_checked(kw, message):
         omodel.Settings(**kw)
 
 
+# suite=pipeline-full's settings (conf/suite/pipeline-full.yaml): the exhaustive sweep
+FULL = dict(producers=[pmodel.Producer.numpy, pmodel.Producer.free], grid=pmodel.Grid.ablation, min_size="64KiB",
+            max_size="16MiB", size_factor=4, rounds=5)
+
+
 def test_pipeline_grid_is_the_base_loop_each_switch_changed_alone_and_the_defaults():
     Loop, Producer, sample = pmodel.Loop, pmodel.Producer, 64 * 1024
     base = Loop(Producer.numpy, sample, 8, True, True, True, 2, False, 1)
-    ablation = pmodel.loops(pmodel.Settings(), "cuda", sample, cores=16)
+    ablation = pmodel.loops(pmodel.Settings(**FULL), "cuda", sample, cores=16)
     numpy_loops = [lp for lp in ablation if lp.producer == Producer.numpy]
     assert numpy_loops[0] == base and len(numpy_loops) == 9 and len(ablation) == 18
     # the DataLoader's defaults, at torch's default threads and at each other thread setting
@@ -95,10 +100,17 @@ def test_pipeline_grid_is_the_base_loop_each_switch_changed_alone_and_the_defaul
     assert all(len(c) == 1 for c in changed) and {"threads"} in changed
     assert sorted(lp.workers for lp in numpy_loops) == [0, 0, 0, 4, 8, 8, 8, 8, 8]
     assert {lp.workers for lp in pmodel.loops(pmodel.Settings(), "cuda", sample, cores=2)} == {0, 2}   # capped
+    # the quick default: the base at each worker count and thread setting, and the defaults at each
+    quick = pmodel.loops(pmodel.Settings(), "cuda", sample, cores=16)
+    assert quick == [base, replace(base, workers=0), replace(base, workers=4), replace(base, threads=0),
+                     Loop(Producer.numpy, sample), Loop(Producer.numpy, sample, threads=1)]
+    twins = pmodel.loops(pmodel.Settings(sharing=[pmodel.Sharing.file_system, pmodel.Sharing.file_descriptor]), "cuda",
+                         sample, cores=16)
+    assert replace(base, sharing=pmodel.Sharing.file_system) in twins and len(twins) == 7
     full = pmodel.loops(pmodel.Settings(grid=pmodel.Grid.full, producers=[Producer.free]), "cuda", sample,
                           cores=16)
     assert len(full) == 48
-    knobs = pmodel.Settings(prefetch_factor=[2, 4], persistent_workers=[False, True], epoch_batches=8)
+    knobs = pmodel.Settings(**FULL, prefetch_factor=[2, 4], persistent_workers=[False, True], epoch_batches=8)
     varied = pmodel.loops(knobs, "cuda", sample, cores=16)
     assert Loop(Producer.numpy, sample, 8, True, True, True, 2, True, 1) in varied   # each changed alone from the base ...
     assert Loop(Producer.numpy, sample, 8, True, True, True, 4, False, 1) in varied
@@ -142,10 +154,10 @@ def test_pipeline_sizes_points_and_the_cpu_cap(monkeypatch):
     from bench.driver.sweep import size_cap
 
     monkeypatch.setattr(pmodel, "usable_cores", lambda: 16)
-    settings = pmodel.Settings()
+    settings = pmodel.Settings(**FULL)
     sample = 64 * 1024
     assert pipeline.batch_sizes(settings, _ctx(), sample) == [64 * 1024 * 4 ** i for i in range(5)]   # 64KiB .. 16MiB
-    odd = pmodel.Settings(sample_sizes=["48KiB"], min_size="64KiB", max_size="1MiB")
+    odd = pmodel.Settings(sample_sizes=["48KiB"], min_size="64KiB", max_size="1MiB", size_factor=4)
     assert pipeline.batch_sizes(odd, _ctx(), 48 * 1024) == [48 * 1024, 240 * 1024, 1008 * 1024]   # whole samples
     assert pipeline.batch_sizes(settings, _ctx(), MiB) == [MiB, 4 * MiB, 16 * MiB]   # none smaller than a sample
     small = pmodel.Settings(max_size="256MiB")
@@ -172,8 +184,8 @@ def test_pipeline_sizes_points_and_the_cpu_cap(monkeypatch):
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(sample_sizes=["32MiB"]), "pipeline.sample_sizes=32MiB: is larger than pipeline.max_size=16MiB"),
-    (dict(min_size="1GiB"), "pipeline.min_size=1GiB: is larger than pipeline.max_size=16MiB"),
+    (dict(sample_sizes=["32MiB"]), "pipeline.sample_sizes=32MiB: is larger than pipeline.max_size=4MiB"),
+    (dict(min_size="1GiB"), "pipeline.min_size=1GiB: is larger than pipeline.max_size=4MiB"),
     (dict(workers=[2, -1]), "pipeline.workers=-1: must be >= 0"),
     (dict(prefetch=[]), "pipeline.prefetch is empty"),
     (dict(prefetch_factor=[0]), "pipeline.prefetch_factor=0: must be >= 1"),
@@ -188,7 +200,7 @@ def test_pipeline_refuses_batches_that_do_not_fit_in_shared_memory(monkeypatch):
     monkeypatch.setattr(pipeline, "_free_bytes", lambda path: 64 * MiB)   # docker's default /dev/shm
     monkeypatch.setattr(pmodel, "usable_cores", lambda: 16)
     with pytest.raises(ConfigError, match="/dev/shm, which has 64.0 MiB free"):
-        PIPELINE.check(pmodel.Settings(), _ctx(device="cpu", gpus=0))
+        PIPELINE.check(pmodel.Settings(**FULL), _ctx(device="cpu", gpus=0))
 
 
 # ---------------------------------------------------------------- balancing and rows
@@ -539,7 +551,7 @@ def test_attribution_adds_the_stages_one_thread_runs():
 
 def test_training_suite_on_a_cpu_runs_the_loader_and_its_stages(xferbench):
     proc, runs = xferbench("suite=training", "pipeline.producers=[free]", "pipeline.workers=[0,2]",
-                           "pipeline.threads=[0]", "pipeline.rounds=2", "pipeline.max_size=64KiB",
+                           "pipeline.threads=[0]", "pipeline.rounds=2", "pipeline.min_size=64KiB", "pipeline.max_size=64KiB",
                            "pipeline.min_trial_s=0.01", "timing.trials=3", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "overlap: skipped, needs a CUDA GPU" in proc.stderr
@@ -608,7 +620,7 @@ def test_overlap_alone_on_a_cpu_is_one_line_and_exit_2(xferbench_in_process):
 
 @pytest.mark.parametrize("args, message", [
     (["suite=overlap", "overlap.ops=[h2d,teleport]"], "overlap.ops: 'teleport' is not allowed; choose from: h2d, d2h"),
-    (["suite=pipeline", "pipeline.grid=some"], "pipeline.grid: 'some' is not allowed; choose from: ablation, full"),
+    (["suite=pipeline", "pipeline.grid=some"], "pipeline.grid: 'some' is not allowed; choose from: quick, ablation, full"),
     (["suite=pipeline", "pipeline.sample_sizes=1GiB"], "pipeline.sample_sizes=1GiB: is larger than pipeline.max_size"),
     (["suite=pipeline", "pipeline.producers=[numpy,jpeg]"],
      "pipeline.producers: 'jpeg' is not allowed; choose from: numpy, free"),

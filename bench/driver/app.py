@@ -99,8 +99,15 @@ def _open_run(cfg, argv: list[str], machine: Machine, resumed: tuple[str, dict] 
     return run_dir, _meta(cfg, argv, machine, run_dir, system, mismatch)
 
 
-def _finished_points(resumed: tuple[str, dict] | None) -> set:
-    return {point_key(r) for r in run_samples(resumed[0]).to_dict("records")} if resumed else set()
+def _finished_points(resumed: tuple[str, dict] | None, planned: list[Planned]) -> set:
+    """The points a resumed run holds whole (of a point measured in rounds: all its rounds)."""
+    if not resumed:
+        return set()
+    rounds: dict[tuple, set[int]] = {}
+    for row in run_samples(resumed[0]).to_dict("records"):
+        rounds.setdefault(point_key(row), set()).add(int(row["round"]))
+    return {key for p in planned for point in p.points() if (key := point_key(point)) in rounds
+            and p.suite.complete(point, p.settings, frozenset(rounds[key]))}
 
 
 def _reason(exc: OSError) -> str:
@@ -294,7 +301,7 @@ def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int 
         if resumed is None:
             return 0
     mismatch = _mismatch(cfg, here, resumed)
-    finished = _finished_points(resumed)
+    finished = _finished_points(resumed, here.planned)
     estimate = planning.estimate(cfg, here.planned, here.machine, here.skipped, finished)
     if cfg.plan:
         print(planning.format_plan(estimate))

@@ -30,6 +30,7 @@ torch = lazy.module("torch")
 MIN_BATCHES = 2         # at least this many batches a trial
 ITEM_S = 0.01           # a worker stage's item lasts about this long: its hand-off is small beside it
 DISAGREE = 0.2          # trials whose slowest and fastest differ by more than this share of their median
+POOL = 2                # batches of a user's samples collate alone collates in turn, made once a process
 
 
 class Segment:
@@ -40,8 +41,10 @@ class Segment:
         self.cfg, self.n = cfg, 0
 
     def __call__(self, step: Callable[[int], None], marks, warmup: int = 0, min_ops: int = 1,
-                 multiple: int = 1) -> list[Trial]:
-        self.n = timing.stream_iters(step, marks, self.cfg, warmup, min_ops, multiple, known=self.n)
+                 multiple: int = 1, calibrate=None) -> list[Trial]:
+        """`calibrate`: the marks N is calibrated by where they are not `marks` (a stage timed
+        around a sliver of each operation: a trial then lasts min_trial_s of the operations)."""
+        self.n = timing.stream_iters(step, calibrate or marks, self.cfg, warmup, min_ops, multiple, known=self.n)
         return timing.stream_trials(step, marks, self.cfg, self.n)
 
 
@@ -148,14 +151,18 @@ class MakeBatch:
 class CollateBatch:
     """The collate_fn of each next batch's samples as the producer makes them (untimed), and
     freeing what it made: in a worker a new shared-memory segment each time, as the loader's
-    is; in the main process host memory. A call returns the seconds collating took."""
+    is; in the main process host memory. A call returns the seconds collating took. `pool`:
+    batches whose samples are made once and collated in turn instead (a user's samples cost what
+    decoding costs, tens of times a collate: made anew, a trial of collate alone is a decoding run)."""
 
-    def __init__(self, dataset, batch: int, collate: Callable) -> None:
+    def __init__(self, dataset, batch: int, collate: Callable, pool: int = 0) -> None:
         self.make, self.collate = MakeBatch(dataset, batch), collate
-        self.faults = 0
+        self.made = [self.make.samples() for _ in range(pool)]
+        self.faults = self.runs = 0
 
     def __call__(self) -> float:
-        samples_ = self.make.samples()
+        samples_ = self.made[self.runs % len(self.made)] if self.made else self.make.samples()
+        self.runs += 1
         before = page_faults()
         start = time.perf_counter()
         batch = self.collate(samples_)
@@ -228,7 +235,7 @@ def _worker_stage(point: Point, st: Stage, seg: Segment) -> list[Sample]:
     check = check_of(Loop(st.producer), batch, torch.device("cpu"))   # the samples the stage makes or collates, once
     check(collate(MakeBatch(dataset, batch).samples()), 0, 0)
     op = functools.partial(MakeBatch, dataset, batch) if st.op == MAKE \
-        else functools.partial(CollateBatch, dataset, batch, collate)
+        else functools.partial(CollateBatch, dataset, batch, collate, POOL if user else 0)
     processes = max(st.workers, 1)
     with intra_op(st.threads):
         items = iter(loader(StageItems(op), None, st.workers))
@@ -327,11 +334,14 @@ def _received_stage(point: Point, st: Stage, seg: Segment, ctx: Context) -> list
     # (torch.utils.data._utils.pin_memory): so does this pin. Without workers the main process
     # pins, with the loop's threads.
     threads = 1 if st.op == PIN and st.workers > 0 else st.threads
+    # The host's check reads two bytes a sample: a trial of it alone would take thousands of batches
+    # received (collated, or handed off) around it; its trials last min_trial_s of whole steps.
+    whole = HostMarks() if st.op == CONSUME else None
     with intra_op(threads):
         batches = iter(loader(samples(Producer.free, st.sample_size), batch, st.workers))
         try:
             trials = seg(step, SpentMarks(marks, faults), warmup=2 * st.workers + 1,
-                         min_ops=max(MIN_BATCHES, 4 * st.workers))
+                         min_ops=max(MIN_BATCHES, 4 * st.workers), calibrate=whole)
         finally:
             batches = None
     return _rows(point, trials, check.passed(), "data check failed: a batch differs from the samples it should hold")

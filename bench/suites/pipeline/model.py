@@ -12,6 +12,10 @@ from bench.sizes import parse_size
 
 
 class Grid(Choice):
+    # the loops the findings rest on: the last value of every list (the base) at each worker count,
+    # thread setting, sharing and persistence (the twins the causes are measured by), the
+    # DataLoader's defaults at each thread setting (docs/method.md: where the others never won)
+    quick = "quick"
     ablation = "ablation"   # the last value of every list, each switch changed alone, the DataLoader's defaults
     full = "full"           # every combination
 
@@ -36,7 +40,7 @@ def _spec_ok(spec: str) -> bool:
 
 @dataclass
 class Settings:
-    producers: List[Producer] = field(default_factory=lambda: [Producer.numpy, Producer.free])
+    producers: List[Producer] = field(default_factory=lambda: [Producer.numpy])
     sample_sizes: List[str] = field(default_factory=lambda: ["64KiB"])   # one sample's bytes
     workers: List[int] = field(default_factory=lambda: [0, 4, 8])     # DataLoader num_workers, capped at the cores
     pin_memory: List[bool] = field(default_factory=lambda: [False, True])
@@ -49,12 +53,12 @@ class Settings:
     # also measures the base loop with file_system beside
     sharing: List[Sharing] = field(default_factory=lambda: [Sharing.file_descriptor])
     epoch_batches: int = 0          # iterate the loader anew every this many batches; 0: one endless epoch
-    grid: Grid = Grid.ablation
-    min_size: str = "64KiB"         # batch sizes, in bytes: min_size, x size_factor, ..., max_size
-    max_size: str = "16MiB"
-    size_factor: int = 4
+    grid: Grid = Grid.quick
+    min_size: str = "256KiB"        # batch sizes, in bytes: min_size, x size_factor, ..., max_size
+    max_size: str = "4MiB"
+    size_factor: int = 16
     min_trial_s: float = 0.05       # a trial lasts at least this long (and timing.min_trial_s)
-    rounds: int = 5                 # a batch size's points measured round-robin this many times
+    rounds: int = 3                 # a batch size's points measured round-robin this many times
     dataset: str = ""               # package.module:factory, factory() -> a map-style Dataset: measured instead
     collate_fn: str = ""            # package.module:function, the DataLoader's collate_fn for pipeline.dataset
 
@@ -76,7 +80,7 @@ class Settings:
                 "else the loader runs one endless epoch")
         lo, hi = parse_size(self.min_size, "pipeline.min_size"), parse_size(self.max_size, "pipeline.max_size")
         require(lo <= hi, "pipeline.min_size", self.min_size, f"is larger than pipeline.max_size={self.max_size}")
-        for s in self.sample_sizes:
+        for s in self.sample_sizes if not self.dataset else ():   # a dataset's samples are its own
             require(parse_size(s, "pipeline.sample_sizes") <= hi, "pipeline.sample_sizes", s,
                     f"is larger than pipeline.max_size={self.max_size}: a batch holds at least one sample")
         require(self.size_factor >= 2, "pipeline.size_factor", self.size_factor, "must be an integer >= 2")
@@ -278,11 +282,18 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+# The switches the quick grid changes alone from the base loop: the worker count (the loader's
+# main knob) and the twins its findings compare (threads, sharing, persistence). In the committed
+# runs (results/noise/pipeline-*, 256 KiB-4 MiB) the loops it leaves out (pin_memory, non_blocking,
+# prefetch or prefetch_factor changed alone) were never the best beyond the spread of one it keeps.
+QUICK_SWITCHES = ("workers", "threads", "sharing", "persistent_workers")
+
+
 def loops(p: Settings, device: str, sample_size: int, cores: int | None = None) -> list[Loop]:
     """The loops measured for each producer, for samples of sample_size: the grid of the switches
-    (on a CPU, the loader's alone), worker counts capped at the host's cores. The ablation grid
-    also runs the DataLoader's defaults at each thread setting: where the intra-op threads
-    fight the loop, that loop shows it most."""
+    (on a CPU, the loader's alone), worker counts capped at the host's cores. The ablation and
+    quick grids also run the DataLoader's defaults at each thread setting: where the intra-op
+    threads fight the loop, that loop shows it most."""
     gpu, cores = device == "cuda", cores or usable_cores()
     lists = {"workers": [min(int(w), cores) for w in p.workers], "pin_memory": p.pin_memory,
              "non_blocking": p.non_blocking, "prefetch": p.prefetch, "prefetch_factor": p.prefetch_factor,
@@ -299,7 +310,8 @@ def loops(p: Settings, device: str, sample_size: int, cores: int | None = None) 
         else:
             base = Loop(producer, sample_size, **{k: v[-1] for k, v in lists.items()}, dataset=dataset)
             defaults = dataloader_defaults(producer, sample_size, dataset)
-            grid = ([base] + [replace(base, **{k: value}) for k, values in lists.items() for value in values
+            switched = lists if p.grid == Grid.ablation else {k: lists[k] for k in QUICK_SWITCHES}
+            grid = ([base] + [replace(base, **{k: value}) for k, values in switched.items() for value in values
                               if value != getattr(base, k)]
                     + [defaults] + [replace(defaults, threads=n) for n in lists["threads"] if n != defaults.threads])
         out += [loop.normal(gpu) for loop in grid]

@@ -7,6 +7,7 @@ import contextlib
 import functools
 import importlib
 import multiprocessing
+import time
 from typing import Any, Callable, Iterator
 
 
@@ -168,6 +169,27 @@ def user_sample(spec: str) -> tuple[int, str]:
         raise ConfigError(f"pipeline.dataset={dataset}: a collated sample holds no bytes")
     words = [f"{str(t.dtype).removeprefix('torch.')}[{'x'.join(map(str, t.shape[1:])) or 1}]" for t in found]
     return size, "user:" + "+".join(words)
+
+
+@functools.lru_cache(maxsize=4)
+def user_batch(spec: str, count: int) -> float:
+    """The first `count` samples of the user's dataset made and collated into one batch, as the
+    loop's largest batches will be, before anything is measured: the seconds one sample took to
+    make (the plan's cost of a batch). ConfigError in one line where they cannot be collated."""
+    dataset, _, collate = spec.partition(" ")
+    made = user_dataset(dataset)
+    start = time.perf_counter()
+    some = [made[i] for i in range(count)]
+    took = (time.perf_counter() - start) / count
+    try:
+        (user_collate(collate) if collate else torch.utils.data.default_collate)(some)
+    except Exception as exc:   # the user's samples and collate_fn may raise anything
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        fix = (f"pipeline.collate_fn={collate} raised it: one for samples of different shapes must pad them" if collate
+               else "samples of different shapes need a collate_fn that pads them: pipeline.collate_fn=package.module:function")
+        raise ConfigError(f"pipeline.dataset={dataset}: its first {count} samples cannot be collated into one batch "
+                          f"({why}); {fix}") from None
+    return took
 
 
 def samples(producer, size: int, length: int = ENDLESS, dataset: str = ""):
