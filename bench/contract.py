@@ -68,6 +68,7 @@ class Context:
     numa: Topology | None = None     # the NUMA nodes (None: one node holding every CPU)
     gpu_nodes: tuple[int | None, ...] = ()   # each GPU's NUMA node, in CUDA's order (None: unknown)
     here: bool = True                # False when planning for another machine: probe nothing here
+    planning: bool = False           # plan=true: nothing is measured, and no CUDA context started
     launcher: bool = False           # torchrun or srun started this process's ranks
     explicit: frozenset[str] = frozenset()   # the settings the user named (e.g. 'copy.memory')
     rank: int = 0

@@ -22,12 +22,12 @@ from bench.measure.memory import format_bytes, gpu_free_bytes, host_available_by
 from bench.results import Sample
 from bench.sizes import parse_size
 from bench.sizes import sweep as size_sweep
-from bench.suites.pipeline.model import (CONSUME, H2D, LOOP_ONLY, LOOP_OP, PACE_OP, STAGES, Pace, Settings, loops,
+from bench.suites.pipeline.model import (CONSUME, H2D, LOOP_ONLY, LOOP_OP, PACE_OP, STAGES, STEP, Pace, Settings, loops,
                                          sample_dtype, stages_of)
 from bench.suites.pipeline.cost import point_seconds
 from bench.suites.pipeline.reading import PipelineView
 from bench.suites.pipeline.rounds import complete, measure_rounds
-from bench.suites.pipeline.source import PERIOD, user_batch, user_dataset, user_sample
+from bench.suites.pipeline.source import PERIOD, named, user_batch, user_dataset, user_sample, user_step
 
 
 def _free_bytes(path: str) -> int | None:
@@ -74,6 +74,15 @@ def _no_batch(p: Settings, ctx: Context) -> str:
             f"{format_bytes(most * sample)} or less (a larger pipeline.max_size cannot help), or use a longer dataset")
 
 
+def _check_step(spec: str, ctx: Context) -> None:
+    """The user's step made on the run's device (and kept for the run): one line where it cannot
+    be. A plan imports its factory only: it starts no CUDA context."""
+    if not ctx.planning:
+        user_step(spec, f"cuda:{ctx.local_rank}" if ctx.device == "cuda" else "cpu")
+    elif not callable(named(spec, "step")):
+        raise ConfigError(f"pipeline.step={spec}: is not a callable that returns a step")
+
+
 def _check(p: Settings, ctx: Context) -> None:
     gpu = ctx.device == "cuda"
     sampled = samples_of(p)
@@ -84,6 +93,8 @@ def _check(p: Settings, ctx: Context) -> None:
         return
     if p.dataset:
         user_batch(p.user, max(sizes) // sampled[0][0])   # samples of varying shape: one line, here
+    if p.step:
+        _check_step(p.step, ctx)
     big = max(sizes)
     ahead = max(lp.queued for s, _, _ in sampled for lp in loops(p, ctx.device, s))
     shm, shared = _free_bytes("/dev/shm"), ahead * big
@@ -108,7 +119,7 @@ def _check(p: Settings, ctx: Context) -> None:
 def sweep(p: Settings, ctx: Context) -> list[Point]:
     """Per sample and batch size: the host's pace, the stages any loop needs, then the loops."""
     gpu = ctx.device == "cuda"
-    device_side = (H2D, CONSUME) if gpu else ()
+    device_side = (H2D, CONSUME, STEP) if gpu else ()
     out = []
     for sample, dtype, most in samples_of(p):
         measured = loops(p, ctx.device, sample)

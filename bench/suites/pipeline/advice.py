@@ -7,8 +7,8 @@ from dataclasses import replace
 
 from bench import lazy
 from bench.analysis.agreement import RUN_NOISE
-from bench.suites.pipeline.model import (COLD, CONSUME, H2D, HANDOFF, PACE_OP, STAGES, Producer, Sharing, Stage,
-                                         dataloader_defaults)
+from bench.suites.pipeline.model import (COLD, CONSUME, H2D, HANDOFF, PACE_OP, STAGES, STEP, Producer, Sharing,
+                                         Stage, dataloader_defaults)
 from bench.suites.pipeline.tables import (SUITE, faults_over_rounds, pace_table, rounds, runs_of, stage_table,
                                           table)
 
@@ -36,6 +36,9 @@ KEEP_MEMORY = "MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824
 WAITS = 0.6
 # A loop that waits this share of its time or more at epochs' starts is named for it.
 RESTARTS = 0.25
+# A user's step that waits this share of its time or more for data is input-bound: a loader
+# setting that removes the wait buys at least this much of the step's time.
+INPUT_BOUND = 0.1
 
 
 def _spread(lo: float, hi: float) -> str:
@@ -113,6 +116,28 @@ def _epochs_line(h: pd.DataFrame) -> str | None:
     return text
 
 
+def _step_line(h: pd.DataFrame, defaults) -> str | None:
+    """With the user's step: the share of each step's time the DataLoader's defaults wait for
+    data, and for what; and the best loop's share, where it is another loop."""
+    if "waits" not in h.columns or h["waits"].isna().all():
+        return None
+    measured = h[h["waits"].notna()]
+    at = measured[[w == defaults for w in measured["what"]]]
+    first = at.iloc[0] if len(at) else measured.iloc[0]
+    best = measured.loc[measured["gbps"].idxmax()]
+
+    def said(row: pd.Series) -> str:
+        held = f", waiting for {row['held_by']} on the {row['on']}" if row["waits"] >= INPUT_BOUND else ""
+        return f"{row['waits']:.0%} of each step waits for data ({row['time_s'] * 1e3:.3g} ms a step in the loop{held})"
+
+    name = "the DataLoader's defaults" if len(at) else f"{first['memory']} {first['mode']}"
+    text = (f"step: {'input' if first['waits'] >= INPUT_BOUND else 'compute'}-bound: with {name} {said(first)}; "
+            f"the step alone takes {first['step_s'] * 1e3:.3g} ms")
+    if best["what"] != first["what"]:
+        text += f"; with {best['memory']} {best['mode']}: {said(best)}"
+    return text
+
+
 def _threads(what, threads_default: str) -> str:
     return f"torch's default intra-op threads ({threads_default})" if not what.threads \
         else f"{what.threads} intra-op thread{'s' if what.threads > 1 else ''}"
@@ -122,7 +147,7 @@ def _erratic_line(stages: pd.DataFrame, threads_default: str) -> str | None:
     """A stage alone whose rounds differ ERRATIC times or more, beside its twin at another thread
     setting where that one holds steadier and faster."""
     for row in stages.to_dict("records"):
-        if not (row["lo_gbps"] > 0 and row["hi_gbps"] / row["lo_gbps"] >= ERRATIC):
+        if not (row["lo_gbps"] > 0 and row["hi_gbps"] / row["lo_gbps"] >= ERRATIC) or row["what"].op == STEP:
             continue
         twins = [r for r in stages.to_dict("records") if r["what"] != row["what"]
                  and replace(r["what"], threads=0) == replace(row["what"], threads=0) and r["gbps"] > row["gbps"]]
@@ -217,9 +242,11 @@ def _cause_line(best: pd.Series, h: pd.DataFrame, cold: float | None = None) -> 
     fastest round, or alone is ERRATIC across rounds: what was measured, the cause where the run
     measured it (page faults the allocator causes; a hand-off that waits on its workers; the
     host's caches, for the check: `cold`, its GB/s after a host copy), and the loop's twins at
-    another thread setting or sharing beside it where the grid measured them."""
+    another thread setting or sharing beside it where the grid measured them. The user's step is
+    not a stage of the pipeline to fix: the step line says what it waits for."""
     stage, alone_hi, alone_lo = best.get("stage_gbps"), best.get("alone_hi_gbps"), best.get("alone_lo_gbps")
-    if not (pd.notna(stage) and pd.notna(alone_hi) and pd.notna(alone_lo) and alone_lo > 0):
+    if not (pd.notna(stage) and pd.notna(alone_hi) and pd.notna(alone_lo) and alone_lo > 0) or \
+            best.get("bottleneck") == Stage(STEP).label:
         return None
     slower, erratic = alone_hi / stage >= SLOWER, alone_hi / alone_lo >= ERRATIC
     if not (slower or erratic):
@@ -262,7 +289,8 @@ def advice(frame: pd.DataFrame) -> pd.DataFrame:
     for key, g in loops_.groupby(runs + ["sample", "size_bytes"], sort=False):
         for producer, h in g.groupby("producer", sort=False):
             best = h.loc[h["gbps"].idxmax()]
-            defaults = dataloader_defaults(Producer(producer), best["what"].sample_size, best["what"].dataset)
+            defaults = dataloader_defaults(Producer(producer), best["what"].sample_size, best["what"].dataset,
+                                           best["what"].step)
             default = h[[w == defaults for w in h["what"]]]["gbps"]
             link = best.get("bottleneck") == Stage(H2D, memory="pinned").label   # the pinned copy itself
             out.append({**dict(zip(runs, key[:len(runs)])), "producer": producer, "sample": key[-2],
@@ -274,6 +302,7 @@ def advice(frame: pd.DataFrame) -> pd.DataFrame:
                         "alone_gbps": best.get("alone_gbps", np.nan),
                         "bound_gbps": best.get("bound_gbps", np.nan), "of_bound": best.get("of_bound", np.nan),
                         "of_link": best.get("of_link", np.nan),
+                        "step": _step_line(h, defaults),
                         "threads": _thread_line(h, threads_default), "sharing": _sharing_line(h), "epochs": _epochs_line(h), "cause": _worst_cause(h, cold.get(key[:len(runs)] + key[-1:])),
                         "erratic": _erratic_line(_at(alone, runs, key, producer), threads_default)})
     adv = pd.DataFrame(out)
@@ -331,32 +360,36 @@ def advice_lines(adv: pd.DataFrame) -> list[str]:
         if pd.notna(row.get("of_link")):
             text += f"; {row['of_link']:.0%} of the link"
         lines.append(text)
-        lines += [f"  {row[k]}" for k in ("threads", "sharing", "epochs", "cause", "erratic") if isinstance(row.get(k), str)]
+        lines += [f"  {row[k]}" for k in ("step", "threads", "sharing", "epochs", "cause", "erratic")
+                  if isinstance(row.get(k), str)]
     return lines
 
 
 DIGITS = {"gbps": 2, "lo_gbps": 2, "hi_gbps": 2, "stage_gbps": 2, "of_stage": 3, "alone_gbps": 2, "alone_lo_gbps": 2,
           "alone_hi_gbps": 2, "bound_gbps": 2, "of_bound": 3, "link_gbps": 1, "of_link": 3, "faults": 0,
-          "alone_faults": 0, "cpu_share": 2, "epoch_share": 2}
+          "alone_faults": 0, "cpu_share": 2, "epoch_share": 2, "step_s": 4, "waits": 2}
 
 
 def summary_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]:
+    """The loops, the stages alone, the host's pace and what to do: those the rows hold (a run cut
+    before its first loop still shows its stages)."""
+    out = []
     rows = table(frame)
-    if rows.empty:
-        return []
-    out = [("pipeline loops: GB/s delivered (median over rounds; lo-hi: its spread, the slowest and fastest round "
-            f"at the host's usual pace, at least ±{RUN_NOISE:.0%}, the between-run noise); the group of stages that "
-            "bounds each, and the fraction of that bound reached; faults: page faults a batch of the bottleneck's thread "
-            "(alone_faults: its stages alone); cpu_share: the share of the bottleneck's time on a CPU, where timed",
-            rows.drop(columns=["size_bytes", "what", "alone_lo_gbps", "alone_hi_gbps", "alone_lo_faults",
-                               "alone_hi_faults"], errors="ignore")
-            .round(DIGITS).fillna(""))]
+    if not rows.empty:
+        out.append(("pipeline loops: GB/s delivered (median over rounds; lo-hi: its spread, the slowest and fastest "
+                    f"round at the host's usual pace, at least ±{RUN_NOISE:.0%}, the between-run noise); the group of "
+                    "stages that bounds each, and the fraction of that bound reached; faults: page faults a batch of "
+                    "the bottleneck's thread (alone_faults: its stages alone); cpu_share: the share of the bottleneck's "
+                    "time on a CPU, where timed; step_s, waits, held_by: the user's step alone (seconds a batch), the "
+                    "share of each step the loop waits for data, and what for",
+                    rows.drop(columns=["size_bytes", "time_s", "what", "alone_lo_gbps", "alone_hi_gbps",
+                                       "alone_lo_faults", "alone_hi_faults"], errors="ignore")
+                    .round(DIGITS).fillna("")))
     stages = stage_table(frame)
     if not stages.empty:
         out.append(("pipeline stages alone: GB/s (median over rounds, lo-hi)",
                     stages.drop(columns=["size_bytes", "producer", "workers"]).round(DIGITS)))
     pace = pace_table(frame)
-    if not pace.empty:
+    if out and not pace.empty:
         out.append(("pipeline: the host's single-thread pace between rounds (µs per unit of work)", pace.round(2)))
-    return out + [("pipeline: what to do", "\n".join(advice_lines(advice(frame))))]
-
+    return out + ([("pipeline: what to do", "\n".join(advice_lines(advice(frame))))] if not rows.empty else [])

@@ -19,9 +19,9 @@ from bench.measure.timing import BusyMarks, EventMarks, HostMarks, TimingConfig,
 from bench.results import Sample
 from bench.suites.pipeline.feed import Check, Feed, SpentMarks, check_of
 from bench.suites.pipeline.model import (COLD, CONSUME, COLLATE, CPU, FAULTS, H2D, HANDOFF, MAIN_THREAD, MAKE,
-                                         PIN, WORKER_STAGES, Loop, Producer, Stage, stages_of, thread_of)
-from bench.suites.pipeline.source import (ENDLESS, FreeSamples, Wrapped, collate_of, intra_op, loader, samples,
-                                          sharing)
+                                         PIN, STEP, WORKER_STAGES, Loop, Producer, Stage, stages_of, thread_of)
+from bench.suites.pipeline.source import (ENDLESS, FreeSamples, Wrapped, collate_of, intra_op, loader, moved,
+                                          samples, sharing, user_step)
 
 np = lazy.module("numpy")
 
@@ -399,6 +399,24 @@ def _consume(point: Point, seg: Segment, ctx: Context) -> list[Sample]:
             + _part_rows(point, cold, verified, 1))
 
 
+def _step(point: Point, st: Stage, seg: Segment, ctx: Context) -> list[Sample]:
+    """The user's training step alone, on one batch already on the device, back to back (by the
+    GPU's clock on a GPU, at the main process's threads): what the step costs when data waits."""
+    device, batch = _device(ctx), _batch(point)
+    made = MakeBatch(Wrapped(samples(Producer.user, st.sample_size, dataset=st.dataset)) if st.dataset
+                     else FreeSamples(st.sample_size), batch).samples()
+    resident = moved(collate_of(st.dataset)(made), device, False)
+    step = user_step(st.step, str(device))
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            step(resident)
+
+    with intra_op(st.threads):
+        trials = seg(run, EventMarks() if device.type == "cuda" else HostMarks(), min_ops=MIN_BATCHES)
+    return _rows(point, trials, True, "")
+
+
 def measure_point(point: Point, seg: Segment, ctx: Context, epoch_batches: int) -> list[Sample]:
     """One round of a loop or a stage alone: its rows, trials numbered from 0."""
     st = point.params
@@ -408,6 +426,8 @@ def measure_point(point: Point, seg: Segment, ctx: Context, epoch_batches: int) 
         return _worker_stage(point, st, seg)
     if st.op == HANDOFF:
         return _handoff(point, st, seg)
+    if st.op == STEP:
+        return _step(point, st, seg, ctx)
     if st.op == CONSUME and st.workers < 0:
         return _consume(point, seg, ctx)
     if st.op == H2D and st.memory == "pinned":

@@ -61,6 +61,7 @@ class Settings:
     rounds: int = 3                 # a batch size's points measured round-robin this many times
     dataset: str = ""               # package.module:factory, factory() -> a map-style Dataset: measured instead
     collate_fn: str = ""            # package.module:function, the DataLoader's collate_fn for pipeline.dataset
+    step: str = ""                  # package.module:factory, factory(device) -> step(batch): the user's training step
 
     def __post_init__(self) -> None:
         for key in ("producers", "sample_sizes", "workers", "pin_memory", "non_blocking", "prefetch",
@@ -86,7 +87,7 @@ class Settings:
         require(self.size_factor >= 2, "pipeline.size_factor", self.size_factor, "must be an integer >= 2")
         positive("pipeline.min_trial_s", self.min_trial_s)
         require(self.rounds >= 1, "pipeline.rounds", self.rounds, "must be >= 1")
-        for key in ("dataset", "collate_fn"):
+        for key in ("dataset", "collate_fn", "step"):
             spec = getattr(self, key)
             require(not spec or _spec_ok(spec), f"pipeline.{key}", spec, "must be package.module:name")
         require(self.dataset or not self.collate_fn, "pipeline.collate_fn", self.collate_fn,
@@ -108,7 +109,8 @@ LOOP_OP = "loader_to_gpu"
 PACE_OP = "host_pace"
 MAKE, COLLATE, HANDOFF, PIN, H2D, LAUNCH, CONSUME = ("stage_make", "stage_collate", "stage_handoff", "stage_pin",
                                                      "stage_h2d", "stage_launch", "stage_consume")
-STAGES = (MAKE, COLLATE, HANDOFF, PIN, H2D, LAUNCH, CONSUME)
+STEP = "stage_step"   # the user's training step (pipeline.step) on each batch, after the check
+STAGES = (MAKE, COLLATE, HANDOFF, PIN, H2D, LAUNCH, CONSUME, STEP)
 # The consume stage alone's second reading (rows of this part): the check after a host copy of
 # the batch, as a loop's main thread moves each batch's bytes through the host's caches.
 COLD = "cold"
@@ -144,6 +146,7 @@ class Loop:
     threads: int = 0                  # torch.set_num_threads in the main process and workers; 0: torch's default
     dataset: str = ""                 # the user's dataset and collate_fn (Producer.user)
     sharing: Sharing = Sharing.file_descriptor   # how the workers' batches reach the main process
+    step: str = ""                    # the user's training step, run on each batch (pipeline.step)
 
     @property
     def memory(self) -> str:
@@ -173,9 +176,9 @@ class Loop:
         return " ".join(words)
 
 
-def dataloader_defaults(producer: Producer, sample_size: int, dataset: str = "") -> Loop:
+def dataloader_defaults(producer: Producer, sample_size: int, dataset: str = "", step: str = "") -> Loop:
     """What DataLoader(dataset, batch_size) and batch.to('cuda') do unless told otherwise."""
-    return Loop(producer, sample_size, dataset=dataset)
+    return Loop(producer, sample_size, dataset=dataset, step=step)
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,7 @@ class Stage:
     threads: int = 0
     dataset: str = ""
     sharing: Sharing = Sharing.file_descriptor   # the hand-off's, from workers
+    step: str = ""                    # the user's training step (STEP)
 
     @property
     def name(self) -> str:
@@ -202,7 +206,7 @@ class Stage:
         return " ".join(x for x in (self.name, self.memory) if x)
 
     def mode(self) -> str:
-        return " ".join([*([self.producer.value] if self.producer else []),
+        return " ".join([*([self.step] if self.step else []), *([self.producer.value] if self.producer else []),
                          *([f"workers={self.workers}"] if self.workers >= 0 else []),
                          *([f"threads={self.threads}"] if self.threads else []),
                          *([self.sharing.value] if self.sharing != Sharing.file_descriptor else [])])
@@ -261,9 +265,13 @@ def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
             main.append(Stage(LAUNCH, memory="pinned", sample_size=sample))   # the copy's launch and stream order
             groups["copy engine"] = (Stage(H2D, memory="pinned", sample_size=sample),)
     # The check: on the GPU of a batch the copy just wrote; on the host of a batch as received,
-    # whose pages it is the first to touch.
-    groups[MAIN_THREAD] = (*main, Stage(CONSUME, sample_size=sample) if gpu
-                             else Stage(CONSUME, Producer.free, w, sample_size=sample, threads=threads))
+    # whose pages it is the first to touch. Then the user's step, as the main thread runs it (on a
+    # GPU its launches, or its waits where it synchronizes): alone, on the device back to back.
+    main.append(Stage(CONSUME, sample_size=sample) if gpu
+                else Stage(CONSUME, Producer.free, w, sample_size=sample, threads=threads))
+    if loop.step:
+        main.append(Stage(STEP, sample_size=sample, threads=threads, dataset=loop.dataset, step=loop.step))
+    groups[MAIN_THREAD] = tuple(main)
     return groups
 
 
@@ -305,11 +313,11 @@ def loops(p: Settings, device: str, sample_size: int, cores: int | None = None) 
     for producer in p.sources():
         dataset = p.user if producer == Producer.user else ""
         if p.grid == Grid.full:
-            grid = [Loop(producer, sample_size, **dict(zip(lists, combo)), dataset=dataset)
+            grid = [Loop(producer, sample_size, **dict(zip(lists, combo)), dataset=dataset, step=p.step)
                     for combo in itertools.product(*lists.values())]
         else:
-            base = Loop(producer, sample_size, **{k: v[-1] for k, v in lists.items()}, dataset=dataset)
-            defaults = dataloader_defaults(producer, sample_size, dataset)
+            base = Loop(producer, sample_size, **{k: v[-1] for k, v in lists.items()}, dataset=dataset, step=p.step)
+            defaults = dataloader_defaults(producer, sample_size, dataset, p.step)
             switched = lists if p.grid == Grid.ablation else {k: lists[k] for k in QUICK_SWITCHES}
             grid = ([base] + [replace(base, **{k: value}) for k, values in switched.items() for value in values
                               if value != getattr(base, k)]

@@ -59,7 +59,8 @@ class FreeSamples:
 # ---------------------------------------------------------------- the user's dataset
 
 
-def _named(spec: str, key: str) -> Any:
+def named(spec: str, key: str) -> Any:
+    """The object 'package.module:name' names; ConfigError in one line, as pipeline.<key>."""
     module, _, name = spec.partition(":")
     try:
         found = importlib.import_module(module)
@@ -74,7 +75,7 @@ def _named(spec: str, key: str) -> Any:
 def user_dataset(spec: str) -> Any:
     """factory() of 'package.module:factory', checked to be a map-style Dataset with samples;
     made once per process (before the workers fork, which inherit it). ConfigError in one line."""
-    factory = _named(spec, "dataset")
+    factory = named(spec, "dataset")
     if not callable(factory):
         raise ConfigError(f"pipeline.dataset={spec}: is a {type(factory).__name__}, not a callable that returns "
                           "a Dataset")
@@ -96,10 +97,28 @@ def user_dataset(spec: str) -> Any:
 
 @functools.lru_cache(maxsize=4)
 def user_collate(spec: str) -> Callable:
-    fn = _named(spec, "collate_fn")
+    fn = named(spec, "collate_fn")
     if not callable(fn):
         raise ConfigError(f"pipeline.collate_fn={spec}: is a {type(fn).__name__}, not a function")
     return fn
+
+
+@functools.lru_cache(maxsize=4)
+def user_step(spec: str, device: str) -> Callable[[Any], Any]:
+    """factory(torch.device(device)) of 'package.module:factory', checked to be callable: the
+    user's training step, which consumes one batch on the device. Made once per process and
+    device (the check makes it, the loop and the step alone use it). ConfigError in one line."""
+    factory = named(spec, "step")
+    if not callable(factory):
+        raise ConfigError(f"pipeline.step={spec}: is a {type(factory).__name__}, not a callable that returns a step")
+    try:
+        made = factory(torch.device(device))
+    except Exception as exc:
+        raise ConfigError(f"pipeline.step={spec}: factory({device!r}) raised {type(exc).__name__}: {exc}") from None
+    if not callable(made):
+        raise ConfigError(f"pipeline.step={spec}: factory({device!r}) returned a {type(made).__name__}, not a callable "
+                          "that consumes a batch")
+    return made
 
 
 def collate_of(dataset: str) -> Callable[[list], Any]:
