@@ -26,6 +26,7 @@ from bench.suites.overlap import (model as omodel, pairs as opairs, points as op
 from bench.suites.pipeline import (feed as pfeed, figure as pfigure, measure as pmeasure, model as pmodel,
                                    source as psource, tables as ptables)
 from bench.suites.pipeline import advice as padvice
+from bench.suites.pipeline import causes as pcauses
 from bench.suites.pipeline.rounds import round_timing
 from bench.contract import Context, Point
 from synthetic import write_run
@@ -830,17 +831,19 @@ def test_a_slow_check_is_named_the_host_caches_where_a_host_copy_slows_it_alone(
     best = pd.Series({"bottleneck": "consume", "stage_gbps": 2.3, "alone_gbps": 7.8, "alone_lo_gbps": 7.2,
                       "alone_hi_gbps": 8.4, "what": loop, "memory": "pinned", "mode": loop.mode()})
     h = pd.DataFrame([best])
-    caches = padvice._cause_line(best, h, cold=3.9)
+    caches = pcauses._cause_line(best, h, cold=3.9)
     assert caches.startswith("cause: consume runs at 2.30 GB/s in the loop against 7.80 alone")
     assert "3.90 GB/s after a host copy of the batch (2.0x slower)" in caches and "pipeline.threads" not in caches
-    for cold in (7.0, None):   # the copy barely slows it, or the run did not measure it: still to find
-        assert padvice._cause_line(best, h, cold=cold).startswith("cause to find: consume runs at 2.30")
+    for cold in (7.0, None):   # the copy barely slows it, or the run did not measure it: unexplained
+        assert pcauses._cause_line(best, h, cold=cold).startswith("unexplained: consume runs at 2.30")
+    assert "ruled out: the host's caches (the check alone after a host copy of the batch: 7.00 GB/s, 1.1x)" in \
+        pcauses._cause_line(best, h, cold=7.0)
     other = best.copy()
     other["bottleneck"] = "collate"   # a host stage: not the check's launches
-    assert padvice._cause_line(other, h, cold=3.9).startswith("cause to find: collate")
+    assert pcauses._cause_line(other, h, cold=3.9).startswith("unexplained: collate")
     rows = pd.DataFrame({"suite": "pipeline", "op": pmodel.CONSUME, "part": ["cold"] * 3 + ["total"],
                          "status": "ok", "size_bytes": MiB, "algbw_gbps": [3.0, 4.0, 9.0, 30.0]})
-    assert padvice.cold_check(rows, []) == {(MiB,): 4.0}   # the median of the cold trials, not the hot one
+    assert pcauses.cold_check(rows, []) == {(MiB,): 4.0}   # the median of the cold trials, not the hot one
 
 
 _MAKE_FAULTS = ("from bench.suites.pipeline.measure import MakeBatch\n"
@@ -875,16 +878,32 @@ def test_a_stage_the_allocator_slows_is_named_with_its_page_faults():
                       "mode": loop.mode(), "size_bytes": 4 * MiB, "faults": 1003.0, "alone_faults": 0.0,
                       "alone_lo_faults": 0.0, "alone_hi_faults": 0.0})
     h = pd.DataFrame([best])
-    line = padvice._cause_line(best, h)
+    line = pcauses._cause_line(best, h)
     assert line.startswith("cause: make runs at 2.70 GB/s in the loop against 13.20 alone")
     assert "the main thread takes 1,003 page faults a batch in the loop against 0 for its stages alone (1,024 pages" in line
-    assert padvice.KEEP_MEMORY in line
+    assert pcauses.KEEP_MEMORY in line
     few = best.copy()
     few["faults"] = 100.0   # under a quarter of the batch's pages: not the allocator's doing
-    assert padvice._cause_line(few, h).startswith("cause to find: make")
+    said = pcauses._cause_line(few, h)
+    assert said.startswith("unexplained: make") and "ruled out: the allocator (100 page faults a batch in the loop" in said
     erratic = best.copy()
     erratic[["stage_gbps", "alone_lo_gbps", "alone_hi_faults"]] = [12.0, 3.0, 700.0]   # alone: 3.0-14.3 GB/s
-    assert "make alone took 0 page faults a batch in one round and 700 in another" in padvice._cause_line(erratic, h)
+    assert "make alone took 0 page faults a batch in one round and 700 in another" in pcauses._cause_line(erratic, h)
+
+
+def test_a_stage_slowed_by_the_intra_op_pool_is_named_with_its_twin_at_one_thread():
+    """collate 5x slower in the loop at torch's 64 threads, its twin at one thread beyond both spreads."""
+    loop = pmodel.Loop(pmodel.Producer.free, PIPE_SAMPLE)
+    best = pd.Series({"bottleneck": "collate", "on": "main thread", "stage_gbps": 0.35, "alone_gbps": 1.69,
+                      "alone_lo_gbps": 0.81, "alone_hi_gbps": 3.72, "what": loop, "memory": "pageable",
+                      "mode": loop.mode(), "size_bytes": 64 * 1024, "gbps": 0.20, "lo_gbps": 0.18, "hi_gbps": 0.30})
+    twin = best.copy()
+    twin[["what", "gbps", "lo_gbps", "hi_gbps"]] = [replace(loop, threads=1), 0.64, 0.41, 0.69]
+    line = pcauses._cause_line(best, pd.DataFrame([best, twin]))
+    assert line.startswith("cause: collate runs at 0.35 GB/s in the loop") and "intra-op thread pool" in line
+    assert "at threads=1 the same loop delivers 0.64 GB/s (0.41–0.69), 3.20x its 0.20" in line
+    twin[["lo_gbps"]] = [0.25]   # within the loop's spread: not named
+    assert pcauses._cause_line(best, pd.DataFrame([best, twin])).startswith("unexplained: collate")
 
 
 def test_a_thread_setting_whose_slower_twin_took_the_faults_says_so():
@@ -916,13 +935,14 @@ def test_a_hand_off_that_waits_on_its_workers_is_named_with_the_sharing_that_fix
                       "alone_lo_gbps": 1.22, "alone_hi_gbps": 1.84, "what": loop, "memory": "pinned",
                       "mode": loop.mode(), "size_bytes": 903216, "cpu_share": 0.46, "gbps": 0.39,
                       "lo_gbps": 0.28, "hi_gbps": 0.50})
-    line = padvice._cause_line(best, pd.DataFrame([best]))
+    line = pcauses._cause_line(best, pd.DataFrame([best]))
     assert line.startswith("cause: handoff runs at 0.74 GB/s in the loop against 1.53 alone")
     assert "the pin thread ran on a CPU for 46% of each hand-off (0.56 of 1.22 ms a batch)" in line
     assert 'set_sharing_strategy("file_system")' in line
     busy = best.copy()
     busy["cpu_share"] = 0.9   # it ran all along: not waiting on its workers
-    assert padvice._cause_line(busy, pd.DataFrame([busy])).startswith("cause to find: handoff")
+    said = pcauses._cause_line(busy, pd.DataFrame([busy]))
+    assert said.startswith("unexplained: handoff") and "a wait on the workers (the pin thread ran on a CPU for 90%" in said
     twin = best.copy()
     twin[["what", "mode", "gbps", "lo_gbps", "hi_gbps"]] = [replace(loop, sharing=pmodel.Sharing.file_system),
                                                            "fs", 0.60, 0.56, 0.65]
