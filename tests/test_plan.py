@@ -390,3 +390,15 @@ def test_the_pipeline_plan_counts_its_rounds(monkeypatch):
     assert planned.seconds == pytest.approx(meta["suite_wall_s"]["pipeline"], rel=0.2)
     # one round: one loader start a point, its five trials in one segment
     assert _plan(_cfg(*args, "pipeline.rounds=1"), machine).suites[0].seconds < planned.seconds / 2
+
+
+@pytest.mark.parametrize("instance", ["h200-x1", "h200-x4"])
+def test_the_pipelines_default_is_planned_under_a_minute_and_its_full_sweep_far_longer(monkeypatch, instance):
+    """suite=pipeline answers in about a minute on nvidia-h200 and on a four-GPU host, start-up
+    included; suite=pipeline-full, the former default, plans more than three times as long."""
+    monkeypatch.setattr("bench.suites.pipeline.model.usable_cores", lambda: 16)
+    machine = instance_machine(_cfg(f"instance={instance}").instance)
+    quick = _plan(_cfg("suite=pipeline"), machine)
+    full = _plan(_cfg("suite=pipeline-full"), machine)
+    assert quick.seconds < 60 and full.seconds > 3 * quick.seconds
+    assert quick.suites[0].basis.startswith("per-op times") and "per-point cost" not in quick.suites[0].basis
