@@ -475,3 +475,27 @@ def test_ctrl_c_in_a_pipeline_batch_sizes_rounds_keeps_them_and_resume_measures_
     assert len(kept) == len(cut) and not whole.duplicated(POINT_KEYS + ["trial", "part"]).any()
     measured = whole[whole.op != "host_pace"].groupby(POINT_KEYS)["round"].apply(lambda r: sorted(set(r)))
     assert (measured.map(len) == 2).all() and read_meta(run)["status"] == "complete"
+
+
+def test_a_signal_swallowed_where_it_landed_still_ends_the_run_at_the_next_piece(xferbench_in_process, monkeypatch):
+    """A signal can land in code that ignores every exception (a DataLoader iterator's __del__):
+    the run still ends as interrupted once the runner has written what it finished, not at its end."""
+    from bench.driver import app
+    from bench.suites.pipeline import rounds
+
+    real, swallowed = rounds.read_pace, []
+
+    def pace_then_a_swallowed_ctrl_c():
+        if not swallowed:
+            swallowed.append(True)
+            try:
+                app._raise_interrupted(signal.SIGINT, None)
+            except KeyboardInterrupt:
+                pass   # as __del__ does
+        return real()
+
+    monkeypatch.setattr(rounds, "read_pace", pace_then_a_swallowed_ctrl_c)
+    code, err, (run,) = xferbench_in_process("suite=pipeline", "pipeline.workers=[0]", "pipeline.threads=[1]",
+                                             "pipeline.min_size=64KiB", "pipeline.max_size=64KiB", "pipeline.rounds=2")
+    assert code == 128 + signal.SIGINT and "interrupted (SIGINT)" in err, err
+    assert read_meta(run)["status"] == "interrupted" and len(load(run)) == 1   # the pace read before it, only

@@ -47,6 +47,13 @@ def _raise_interrupted(signum: int, _frame) -> None:
     raise Interrupted(signum)
 
 
+def _raise_received() -> None:
+    """A signal whose exception was swallowed where it landed (a DataLoader iterator's __del__
+    ignores any) ends the run as soon as the runner has written what it finished."""
+    if _received:
+        raise Interrupted(_received[0])
+
+
 def _git_commit() -> str:
     # "-dirty" when the tree differs from the commit: a run from uncommitted code must not pass
     # for that commit's (make_expected.py groups reference runs by it).
@@ -147,7 +154,7 @@ def _measure(planned: Planned, run_dir: Path, run_id: str, writer: RunWriter, pr
         return RunWriter(run_dir, run_id)
     state = planned.start()
     try:
-        run_suite(planned, state, writer, progress=progress)
+        run_suite(planned, state, writer, progress=progress, stopped=_raise_received)
     finally:
         planned.suite.finish(state)
     return writer
@@ -245,6 +252,7 @@ def _run_suites(here: _Here, run_dir: Path, meta: dict, progress: bool) -> tuple
             started = time.perf_counter()
             writer = _measure(p, run_dir, meta["run_id"], writer, progress)
             wall[p.suite.name] = round(wall.get(p.suite.name, 0) + time.perf_counter() - started, 1)
+            _raise_received()
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         status, code = "interrupted", 128 + signum

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterator, TextIO
+from typing import Any, Callable, Iterator, TextIO
 
 from bench import lazy
 from bench.driver.sweep import Planned
@@ -22,7 +22,8 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 
 def run_suite(planned: Planned, state: Any, writer: RunWriter | None, progress: bool = True,
-              done: set | None = None, stream: TextIO | None = None) -> int:
+              done: set | None = None, stream: TextIO | None = None,
+              stopped: Callable[[], None] | None = None) -> int:
     """Measure every point of planned.ctx's world not already done; rows go to disk as the suite
     hands them over (a point, or one round of points measured in rounds). `state` is the suite's
     (planned.start()).
@@ -31,6 +32,7 @@ def run_suite(planned: Planned, state: Any, writer: RunWriter | None, progress: 
     and `done` (rank 0's finished points, sent to every rank) keeps them all in step. A point the
     run holds only some rounds of (a run cut in them) is measured on from the rounds it lacks.
     The progress bar goes to `stream` (a spawned rank 0's copy of the terminal), else stderr.
+    `stopped` is called after each piece is written: it raises where the run must end there.
     Returns the number of points measured.
     """
     suite, settings, ctx = planned.suite, planned.settings, planned.ctx
@@ -56,6 +58,8 @@ def run_suite(planned: Planned, state: Any, writer: RunWriter | None, progress: 
                 if writer is not None:
                     writer.add_point(rows)
                 written.update(point_key(r) for r in rows)
+                if stopped is not None:
+                    stopped()
         except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
             if distributed or not _out_of_memory(exc):  # distributed: the ranks must agree
                 raise

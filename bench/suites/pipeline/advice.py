@@ -105,11 +105,11 @@ def _step_line(h: pd.DataFrame, defaults) -> str | None:
 
     def said(row: pd.Series) -> str:
         held = f", waiting for {row['held_by']} on the {row['on']}" if row["waits"] >= INPUT_BOUND else ""
-        return f"{row['waits']:.0%} of each step waits for data ({row['time_s'] * 1e3:.3g} ms a step in the loop{held})"
+        return (f"{row['waits']:.0%} of each step waits for data ({row['time_s'] * 1e3:.3g} ms a step in the loop "
+                f"against {row['step_s'] * 1e3:.3g} alone{held})")
 
     name = "the DataLoader's defaults" if len(at) else f"{first['memory']} {first['mode']}"
-    text = (f"step: {'input' if first['waits'] >= INPUT_BOUND else 'compute'}-bound: with {name} {said(first)}; "
-            f"the step alone takes {first['step_s'] * 1e3:.3g} ms")
+    text = f"step: {'input' if first['waits'] >= INPUT_BOUND else 'compute'}-bound: with {name} {said(first)}"
     if best["what"] != first["what"]:
         text += f"; with {best['memory']} {best['mode']}: {said(best)}"
     return text

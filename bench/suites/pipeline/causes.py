@@ -169,7 +169,8 @@ def _ruled_out(best: pd.Series, h: pd.DataFrame, cold: float | None) -> list[str
     pages = best.get("size_bytes", np.nan) / PAGE
     faults, alone = best.get("faults", np.nan), best.get("alone_faults", np.nan)
     if pd.notna(faults) and faults - (alone if pd.notna(alone) else 0) < FAULTED * pages:
-        out.append(f"the allocator ({faults:,.0f} page faults a batch in the loop, of {pages:,.0f} pages)")
+        against = f" against {alone:,.0f} for its stages alone" if pd.notna(alone) else ""
+        out.append(f"the allocator ({faults:,.0f} page faults a batch in the loop{against}, of {pages:,.0f} pages)")
     stage_alone = best.get("alone_gbps", np.nan)
     if best.get("bottleneck") == Stage(CONSUME).label and cold and pd.notna(stage_alone) and stage_alone / cold < CACHES:
         out.append(f"the host's caches (the check alone after a host copy of the batch: {cold:.2f} GB/s, "

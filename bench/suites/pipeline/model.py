@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import List
 
 from bench.config.settings import Choice, nonempty, positive, require
+from bench.results import UNLESS_DEFAULT
 from bench.sizes import parse_size
 
 
@@ -146,7 +147,7 @@ class Loop:
     threads: int = 0                  # torch.set_num_threads in the main process and workers; 0: torch's default
     dataset: str = ""                 # the user's dataset and collate_fn (Producer.user)
     sharing: Sharing = Sharing.file_descriptor   # how the workers' batches reach the main process
-    step: str = ""                    # the user's training step, run on each batch (pipeline.step)
+    step: str = field(default="", metadata=UNLESS_DEFAULT)   # the user's training step on each batch (pipeline.step)
 
     @property
     def memory(self) -> str:
@@ -194,7 +195,7 @@ class Stage:
     threads: int = 0
     dataset: str = ""
     sharing: Sharing = Sharing.file_descriptor   # the hand-off's, from workers
-    step: str = ""                    # the user's training step (STEP)
+    step: str = field(default="", metadata=UNLESS_DEFAULT)   # the user's training step (STEP)
 
     @property
     def name(self) -> str:
