@@ -30,7 +30,8 @@ torch = lazy.module("torch")
 MIN_BATCHES = 2         # at least this many batches a trial
 ITEM_S = 0.01           # a worker stage's item lasts about this long: its hand-off is small beside it
 DISAGREE = 0.2          # trials whose slowest and fastest differ by more than this share of their median
-POOL = 2                # batches of a user's samples collate alone collates in turn, made once a process
+POOL = 2                # batches of dear samples collate alone collates in turn, made once a process
+DEAR = 4                # samples this many times dearer to make than to collate (64 KiB numpy ones: about 1x)
 
 
 class Segment:
@@ -151,17 +152,20 @@ class MakeBatch:
 class CollateBatch:
     """The collate_fn of each next batch's samples as the producer makes them (untimed), and
     freeing what it made: in a worker a new shared-memory segment each time, as the loader's
-    is; in the main process host memory. A call returns the seconds collating took. `pool`:
-    batches whose samples are made once and collated in turn instead (a user's samples cost what
-    decoding costs, tens of times a collate: made anew, a trial of collate alone is a decoding run)."""
+    is; in the main process host memory. A call returns the seconds collating took. Where making
+    the first batch took DEAR times collating it or more (a decoding dataset: tens of times), POOL
+    batches' samples are made once and collated in turn: made anew, a trial of collate alone would
+    be a decoding run."""
 
-    def __init__(self, dataset, batch: int, collate: Callable, pool: int = 0) -> None:
+    def __init__(self, dataset, batch: int, collate: Callable) -> None:
         self.make, self.collate = MakeBatch(dataset, batch), collate
-        self.made = [self.make.samples() for _ in range(pool)]
+        self.made: list[list] = []
         self.faults = self.runs = 0
 
     def __call__(self) -> float:
+        start = time.perf_counter()
         samples_ = self.made[self.runs % len(self.made)] if self.made else self.make.samples()
+        making = time.perf_counter() - start
         self.runs += 1
         before = page_faults()
         start = time.perf_counter()
@@ -169,6 +173,8 @@ class CollateBatch:
         del batch
         took = time.perf_counter() - start
         self.faults += page_faults() - before
+        if self.runs == 1 and making >= DEAR * took:
+            self.made = [samples_] + [self.make.samples() for _ in range(POOL - 1)]
         return took
 
 
@@ -235,7 +241,7 @@ def _worker_stage(point: Point, st: Stage, seg: Segment) -> list[Sample]:
     check = check_of(Loop(st.producer), batch, torch.device("cpu"))   # the samples the stage makes or collates, once
     check(collate(MakeBatch(dataset, batch).samples()), 0, 0)
     op = functools.partial(MakeBatch, dataset, batch) if st.op == MAKE \
-        else functools.partial(CollateBatch, dataset, batch, collate, POOL if user else 0)
+        else functools.partial(CollateBatch, dataset, batch, collate)
     processes = max(st.workers, 1)
     with intra_op(st.threads):
         items = iter(loader(StageItems(op), None, st.workers))
