@@ -7,8 +7,8 @@ Everything else has a default, and a suite overrides what its story needs:
 
 - its sweep: `sizes` (a `sizes.<name>` range and ladder) or None when its settings size it;
 - running: `start` (its typed state, made once per run and rank), `finish`, `distribution`
-  (ranks: world sizes, backend, timeout, environment); `together` and `measure_together`
-  (points measured as one, e.g. in interleaved rounds);
+  (ranks: world sizes, backend, timeout, environment); `together`, `measure_together` and
+  `complete` (points measured as one, e.g. in interleaved rounds, each round written as it ends);
 - the plan: `op_time` (a model of one operation where no reference run has it), `overhead`
   (`overhead_of` where its settings move it);
 - reading its rows, its reading face (`bench.suite_view.SuiteView`, which Suite extends):
@@ -23,7 +23,7 @@ import inspect
 import keyword
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Iterator, Mapping, Sequence
 
 from bench import ConfigError
 from bench.config.settings import SizeRange
@@ -68,6 +68,7 @@ class Context:
     numa: Topology | None = None     # the NUMA nodes (None: one node holding every CPU)
     gpu_nodes: tuple[int | None, ...] = ()   # each GPU's NUMA node, in CUDA's order (None: unknown)
     here: bool = True                # False when planning for another machine: probe nothing here
+    planning: bool = False           # plan=true: nothing is measured, and no CUDA context started
     launcher: bool = False           # torchrun or srun started this process's ranks
     explicit: frozenset[str] = frozenset()   # the settings the user named (e.g. 'copy.memory')
     rank: int = 0
@@ -139,6 +140,7 @@ class Overhead:
     per_graph_s: float      # a graph point's captures and instantiation
     startup_s: float        # once per suite; per world of ranks for a distributed suite
     per_trial_s: float      # a trial's own clock readings, syncs and (collectives) barriers
+    modelled: bool = False  # per_point_s follows the settings (overhead_of): not fitted to a reference run
 
 
 DEFAULT_OVERHEAD = Overhead(0.04, 0.2e-9, 0.005, 1.0, 50e-6)
@@ -186,9 +188,19 @@ class Suite(SuiteView):
         None: the point alone."""
         return None
 
-    def measure_together(self, points: list[Point], settings: Any, ctx: Context, state: Any) -> list[list[Sample]]:
-        """The rows of each of `points` (those of one `together` key not yet measured), in order."""
-        return [self.measure(point, settings, ctx, state) for point in points]
+    def measure_together(self, points: list[Point], settings: Any, ctx: Context, state: Any,
+                         stored: list[frozenset[int]]) -> Iterator[list[Sample]]:
+        """The rows of `points` (those of one `together` key not yet complete) as they are measured:
+        each yield one point's rows, or one round's of a point measured in rounds, written to the
+        run as it comes (a cut loses none of them). `stored`: the rounds of each point the run
+        holds already (a cut run resumed), which it measures no more."""
+        for point in points:
+            yield self.measure(point, settings, ctx, state)
+
+    def complete(self, point: Point, settings: Any, rounds: frozenset[int]) -> bool:
+        """Whether a point whose rows in the run hold these rounds is measured whole (a run cut
+        in its rounds, resumed, measures the rest). Default: any rows."""
+        return True
 
     def distribution(self, settings: Any, ctx: Context, max_ranks: int = 0) -> Distribution | None:
         """None: measured in this process. A Distribution: in ranks, one world after another, of at
@@ -207,10 +219,10 @@ class Suite(SuiteView):
         """Seconds per operation from the links' speeds, where no reference run has the series."""
         return None
 
-    def overhead_of(self, settings: Any, device: str) -> Overhead:
-        """What the suite costs besides its operations on `device` with these settings: by
+    def overhead_of(self, settings: Any, ctx: Context) -> Overhead:
+        """What the suite costs besides its operations on ctx.device with these settings: by
         default `overhead`'s entry for the device."""
-        return self.overhead.get(device, DEFAULT_OVERHEAD)
+        return self.overhead.get(ctx.device, DEFAULT_OVERHEAD)
 
 
 _REQUIRED = ("check", "points", "measure")

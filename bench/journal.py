@@ -1,7 +1,8 @@
 """Writing a run's files whole or not at all: meta.json and samples.parquet atomically, and the
 journal a point at a time.
 
-samples.csv is the journal: each finished point's rows are appended to it, then a line to
+samples.csv is the journal: each finished point's rows (of a point measured in rounds, each
+round's) are appended to it, then a line to
 samples.commit (bench/commits.py), so a crash, a kill, Ctrl-C or a full disk keeps every point
 measured before it, whole, at a cost that does not grow with the run; readers take the journal up
 to its last commit (bench/results.py). samples.parquet is rewritten (atomically) when a writer
@@ -146,7 +147,9 @@ class RunWriter:
     committed rows and cuts the journal back to its last commit, in place: a point torn by a kill
     or a full disk is gone, and is measured again. A journal without commits (an older run, a CSV
     from another tool) is rewritten from its whole lines, with them. Only one writer may append
-    at a time; `done` holds the finished points. Any failure to write is a ResultsWriteError.
+    at a time; `done` holds the points with rows, `rounds` the rounds each holds (a suite that
+    measures in rounds commits each as it finishes: a cut point keeps them, and its suite says
+    whether they are all, `Suite.complete`). Any failure to write is a ResultsWriteError.
     An append costs the same at the 10th point and the 5,000th: rewriting the whole table after
     every point cost ~10 ms a point by the end of a 2-GPU sweep, while the other ranks waited.
     """
@@ -155,6 +158,7 @@ class RunWriter:
         self.run_dir = Path(run_dir)
         self.run_id = run_id
         self.done: set = set()
+        self.rounds: dict[tuple, set[int]] = {}
         self._journal, self._commits = self.run_dir / "samples.csv", self.run_dir / "samples.commit"
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -185,7 +189,14 @@ class RunWriter:
 
     def _hold(self, rows: pd.DataFrame) -> None:
         self._table = _arrow(rows)
-        self.done = {point_key(r) for r in rows.to_dict("records")}
+        self.done, self.rounds = set(), {}
+        self._count(rows.to_dict("records"))
+
+    def _count(self, rows) -> None:
+        for row in rows:
+            key = point_key(row)
+            self.done.add(key)
+            self.rounds.setdefault(key, set()).add(int(row["round"] if isinstance(row, dict) else row.round))
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -209,7 +220,7 @@ class RunWriter:
             raise ResultsWriteError(self.run_dir, exc, len(self.done)) from exc
         self._crc = crc
         self._table = pa.concat_tables([self._table, rows])
-        self.done.update(point_key(s) for s in samples)
+        self._count(samples)
 
     def close(self) -> None:
         """samples.parquet from the rows held. The journal is never rewritten here: a writer left

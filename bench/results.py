@@ -141,12 +141,19 @@ class ResultsError(ValueError):
     """A results folder or file that cannot be used, named in the message."""
 
 
+# A params field declared with this metadata is stored only where it differs from its default: a
+# suite adds a switch (its default what every point measured before) without changing the
+# identity of the points that do not set it (resume, the gate, the shipped expectations).
+UNLESS_DEFAULT = {"stored": "unless default"}
+
+
 def params_text(params) -> str:
-    """A point's params (a dataclass, or already JSON text) as stored: JSON of its fields, keys
-    sorted; '' for none."""
+    """A point's params (a dataclass, or already JSON text) as stored: JSON of its fields (those
+    declared UNLESS_DEFAULT only where set), keys sorted; '' for none."""
     if params is None or isinstance(params, str):
         return params or ""
-    return json.dumps(asdict(params), sort_keys=True)
+    quiet = {f.name for f in fields(params) if f.metadata == UNLESS_DEFAULT and getattr(params, f.name) == f.default}
+    return json.dumps({k: v for k, v in asdict(params).items() if k not in quiet}, sort_keys=True)
 
 
 def point_key(row) -> tuple:

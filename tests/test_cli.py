@@ -35,7 +35,7 @@ def test_skipped_suite_says_why_and_run_goes_on(xferbench):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["suite=foo"], "suite='foo' is unknown; choose from: all, collectives, copy, links, overlap, p2p, pipeline, scaling, training"),
+    (["suite=foo"], "suite='foo' is unknown; choose from: all, collectives, copy, links, overlap, p2p, pipeline, pipeline-full, scaling, training"),
     (["sizes.max=abc"], "sizes.max='abc': not a size"),
     (["sizes.min=1MiB", "sizes.max=4KiB"], "sizes.min=1MiB is larger than sizes.max=4KiB"),
     (["timing.trials=-1"], "timing.trials=-1: must be >= 1"),
@@ -115,7 +115,7 @@ def test_unknown_key_is_exit_2(xferbench):
 def test_help_lists_suites_and_examples(xferbench):
     proc, _ = xferbench("--help", timeout=60)
     assert proc.returncode == 0
-    assert "suite: all, collectives, copy, links, overlap, p2p, pipeline, scaling, training" in proc.stdout
+    assert "suite: all, collectives, copy, links, overlap, p2p, pipeline, pipeline-full, scaling, training" in proc.stdout
     assert "xferbench suite=copy" in proc.stdout and "sizes.max" in proc.stdout
 
 

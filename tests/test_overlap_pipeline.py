@@ -26,6 +26,7 @@ from bench.suites.overlap import (model as omodel, pairs as opairs, points as op
 from bench.suites.pipeline import (feed as pfeed, figure as pfigure, measure as pmeasure, model as pmodel,
                                    source as psource, tables as ptables)
 from bench.suites.pipeline import advice as padvice
+from bench.suites.pipeline import causes as pcauses
 from bench.suites.pipeline.rounds import round_timing
 from bench.contract import Context, Point
 from synthetic import write_run
@@ -81,10 +82,15 @@ def test_overlap_settings_are_checked(kw, message):
         omodel.Settings(**kw)
 
 
+# suite=pipeline-full's settings (conf/suite/pipeline-full.yaml): the exhaustive sweep
+FULL = dict(producers=[pmodel.Producer.numpy, pmodel.Producer.free], grid=pmodel.Grid.ablation, min_size="64KiB",
+            max_size="16MiB", size_factor=4, rounds=5)
+
+
 def test_pipeline_grid_is_the_base_loop_each_switch_changed_alone_and_the_defaults():
     Loop, Producer, sample = pmodel.Loop, pmodel.Producer, 64 * 1024
     base = Loop(Producer.numpy, sample, 8, True, True, True, 2, False, 1)
-    ablation = pmodel.loops(pmodel.Settings(), "cuda", sample, cores=16)
+    ablation = pmodel.loops(pmodel.Settings(**FULL), "cuda", sample, cores=16)
     numpy_loops = [lp for lp in ablation if lp.producer == Producer.numpy]
     assert numpy_loops[0] == base and len(numpy_loops) == 9 and len(ablation) == 18
     # the DataLoader's defaults, at torch's default threads and at each other thread setting
@@ -95,10 +101,17 @@ def test_pipeline_grid_is_the_base_loop_each_switch_changed_alone_and_the_defaul
     assert all(len(c) == 1 for c in changed) and {"threads"} in changed
     assert sorted(lp.workers for lp in numpy_loops) == [0, 0, 0, 4, 8, 8, 8, 8, 8]
     assert {lp.workers for lp in pmodel.loops(pmodel.Settings(), "cuda", sample, cores=2)} == {0, 2}   # capped
+    # the quick default: the base at each worker count and thread setting, and the defaults at each
+    quick = pmodel.loops(pmodel.Settings(), "cuda", sample, cores=16)
+    assert quick == [base, replace(base, workers=0), replace(base, workers=4), replace(base, threads=0),
+                     Loop(Producer.numpy, sample), Loop(Producer.numpy, sample, threads=1)]
+    twins = pmodel.loops(pmodel.Settings(sharing=[pmodel.Sharing.file_system, pmodel.Sharing.file_descriptor]), "cuda",
+                         sample, cores=16)
+    assert replace(base, sharing=pmodel.Sharing.file_system) in twins and len(twins) == 7
     full = pmodel.loops(pmodel.Settings(grid=pmodel.Grid.full, producers=[Producer.free]), "cuda", sample,
                           cores=16)
     assert len(full) == 48
-    knobs = pmodel.Settings(prefetch_factor=[2, 4], persistent_workers=[False, True], epoch_batches=8)
+    knobs = pmodel.Settings(**FULL, prefetch_factor=[2, 4], persistent_workers=[False, True], epoch_batches=8)
     varied = pmodel.loops(knobs, "cuda", sample, cores=16)
     assert Loop(Producer.numpy, sample, 8, True, True, True, 2, True, 1) in varied   # each changed alone from the base ...
     assert Loop(Producer.numpy, sample, 8, True, True, True, 4, False, 1) in varied
@@ -142,10 +155,10 @@ def test_pipeline_sizes_points_and_the_cpu_cap(monkeypatch):
     from bench.driver.sweep import size_cap
 
     monkeypatch.setattr(pmodel, "usable_cores", lambda: 16)
-    settings = pmodel.Settings()
+    settings = pmodel.Settings(**FULL)
     sample = 64 * 1024
     assert pipeline.batch_sizes(settings, _ctx(), sample) == [64 * 1024 * 4 ** i for i in range(5)]   # 64KiB .. 16MiB
-    odd = pmodel.Settings(sample_sizes=["48KiB"], min_size="64KiB", max_size="1MiB")
+    odd = pmodel.Settings(sample_sizes=["48KiB"], min_size="64KiB", max_size="1MiB", size_factor=4)
     assert pipeline.batch_sizes(odd, _ctx(), 48 * 1024) == [48 * 1024, 240 * 1024, 1008 * 1024]   # whole samples
     assert pipeline.batch_sizes(settings, _ctx(), MiB) == [MiB, 4 * MiB, 16 * MiB]   # none smaller than a sample
     small = pmodel.Settings(max_size="256MiB")
@@ -156,7 +169,8 @@ def test_pipeline_sizes_points_and_the_cpu_cap(monkeypatch):
     assert first[0].op == "host_pace" and first[0].params == pmodel.Pace(sample, sample)   # the pace, then ...
     is_stage = [p.op in pmodel.STAGES for p in first[1:]]
     assert is_stage == sorted(is_stage, reverse=True)   # ... a size's stages, then its loops
-    alone = [op for op in pmodel.STAGES if op not in pmodel.LOOP_ONLY]   # launch: timed only in the loops
+    # launch: timed only in the loops; the step: only with pipeline.step
+    alone = [op for op in pmodel.STAGES if op not in pmodel.LOOP_ONLY + (pmodel.STEP,)]
     assert sorted({p.op for p in first}) == sorted(alone + ["loader_to_gpu", "host_pace"])
     assert {PIPELINE.together(p) for p in first} == {("uint8[65536]", sample)}   # measured together, in rounds
     loop = next(p for p in first if p.op == "loader_to_gpu")
@@ -172,8 +186,8 @@ def test_pipeline_sizes_points_and_the_cpu_cap(monkeypatch):
 
 
 @pytest.mark.parametrize("kw, message", [
-    (dict(sample_sizes=["32MiB"]), "pipeline.sample_sizes=32MiB: is larger than pipeline.max_size=16MiB"),
-    (dict(min_size="1GiB"), "pipeline.min_size=1GiB: is larger than pipeline.max_size=16MiB"),
+    (dict(sample_sizes=["32MiB"]), "pipeline.sample_sizes=32MiB: is larger than pipeline.max_size=4MiB"),
+    (dict(min_size="1GiB"), "pipeline.min_size=1GiB: is larger than pipeline.max_size=4MiB"),
     (dict(workers=[2, -1]), "pipeline.workers=-1: must be >= 0"),
     (dict(prefetch=[]), "pipeline.prefetch is empty"),
     (dict(prefetch_factor=[0]), "pipeline.prefetch_factor=0: must be >= 1"),
@@ -188,7 +202,7 @@ def test_pipeline_refuses_batches_that_do_not_fit_in_shared_memory(monkeypatch):
     monkeypatch.setattr(pipeline, "_free_bytes", lambda path: 64 * MiB)   # docker's default /dev/shm
     monkeypatch.setattr(pmodel, "usable_cores", lambda: 16)
     with pytest.raises(ConfigError, match="/dev/shm, which has 64.0 MiB free"):
-        PIPELINE.check(pmodel.Settings(), _ctx(device="cpu", gpus=0))
+        PIPELINE.check(pmodel.Settings(**FULL), _ctx(device="cpu", gpus=0))
 
 
 # ---------------------------------------------------------------- balancing and rows
@@ -539,7 +553,7 @@ def test_attribution_adds_the_stages_one_thread_runs():
 
 def test_training_suite_on_a_cpu_runs_the_loader_and_its_stages(xferbench):
     proc, runs = xferbench("suite=training", "pipeline.producers=[free]", "pipeline.workers=[0,2]",
-                           "pipeline.threads=[0]", "pipeline.rounds=2", "pipeline.max_size=64KiB",
+                           "pipeline.threads=[0]", "pipeline.rounds=2", "pipeline.min_size=64KiB", "pipeline.max_size=64KiB",
                            "pipeline.min_trial_s=0.01", "timing.trials=3", timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "overlap: skipped, needs a CUDA GPU" in proc.stderr
@@ -608,7 +622,7 @@ def test_overlap_alone_on_a_cpu_is_one_line_and_exit_2(xferbench_in_process):
 
 @pytest.mark.parametrize("args, message", [
     (["suite=overlap", "overlap.ops=[h2d,teleport]"], "overlap.ops: 'teleport' is not allowed; choose from: h2d, d2h"),
-    (["suite=pipeline", "pipeline.grid=some"], "pipeline.grid: 'some' is not allowed; choose from: ablation, full"),
+    (["suite=pipeline", "pipeline.grid=some"], "pipeline.grid: 'some' is not allowed; choose from: quick, ablation, full"),
     (["suite=pipeline", "pipeline.sample_sizes=1GiB"], "pipeline.sample_sizes=1GiB: is larger than pipeline.max_size"),
     (["suite=pipeline", "pipeline.producers=[numpy,jpeg]"],
      "pipeline.producers: 'jpeg' is not allowed; choose from: numpy, free"),
@@ -818,17 +832,19 @@ def test_a_slow_check_is_named_the_host_caches_where_a_host_copy_slows_it_alone(
     best = pd.Series({"bottleneck": "consume", "stage_gbps": 2.3, "alone_gbps": 7.8, "alone_lo_gbps": 7.2,
                       "alone_hi_gbps": 8.4, "what": loop, "memory": "pinned", "mode": loop.mode()})
     h = pd.DataFrame([best])
-    caches = padvice._cause_line(best, h, cold=3.9)
+    caches = pcauses._cause_line(best, h, cold=3.9)
     assert caches.startswith("cause: consume runs at 2.30 GB/s in the loop against 7.80 alone")
     assert "3.90 GB/s after a host copy of the batch (2.0x slower)" in caches and "pipeline.threads" not in caches
-    for cold in (7.0, None):   # the copy barely slows it, or the run did not measure it: still to find
-        assert padvice._cause_line(best, h, cold=cold).startswith("cause to find: consume runs at 2.30")
+    for cold in (7.0, None):   # the copy barely slows it, or the run did not measure it: unexplained
+        assert pcauses._cause_line(best, h, cold=cold).startswith("unexplained: consume runs at 2.30")
+    assert "ruled out: the host's caches (the check alone after a host copy of the batch: 7.00 GB/s, 1.1x)" in \
+        pcauses._cause_line(best, h, cold=7.0)
     other = best.copy()
     other["bottleneck"] = "collate"   # a host stage: not the check's launches
-    assert padvice._cause_line(other, h, cold=3.9).startswith("cause to find: collate")
+    assert pcauses._cause_line(other, h, cold=3.9).startswith("unexplained: collate")
     rows = pd.DataFrame({"suite": "pipeline", "op": pmodel.CONSUME, "part": ["cold"] * 3 + ["total"],
                          "status": "ok", "size_bytes": MiB, "algbw_gbps": [3.0, 4.0, 9.0, 30.0]})
-    assert padvice.cold_check(rows, []) == {(MiB,): 4.0}   # the median of the cold trials, not the hot one
+    assert pcauses.cold_check(rows, []) == {(MiB,): 4.0}   # the median of the cold trials, not the hot one
 
 
 _MAKE_FAULTS = ("from bench.suites.pipeline.measure import MakeBatch\n"
@@ -863,16 +879,32 @@ def test_a_stage_the_allocator_slows_is_named_with_its_page_faults():
                       "mode": loop.mode(), "size_bytes": 4 * MiB, "faults": 1003.0, "alone_faults": 0.0,
                       "alone_lo_faults": 0.0, "alone_hi_faults": 0.0})
     h = pd.DataFrame([best])
-    line = padvice._cause_line(best, h)
+    line = pcauses._cause_line(best, h)
     assert line.startswith("cause: make runs at 2.70 GB/s in the loop against 13.20 alone")
     assert "the main thread takes 1,003 page faults a batch in the loop against 0 for its stages alone (1,024 pages" in line
-    assert padvice.KEEP_MEMORY in line
+    assert pcauses.KEEP_MEMORY in line
     few = best.copy()
     few["faults"] = 100.0   # under a quarter of the batch's pages: not the allocator's doing
-    assert padvice._cause_line(few, h).startswith("cause to find: make")
+    said = pcauses._cause_line(few, h)
+    assert said.startswith("unexplained: make") and "ruled out: the allocator (100 page faults a batch in the loop" in said
     erratic = best.copy()
     erratic[["stage_gbps", "alone_lo_gbps", "alone_hi_faults"]] = [12.0, 3.0, 700.0]   # alone: 3.0-14.3 GB/s
-    assert "make alone took 0 page faults a batch in one round and 700 in another" in padvice._cause_line(erratic, h)
+    assert "make alone took 0 page faults a batch in one round and 700 in another" in pcauses._cause_line(erratic, h)
+
+
+def test_a_stage_slowed_by_the_intra_op_pool_is_named_with_its_twin_at_one_thread():
+    """collate 5x slower in the loop at torch's 64 threads, its twin at one thread beyond both spreads."""
+    loop = pmodel.Loop(pmodel.Producer.free, PIPE_SAMPLE)
+    best = pd.Series({"bottleneck": "collate", "on": "main thread", "stage_gbps": 0.35, "alone_gbps": 1.69,
+                      "alone_lo_gbps": 0.81, "alone_hi_gbps": 3.72, "what": loop, "memory": "pageable",
+                      "mode": loop.mode(), "size_bytes": 64 * 1024, "gbps": 0.20, "lo_gbps": 0.18, "hi_gbps": 0.30})
+    twin = best.copy()
+    twin[["what", "gbps", "lo_gbps", "hi_gbps"]] = [replace(loop, threads=1), 0.64, 0.41, 0.69]
+    line = pcauses._cause_line(best, pd.DataFrame([best, twin]))
+    assert line.startswith("cause: collate runs at 0.35 GB/s in the loop") and "intra-op thread pool" in line
+    assert "at threads=1 the same loop delivers 0.64 GB/s (0.41–0.69), 3.20x its 0.20" in line
+    twin[["lo_gbps"]] = [0.25]   # within the loop's spread: not named
+    assert pcauses._cause_line(best, pd.DataFrame([best, twin])).startswith("unexplained: collate")
 
 
 def test_a_thread_setting_whose_slower_twin_took_the_faults_says_so():
@@ -904,13 +936,14 @@ def test_a_hand_off_that_waits_on_its_workers_is_named_with_the_sharing_that_fix
                       "alone_lo_gbps": 1.22, "alone_hi_gbps": 1.84, "what": loop, "memory": "pinned",
                       "mode": loop.mode(), "size_bytes": 903216, "cpu_share": 0.46, "gbps": 0.39,
                       "lo_gbps": 0.28, "hi_gbps": 0.50})
-    line = padvice._cause_line(best, pd.DataFrame([best]))
+    line = pcauses._cause_line(best, pd.DataFrame([best]))
     assert line.startswith("cause: handoff runs at 0.74 GB/s in the loop against 1.53 alone")
     assert "the pin thread ran on a CPU for 46% of each hand-off (0.56 of 1.22 ms a batch)" in line
     assert 'set_sharing_strategy("file_system")' in line
     busy = best.copy()
     busy["cpu_share"] = 0.9   # it ran all along: not waiting on its workers
-    assert padvice._cause_line(busy, pd.DataFrame([busy])).startswith("cause to find: handoff")
+    said = pcauses._cause_line(busy, pd.DataFrame([busy]))
+    assert said.startswith("unexplained: handoff") and "a wait on the workers (the pin thread ran on a CPU for 90%" in said
     twin = best.copy()
     twin[["what", "mode", "gbps", "lo_gbps", "hi_gbps"]] = [replace(loop, sharing=pmodel.Sharing.file_system),
                                                            "fs", 0.60, 0.56, 0.65]

@@ -2,6 +2,8 @@
 in rounds, and two runs' agreement within their spreads: real loaders, real workers, on the CPU."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 import torch
@@ -24,12 +26,28 @@ MiB = 1 << 20
     (["pipeline.collate_fn=pipeline_datasets:pairs"], "collates pipeline.dataset's samples; set pipeline.dataset"),
     (["pipeline.dataset=pipeline_datasets:small", "pipeline.collate_fn=pipeline_datasets:NOT_CALLABLE"],
      "pipeline.collate_fn=pipeline_datasets:NOT_CALLABLE: is a int, not a function"),
+    # 64 samples of 264 bytes fill no batch of 256 KiB or more: a smaller one would, never a larger
+    (["pipeline.dataset=pipeline_datasets:small"], "lower pipeline.min_size to 16.5 KiB or less (a larger "),
+    (["pipeline.dataset=pipeline_datasets:varying", "pipeline.min_size=4KiB", "pipeline.max_size=16KiB"],
+     "its first 62 samples cannot be collated into one batch (RuntimeError: stack expects each tensor to be equal "
+     "size, but got [256] at entry 0 and [255] at entry 9); samples of different shapes need a collate_fn that pads"),
+    (["pipeline.step=no_such_module:step"], "pipeline.step=no_such_module:step: cannot import no_such_module"),
+    (["pipeline.step=pipeline_datasets:NOT_CALLABLE"], "is a int, not a callable that returns a step"),
+    (["pipeline.step=pipeline_datasets:raising_step"], "factory('cpu') raised ValueError: no model here"),
+    (["pipeline.step=pipeline_datasets:not_a_step"], "factory('cpu') returned a int, not a callable that consumes"),
+    (["pipeline.step=pipeline_datasets"], "pipeline.step=pipeline_datasets: must be package.module:name"),
 ])
 def test_a_dataset_that_cannot_be_used_is_one_line_exit_2_and_no_folder(xferbench_in_process, args, message):
     psource.user_dataset.cache_clear()
     code, stderr, runs = xferbench_in_process("suite=pipeline", *args)
     assert code == 2 and message in stderr and len(stderr.strip().splitlines()) == 1, stderr
     assert not runs
+
+
+def test_a_plan_with_a_step_starts_no_model(xferbench_in_process):
+    """plan=true imports the step's factory but does not call it: a plan makes nothing on a GPU."""
+    code, stderr, runs = xferbench_in_process("suite=pipeline", "plan=true", "pipeline.step=pipeline_datasets:raising_step")
+    assert code == 0 and not runs, stderr
 
 
 def test_a_users_batches_are_checked_for_order_count_and_shape():
@@ -52,10 +70,13 @@ def test_a_users_batches_are_checked_for_order_count_and_shape():
     assert psource.user_sample("pipeline_datasets:small") == (256 + 8, "user:uint8[256]+int64[1]")
 
 
-def test_the_jpeg_example_runs_every_stage_and_says_what_limits_it(xferbench):
+def test_the_jpeg_example_and_its_step_run_every_stage_and_say_what_limits_them(xferbench):
+    """The example dataset with the example step (a small convolutional network's training step):
+    the step timed alone and in each loop, and the share of each step that waits for data."""
     proc, runs = xferbench("suite=pipeline", "pipeline.dataset=bench.examples.jpeg:dataset", "pipeline.workers=[0,2]",
                            "pipeline.threads=[0]", "pipeline.rounds=2", "pipeline.max_size=320KiB",
-                           "pipeline.min_trial_s=0.01", "timing.trials=2", timeout=240)
+                           "pipeline.step=bench.examples.jpeg:step", "pipeline.min_trial_s=0.01", "timing.trials=2",
+                           timeout=240)
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
     assert (df.status == "ok").all() and df.verified.all()
@@ -63,10 +84,14 @@ def test_the_jpeg_example_runs_every_stage_and_says_what_limits_it(xferbench):
     loops = df[(df.op == "loader") & (df.part == "total")]
     assert set(loops["mode"]) == {"user workers=0", "user workers=2 prefetch_factor=2"}
     # and "epoch" where an epoch's start fell in a trial: the dataset holds 256 images
-    assert set(df[df.op == "loader"].part) - {"epoch"} == {"total", "make", "collate", "handoff", "consume"}
+    assert set(df[df.op == "loader"].part) - {"epoch"} == {"total", "make", "collate", "handoff", "consume", "step"}
+    assert set(df[df.op == "stage_step"]["mode"]) == {"bench.examples.jpeg:step"}   # the step alone
     assert sorted(loops["round"].unique()) == [0, 1]
     table = ptables.table(df)
     assert table.bottleneck.notna().all() and (table.of_bound > 0).all()
+    assert (table.step_s > 0).all() and table.waits.between(0, 1).all() and table.held_by.notna().all()
+    said = re.search(r"step: (input|compute)-bound: with the DataLoader's defaults (\d+)% of each step waits", proc.stdout)
+    assert said and (said[1] == "input") == (int(said[2]) >= 10), proc.stdout
     assert "user samples: best" in proc.stdout and "host_pace" in proc.stdout
 
 

@@ -441,20 +441,61 @@ def test_a_trial_recorded_twice_is_refused(xferbench):
         read_samples(run / "samples.parquet")
 
 
-def test_ctrl_c_on_a_pipeline_run_with_workers_is_interrupted_not_failed(tmp_path):
+def test_ctrl_c_in_a_pipeline_batch_sizes_rounds_keeps_them_and_resume_measures_the_rest(tmp_path, capsys):
     """A terminal's Ctrl-C reaches the whole process group, the DataLoader's workers too: a worker
-    that exits first must not turn the user's interrupt into a failed run."""
+    that exits first must not turn the user's interrupt into a failed run. Each round's rows are
+    committed as they end: the cut keeps them, the summary and the doctor say what was measured,
+    and resume= measures only the rounds each point lacks."""
+    from bench.cli import doctor
+
     def own_group() -> None:
         os.setpgrp()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
-    args = ("suite=pipeline", "pipeline.producers=[numpy]", "pipeline.workers=[2]", "pipeline.rounds=2",
-            "pipeline.max_size=4MiB")
+    args = ("suite=pipeline", "pipeline.workers=[2]", "pipeline.threads=[1]", "pipeline.rounds=2",
+            "pipeline.min_size=1MiB", "pipeline.max_size=1MiB", "pipeline.min_trial_s=0.01", "timing.trials=2")
     proc = subprocess.Popen(xferbench_cmd(tmp_path / "results", *args), cwd=tmp_path, env=env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=own_group)
-    run = _wait_for_points(tmp_path, proc)   # the first batch size done: the next one's workers at work
+    run = _wait_for_points(tmp_path, proc, at_least=12)   # round 0 of the first points: workers at work
     os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGINT, err
     assert "interrupted (SIGINT" in err and f"resume={run}" in err
-    assert read_meta(run)["status"] == "interrupted" and load(run).verified.all()
+    cut = load(run)
+    assert read_meta(run)["status"] == "interrupted" and cut.verified.all()
+    rounds = cut[cut.op != "host_pace"].groupby(["op", "mode"])["round"].nunique()
+    assert rounds.min() < 2 and len(rounds) >= 2   # some points hold some rounds only
+    assert "pipeline stages alone" in out   # what the cut run measured, printed
+    assert doctor.main([str(run)]) != 0 and "interrupted" in capsys.readouterr().out
+    resumed = subprocess.run(xferbench_cmd(tmp_path / "results", f"resume={run}"), cwd=tmp_path, env=env(),
+                             capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    whole = load(run)   # the rounds measured before the cut, kept as they were; each trial once
+    kept = whole.merge(cut, on=POINT_KEYS + ["round", "trial", "part", "time_s"])
+    assert len(kept) == len(cut) and not whole.duplicated(POINT_KEYS + ["trial", "part"]).any()
+    measured = whole[whole.op != "host_pace"].groupby(POINT_KEYS)["round"].apply(lambda r: sorted(set(r)))
+    assert (measured.map(len) == 2).all() and read_meta(run)["status"] == "complete"
+
+
+def test_a_signal_swallowed_where_it_landed_still_ends_the_run_at_the_next_piece(xferbench_in_process, monkeypatch):
+    """A signal can land in code that ignores every exception (a DataLoader iterator's __del__):
+    the run still ends as interrupted once the runner has written what it finished, not at its end."""
+    from bench.driver import app
+    from bench.suites.pipeline import rounds
+
+    real, swallowed = rounds.read_pace, []
+
+    def pace_then_a_swallowed_ctrl_c():
+        if not swallowed:
+            swallowed.append(True)
+            try:
+                app._raise_interrupted(signal.SIGINT, None)
+            except KeyboardInterrupt:
+                pass   # as __del__ does
+        return real()
+
+    monkeypatch.setattr(rounds, "read_pace", pace_then_a_swallowed_ctrl_c)
+    code, err, (run,) = xferbench_in_process("suite=pipeline", "pipeline.workers=[0]", "pipeline.threads=[1]",
+                                             "pipeline.min_size=64KiB", "pipeline.max_size=64KiB", "pipeline.rounds=2")
+    assert code == 128 + signal.SIGINT and "interrupted (SIGINT)" in err, err
+    assert read_meta(run)["status"] == "interrupted" and len(load(run)) == 1   # the pace read before it, only

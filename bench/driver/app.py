@@ -47,6 +47,13 @@ def _raise_interrupted(signum: int, _frame) -> None:
     raise Interrupted(signum)
 
 
+def _raise_received() -> None:
+    """A signal whose exception was swallowed where it landed (a DataLoader iterator's __del__
+    ignores any) ends the run as soon as the runner has written what it finished."""
+    if _received:
+        raise Interrupted(_received[0])
+
+
 def _git_commit() -> str:
     # "-dirty" when the tree differs from the commit: a run from uncommitted code must not pass
     # for that commit's (make_expected.py groups reference runs by it).
@@ -99,8 +106,15 @@ def _open_run(cfg, argv: list[str], machine: Machine, resumed: tuple[str, dict] 
     return run_dir, _meta(cfg, argv, machine, run_dir, system, mismatch)
 
 
-def _finished_points(resumed: tuple[str, dict] | None) -> set:
-    return {point_key(r) for r in run_samples(resumed[0]).to_dict("records")} if resumed else set()
+def _finished_points(resumed: tuple[str, dict] | None, planned: list[Planned]) -> set:
+    """The points a resumed run holds whole (of a point measured in rounds: all its rounds)."""
+    if not resumed:
+        return set()
+    rounds: dict[tuple, set[int]] = {}
+    for row in run_samples(resumed[0]).to_dict("records"):
+        rounds.setdefault(point_key(row), set()).add(int(row["round"]))
+    return {key for p in planned for point in p.points() if (key := point_key(point)) in rounds
+            and p.suite.complete(point, p.settings, frozenset(rounds[key]))}
 
 
 def _reason(exc: OSError) -> str:
@@ -140,7 +154,7 @@ def _measure(planned: Planned, run_dir: Path, run_id: str, writer: RunWriter, pr
         return RunWriter(run_dir, run_id)
     state = planned.start()
     try:
-        run_suite(planned, state, writer, progress=progress)
+        run_suite(planned, state, writer, progress=progress, stopped=_raise_received)
     finally:
         planned.suite.finish(state)
     return writer
@@ -238,6 +252,7 @@ def _run_suites(here: _Here, run_dir: Path, meta: dict, progress: bool) -> tuple
             started = time.perf_counter()
             writer = _measure(p, run_dir, meta["run_id"], writer, progress)
             wall[p.suite.name] = round(wall.get(p.suite.name, 0) + time.perf_counter() - started, 1)
+            _raise_received()
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         status, code = "interrupted", 128 + signum
@@ -294,7 +309,7 @@ def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int 
         if resumed is None:
             return 0
     mismatch = _mismatch(cfg, here, resumed)
-    finished = _finished_points(resumed)
+    finished = _finished_points(resumed, here.planned)
     estimate = planning.estimate(cfg, here.planned, here.machine, here.skipped, finished)
     if cfg.plan:
         print(planning.format_plan(estimate))

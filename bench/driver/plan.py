@@ -229,9 +229,10 @@ class Reference:
 
     def overhead(self, suite: str, base: Overhead, distributed: bool) -> tuple[Overhead, str]:
         """`base` with per_point_s fitted to the main reference run that measured the suite
-        (a distributed suite starts once per world of ranks)."""
+        (a distributed suite starts once per world of ranks); as it is where the suite models it
+        from its settings (`modelled`: a reference run of other settings would mislead)."""
         walled = [r for r in self.runs if suite in r.suite_wall_s and r.status in ("complete", None)]
-        if not walled:
+        if not walled or base.modelled:
             return base, ""
         # The main sweep (most suites), newest: special-purpose runs have start-up heavy walls.
         run = max(walled, key=lambda r: (len(r.suite_wall_s), r.start_time))
@@ -269,7 +270,7 @@ def estimate_suite(planned: Planned, machine: Machine, reference: Reference | No
     suite, ctx = planned.suite, planned.ctx
     points = [p for p in planned.points() if point_key(p) not in done]
     distributed = planned.distribution() is not None
-    base = suite.overhead_of(planned.settings, machine.device)
+    base = suite.overhead_of(planned.settings, ctx)
     overhead, fitted = reference.overhead(suite.name, base, distributed) if reference else (base, "")
     timed = other = 0.0
     from_model = 0

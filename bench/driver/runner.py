@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, TextIO
+from typing import Any, Callable, Iterator, TextIO
 
 from bench import lazy
 from bench.driver.sweep import Planned
@@ -22,19 +22,29 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 
 def run_suite(planned: Planned, state: Any, writer: RunWriter | None, progress: bool = True,
-              done: set | None = None, stream: TextIO | None = None) -> int:
-    """Measure every point of planned.ctx's world not already done; rows go to disk as each point
-    finishes. `state` is the suite's (planned.start()).
+              done: set | None = None, stream: TextIO | None = None,
+              stopped: Callable[[], None] | None = None) -> int:
+    """Measure every point of planned.ctx's world not already done; rows go to disk as the suite
+    hands them over (a point, or one round of points measured in rounds). `state` is the suite's
+    (planned.start()).
 
     `writer` is None on ranks other than 0 of a distributed suite: they measure, rank 0 writes,
-    and `done` (rank 0's finished points, sent to every rank) keeps them all in step. The
-    progress bar goes to `stream` (a spawned rank 0's copy of the terminal), else stderr.
+    and `done` (rank 0's finished points, sent to every rank) keeps them all in step. A point the
+    run holds only some rounds of (a run cut in them) is measured on from the rounds it lacks.
+    The progress bar goes to `stream` (a spawned rank 0's copy of the terminal), else stderr.
+    `stopped` is called after each piece is written: it raises where the run must end there.
     Returns the number of points measured.
     """
     suite, settings, ctx = planned.suite, planned.settings, planned.ctx
     if done is None:
         done = writer.done if writer is not None else set()
-    todo = [p for p in suite.points(settings, ctx) if point_key(p) not in done]
+    stored = writer.rounds if writer is not None else {}
+
+    def rounds(point) -> frozenset[int]:
+        return frozenset(stored.get(point_key(point), ()))
+
+    todo = [p for p in suite.points(settings, ctx)
+            if point_key(p) not in done or not suite.complete(p, settings, rounds(p))]
     stream = stream or sys.stderr
     # In a log file (CI) a bar redrawn ten times a second is noise: one line every 10 s there.
     bar = tqdm.tqdm(total=len(todo), desc=f"{suite.name:<11}", unit="pt", disable=not progress or ctx.rank != 0, file=stream,
@@ -42,9 +52,14 @@ def run_suite(planned: Planned, state: Any, writer: RunWriter | None, progress: 
     distributed = planned.distribution() is not None
     for group in _together(suite, todo):
         bar.set_postfix_str(group[0].label(), refresh=False)
+        written: set = set()
         try:
-            measured = (suite.measure_together(group, settings, ctx, state) if len(group) > 1
-                        else [suite.measure(group[0], settings, ctx, state)])
+            for rows in _measured(suite, group, settings, ctx, state, [rounds(p) for p in group]):
+                if writer is not None:
+                    writer.add_point(rows)
+                written.update(point_key(r) for r in rows)
+                if stopped is not None:
+                    stopped()
         except (torch.cuda.OutOfMemoryError, MemoryError, RuntimeError) as exc:
             if distributed or not _out_of_memory(exc):  # distributed: the ranks must agree
                 raise
@@ -52,13 +67,20 @@ def run_suite(planned: Planned, state: Any, writer: RunWriter | None, progress: 
                 torch.cuda.empty_cache()
             where = "GPU" if isinstance(exc, torch.cuda.OutOfMemoryError) else "host"
             reason = f"out of memory ({where}): {(str(exc) or type(exc).__name__).splitlines()[0]}"
-            measured = [[point.skipped(reason)] for point in group]
-        if writer is not None:
-            for rows in measured:
-                writer.add_point(rows)
+            for point in group:   # those with rows keep them; a resume measures the rest of their rounds
+                if writer is not None and point_key(point) not in written and not rounds(point):
+                    writer.add_point([point.skipped(reason)])
         bar.update(len(group))
     bar.close()
     return len(todo)
+
+
+def _measured(suite, group: list, settings: Any, ctx, state: Any, stored: list[frozenset[int]]) -> Iterator[list]:
+    """The group's rows as the suite hands them over: a point alone in one piece."""
+    if suite.together(group[0]) is None:
+        yield suite.measure(group[0], settings, ctx, state)
+    else:
+        yield from suite.measure_together(group, settings, ctx, state, stored)
 
 
 def _together(suite, todo: list) -> list[list]:

@@ -71,6 +71,7 @@ def context(cfg, suite: Suite, machine: Machine, explicit: frozenset[str] = froz
         graph_max_bytes=parse_size(cfg.timing.graph_max_size, "timing.graph_max_size"),
         held_max_bytes=parse_size(cfg.timing.held_max_size, "timing.held_max_size"),
         links=dict(machine.speeds.classes), size_cap=size_cap(cfg, machine.device), here=machine.here,
+        planning=bool(cfg.plan),
         launcher=layout is not None, explicit=explicit, numa=machine.numa, gpu_nodes=machine.gpu_nodes,
         rank=layout.rank if layout else 0, world_size=layout.world_size if layout else 1,
         nnodes=layout.nnodes if layout else 1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from typing import Iterator
 
 
 from bench import ConfigError
@@ -21,11 +22,12 @@ from bench.measure.memory import format_bytes, gpu_free_bytes, host_available_by
 from bench.results import Sample
 from bench.sizes import parse_size
 from bench.sizes import sweep as size_sweep
-from bench.suites.pipeline.model import (CONSUME, H2D, LOOP_ONLY, LOOP_OP, PACE_OP, STAGES, Pace, Settings, loops,
+from bench.suites.pipeline.model import (CONSUME, H2D, LOOP_ONLY, LOOP_OP, PACE_OP, STAGES, STEP, Pace, Settings, loops,
                                          sample_dtype, stages_of)
+from bench.suites.pipeline.cost import point_seconds
 from bench.suites.pipeline.reading import PipelineView
-from bench.suites.pipeline.rounds import measure_rounds
-from bench.suites.pipeline.source import PERIOD, user_dataset, user_sample
+from bench.suites.pipeline.rounds import complete, measure_rounds
+from bench.suites.pipeline.source import PERIOD, named, user_batch, user_dataset, user_sample, user_step
 
 
 def _free_bytes(path: str) -> int | None:
@@ -57,17 +59,42 @@ def batch_sizes(p: Settings, ctx: Context, sample: int, most: int | None = None)
     return list(dict.fromkeys(s for s in sizes if most is None or s // sample <= most))
 
 
+def _no_batch(p: Settings, ctx: Context) -> str:
+    """Why no batch size holds whole samples: what would make one."""
+    hi = parse_size(p.max_size)
+    if not p.dataset:
+        return (f"pipeline.sample_sizes: no batch size holds a whole sample (batch sizes up to {format_bytes(hi)}); "
+                "lower the sample size or raise pipeline.max_size")
+    sample, _, most = samples_of(p)[0]
+    if sample > min(hi, ctx.size_cap or hi):
+        return (f"pipeline.dataset={p.dataset}: one collated sample holds {format_bytes(sample)}, more than the "
+                f"largest batch size ({format_bytes(min(hi, ctx.size_cap or hi))}); raise pipeline.max_size")
+    return (f"pipeline.dataset={p.dataset}: its {most} samples hold {format_bytes(most * sample)} together, and no "
+            f"batch size from pipeline.min_size={p.min_size} on fits in them whole; lower pipeline.min_size to "
+            f"{format_bytes(most * sample)} or less (a larger pipeline.max_size cannot help), or use a longer dataset")
+
+
+def _check_step(spec: str, ctx: Context) -> None:
+    """The user's step made on the run's device (and kept for the run): one line where it cannot
+    be. A plan imports its factory only: it starts no CUDA context."""
+    if not ctx.planning:
+        user_step(spec, f"cuda:{ctx.local_rank}" if ctx.device == "cuda" else "cpu")
+    elif not callable(named(spec, "step")):
+        raise ConfigError(f"pipeline.step={spec}: is not a callable that returns a step")
+
+
 def _check(p: Settings, ctx: Context) -> None:
     gpu = ctx.device == "cuda"
     sampled = samples_of(p)
     sizes = [b for s, _, most in sampled for b in batch_sizes(p, ctx, s, most)]
     if not sizes:
-        what = "the dataset's samples" if p.dataset else "a whole sample"
-        raise ConfigError(f"pipeline.{'dataset' if p.dataset else 'sample_sizes'}: no batch size holds {what} "
-                          f"(batch sizes up to {format_bytes(parse_size(p.max_size))}); "
-                          f"{'raise pipeline.max_size or use a longer dataset' if p.dataset else 'lower the sample size or raise pipeline.max_size'}")
+        raise ConfigError(_no_batch(p, ctx))
     if not ctx.here:
         return
+    if p.dataset:
+        user_batch(p.user, max(sizes) // sampled[0][0])   # samples of varying shape: one line, here
+    if p.step:
+        _check_step(p.step, ctx)
     big = max(sizes)
     ahead = max(lp.queued for s, _, _ in sampled for lp in loops(p, ctx.device, s))
     shm, shared = _free_bytes("/dev/shm"), ahead * big
@@ -92,7 +119,7 @@ def _check(p: Settings, ctx: Context) -> None:
 def sweep(p: Settings, ctx: Context) -> list[Point]:
     """Per sample and batch size: the host's pace, the stages any loop needs, then the loops."""
     gpu = ctx.device == "cuda"
-    device_side = (H2D, CONSUME) if gpu else ()
+    device_side = (H2D, CONSUME, STEP) if gpu else ()
     out = []
     for sample, dtype, most in samples_of(p):
         measured = loops(p, ctx.device, sample)
@@ -112,13 +139,6 @@ def sweep(p: Settings, ctx: Context) -> list[Point]:
     return out
 
 
-# A point costs this much a round, whatever its operations: its loader started (workers forked),
-# the stream's warm-up and trials of at least pipeline.min_trial_s. 0.21-0.25 s on H100, H200 and
-# 4x H200 hosts and 0.24 on the 2-core CPU machine (default suites, 2026-11-26:
-# results/noise/pipeline-*), against 0.04 s a point the plan assumed before.
-SEGMENT_S = 0.24
-
-
 class Pipeline(PipelineView, Suite):
     name = "pipeline"
     title = "Input pipeline"
@@ -133,16 +153,28 @@ class Pipeline(PipelineView, Suite):
     def points(self, p: Settings, ctx: Context) -> list[Point]:
         return sweep(p, ctx)
 
-    def overhead_of(self, p: Settings, device: str) -> Overhead:
-        return replace(DEFAULT_OVERHEAD, per_point_s=p.rounds * SEGMENT_S)
+    def overhead_of(self, p: Settings, ctx: Context) -> Overhead:
+        """Each point's rounds as cost.py models them (a user's dataset: with what its samples cost
+        to make, timed on a batch of them when the settings were checked), on average."""
+        points = sweep(p, ctx)
+        sample_s = length = 0
+        if p.dataset and ctx.here and points:
+            sample, _, length = samples_of(p)[0]
+            sample_s = user_batch(p.user, max(pt.size_bytes for pt in points) // sample)
+        seconds = sum(point_seconds(pt, p, ctx, sample_s, length) for pt in points) / max(1, len(points))
+        return replace(DEFAULT_OVERHEAD, per_point_s=seconds, modelled=True)
 
     def together(self, point: Point):
         """A batch size's points, measured in interleaved rounds."""
         what = point.params
         return (point.dtype, what.batch_bytes if isinstance(what, Pace) else point.size_bytes)
 
-    def measure_together(self, points: list[Point], p: Settings, ctx: Context, state) -> list[list[Sample]]:
-        return measure_rounds(points, p, ctx, 0 if p.dataset else p.epoch_batches)
+    def measure_together(self, points: list[Point], p: Settings, ctx: Context, state,
+                         stored: list[frozenset[int]]) -> Iterator[list[Sample]]:
+        return measure_rounds(points, p, ctx, 0 if p.dataset else p.epoch_batches, stored)
+
+    def complete(self, point: Point, p: Settings, rounds: frozenset[int]) -> bool:
+        return complete(point, p, rounds)
 
     def measure(self, point: Point, p: Settings, ctx: Context, state) -> list[Sample]:
-        return measure_rounds([point], p, ctx, 0 if p.dataset else p.epoch_batches)[0]
+        return [s for rows in measure_rounds([point], p, ctx, 0 if p.dataset else p.epoch_batches) for s in rows]

@@ -1,45 +1,25 @@
 """What to do, from the pipeline's tables: per batch size the best loop against the DataLoader's
-defaults and what limits it, and the causes the run measured (threads, page faults, the host's
-caches) or leaves to find; and the summary's pipeline tables with those lines under them."""
+defaults and what limits it, the share of the user's step that waits for data, the thread,
+sharing and epoch twins, and the causes of slow stages (causes.py); and the summary's pipeline
+tables with those lines under them."""
 from __future__ import annotations
 
 from dataclasses import replace
 
 from bench import lazy
 from bench.analysis.agreement import RUN_NOISE
-from bench.suites.pipeline.model import (COLD, CONSUME, H2D, HANDOFF, PACE_OP, STAGES, Producer, Sharing, Stage,
-                                         dataloader_defaults)
+from bench.suites.pipeline.causes import (ERRATIC, FAULTED, KEEP_MEMORY, PAGE, RESTARTS, cold_check, spread,
+                                          worst_cause)
+from bench.suites.pipeline.model import H2D, PACE_OP, STAGES, STEP, Producer, Sharing, Stage, dataloader_defaults
 from bench.suites.pipeline.tables import (SUITE, faults_over_rounds, pace_table, rounds, runs_of, stage_table,
                                           table)
 
 np = lazy.module("numpy")
 pd = lazy.module("pandas")
 
-# A stage this many times slower in the loop than alone at its fastest round, or alone whose
-# rounds differ this much, is a cause to find: the advice then names the settings that move it.
-SLOWER = 2.0
-ERRATIC = 2.0
-# The check alone this many times slower after a batch-sized host copy than back to back: the
-# host's caches, which the loop's main thread fills with each batch's bytes, slow its launches.
-CACHES = 1.3
-# A thread that takes page faults for this share of a batch's pages or more, beyond what the
-# same stage takes alone (or one round alone beyond another), is given back by its allocator
-# memory it then faults in anew, page by page: the cause named. Pages of 4 KiB (x86-64's; a host
-# of larger pages takes fewer faults a batch, and is named less readily).
-FAULTED = 0.25
-PAGE = 4096
-# What keeps glibc's allocator from giving freed batches back: its mmap threshold at its
-# largest (32 MiB) and a trim threshold of 1 GiB, set in the environment before the process
-# starts (either one alone leaves batches mapped anew, or trimmed, in every batch).
-KEEP_MEMORY = "MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824"
-# A hand-off whose thread ran on a CPU for this share of its time or less waited the rest.
-WAITS = 0.6
-# A loop that waits this share of its time or more at epochs' starts is named for it.
-RESTARTS = 0.25
-
-
-def _spread(lo: float, hi: float) -> str:
-    return f"{lo:.2f}–{hi:.2f}"
+# A user's step that waits this share of its time or more for data is input-bound: a loader
+# setting that removes the wait buys at least this much of the step's time.
+INPUT_BOUND = 0.1
 
 
 def _thread_line(h: pd.DataFrame, threads_default: str) -> str | None:
@@ -59,8 +39,8 @@ def _thread_line(h: pd.DataFrame, threads_default: str) -> str | None:
         return None
     slow, fast, gain = best
     text = (f"threads: {slow['memory']} {slow['mode']} delivers {slow['gbps']:.2f} GB/s "
-            f"({_spread(slow['lo_gbps'], slow['hi_gbps'])} over rounds) with {_threads(slow['what'], threads_default)}; "
-            f"with {_threads(fast['what'], threads_default)} {fast['gbps']:.2f} ({_spread(fast['lo_gbps'], fast['hi_gbps'])})"
+            f"({spread(slow['lo_gbps'], slow['hi_gbps'])} over rounds) with {_threads(slow['what'], threads_default)}; "
+            f"with {_threads(fast['what'], threads_default)} {fast['gbps']:.2f} ({spread(fast['lo_gbps'], fast['hi_gbps'])})"
             f", {gain:.2f}x: set pipeline.threads=[{fast['what'].threads}] here, torch.set_num_threads"
             f"({fast['what'].threads or 'default'}) in your training process")
     extra = slow.get("faults", np.nan) - fast.get("faults", np.nan)
@@ -86,8 +66,8 @@ def _sharing_line(h: pd.DataFrame) -> str | None:
         return None
     fd, fs, gain = best
     return (f"sharing: {fd['memory']} {fd['mode']} delivers {fd['gbps']:.2f} GB/s "
-            f"({_spread(fd['lo_gbps'], fd['hi_gbps'])} over rounds) with file_descriptor sharing; with file_system "
-            f"{fs['gbps']:.2f} ({_spread(fs['lo_gbps'], fs['hi_gbps'])}), {gain:.2f}x: "
+            f"({spread(fd['lo_gbps'], fd['hi_gbps'])} over rounds) with file_descriptor sharing; with file_system "
+            f"{fs['gbps']:.2f} ({spread(fs['lo_gbps'], fs['hi_gbps'])}), {gain:.2f}x: "
             "torch.multiprocessing.set_sharing_strategy(\"file_system\") in your training process (its batches "
             "are then files in /dev/shm, left there if a process is killed)")
 
@@ -106,10 +86,32 @@ def _epochs_line(h: pd.DataFrame) -> str | None:
             f"while the DataLoader starts its {row['what'].workers} workers anew: set persistent_workers=True")
     kept = h[[w == replace(row["what"], persistent_workers=True) for w in h["what"]]]
     if len(kept):
-        text += (f"; with it, {kept.iloc[0]['gbps']:.2f} GB/s ({_spread(kept.iloc[0]['lo_gbps'], kept.iloc[0]['hi_gbps'])}) "
-                 f"against {row['gbps']:.2f} ({_spread(row['lo_gbps'], row['hi_gbps'])})")
+        text += (f"; with it, {kept.iloc[0]['gbps']:.2f} GB/s ({spread(kept.iloc[0]['lo_gbps'], kept.iloc[0]['hi_gbps'])}) "
+                 f"against {row['gbps']:.2f} ({spread(row['lo_gbps'], row['hi_gbps'])})")
     else:
         text += " (pipeline.persistent_workers=[False,True] measures it)"
+    return text
+
+
+def _step_line(h: pd.DataFrame, defaults) -> str | None:
+    """With the user's step: the share of each step's time the DataLoader's defaults wait for
+    data, and for what; and the best loop's share, where it is another loop."""
+    if "waits" not in h.columns or h["waits"].isna().all():
+        return None
+    measured = h[h["waits"].notna()]
+    at = measured[[w == defaults for w in measured["what"]]]
+    first = at.iloc[0] if len(at) else measured.iloc[0]
+    best = measured.loc[measured["gbps"].idxmax()]
+
+    def said(row: pd.Series) -> str:
+        held = f", waiting for {row['held_by']} on the {row['on']}" if row["waits"] >= INPUT_BOUND else ""
+        return (f"{row['waits']:.0%} of each step waits for data ({row['time_s'] * 1e3:.3g} ms a step in the loop "
+                f"against {row['step_s'] * 1e3:.3g} alone{held})")
+
+    name = "the DataLoader's defaults" if len(at) else f"{first['memory']} {first['mode']}"
+    text = f"step: {'input' if first['waits'] >= INPUT_BOUND else 'compute'}-bound: with {name} {said(first)}"
+    if best["what"] != first["what"]:
+        text += f"; with {best['memory']} {best['mode']}: {said(best)}"
     return text
 
 
@@ -122,122 +124,21 @@ def _erratic_line(stages: pd.DataFrame, threads_default: str) -> str | None:
     """A stage alone whose rounds differ ERRATIC times or more, beside its twin at another thread
     setting where that one holds steadier and faster."""
     for row in stages.to_dict("records"):
-        if not (row["lo_gbps"] > 0 and row["hi_gbps"] / row["lo_gbps"] >= ERRATIC):
+        if not (row["lo_gbps"] > 0 and row["hi_gbps"] / row["lo_gbps"] >= ERRATIC) or row["what"].op == STEP:
             continue
         twins = [r for r in stages.to_dict("records") if r["what"] != row["what"]
                  and replace(r["what"], threads=0) == replace(row["what"], threads=0) and r["gbps"] > row["gbps"]]
         text = (f"erratic: {row['stage']} {row['mode']} alone moves {row['hi_gbps'] / row['lo_gbps']:.1f}x between "
-                f"rounds ({_spread(row['lo_gbps'], row['hi_gbps'])} GB/s) with {_threads(row['what'], threads_default)}")
+                f"rounds ({spread(row['lo_gbps'], row['hi_gbps'])} GB/s) with {_threads(row['what'], threads_default)}")
         lo, hi = row.get("lo_faults", np.nan), row.get("hi_faults", np.nan)
         if hi - lo >= FAULTED * row["size_bytes"] / PAGE:
             text += f", its rounds taking {lo:,.0f} to {hi:,.0f} page faults a batch (the allocator: {KEEP_MEMORY})"
         if twins:
             twin = twins[0]
             text += (f"; with {_threads(twin['what'], threads_default)} {twin['gbps']:.2f} "
-                     f"({_spread(twin['lo_gbps'], twin['hi_gbps'])})")
+                     f"({spread(twin['lo_gbps'], twin['hi_gbps'])})")
         return text
     return None
-
-
-def cold_check(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, float]:
-    """The check alone after a batch-sized host copy (the consume stage's COLD rows), GB/s,
-    median of its trials: {(run keys, size_bytes): GB/s}."""
-    rows = frame[(frame["suite"] == SUITE) & (frame["op"] == CONSUME) & (frame["part"] == COLD)
-                 & (frame["status"] == "ok")]
-    if rows.empty:
-        return {}
-    med = rows.groupby(runs + ["size_bytes"], sort=False)["algbw_gbps"].median()
-    return {key if isinstance(key, tuple) else (key,): gbps for key, gbps in med.items() if gbps > 0}
-
-
-def _caches(best: pd.Series, cold: float | None) -> str | None:
-    """Where the main thread's check is the bottleneck and the check alone after a host copy of
-    the batch runs CACHES times slower than back to back: that measurement, as the cause."""
-    alone = best.get("alone_gbps")
-    if best.get("bottleneck") != Stage(CONSUME).label or cold is None or not (pd.notna(alone) and alone / cold >= CACHES):
-        return None
-    return (f"the check alone runs at {cold:.2f} GB/s after a host copy of the batch ({alone / cold:.1f}x slower): "
-            "the batch's bytes, which the main thread moves itself (collate, pin, a pageable copy's staging), "
-            "evict the host's caches its launches run from; larger batches launch less per byte")
-
-
-def _faults(best: pd.Series, slower: bool, erratic: bool) -> str | None:
-    """Where the bottleneck's thread takes FAULTED of a batch's pages or more in page faults
-    beyond the stage alone (slower), or the stage alone takes that much more in one round than
-    another (erratic): those counts, as the cause, and the settings that keep the memory."""
-    pages = best.get("size_bytes", np.nan) / PAGE
-    loop, alone = best.get("faults", np.nan), best.get("alone_faults", np.nan)
-    lo, hi = best.get("alone_lo_faults", np.nan), best.get("alone_hi_faults", np.nan)
-    said = None
-    if slower and loop - (alone if pd.notna(alone) else 0) >= FAULTED * pages:
-        said = (f"the {best['on']} takes {loop:,.0f} page faults a batch in the loop"
-                + (f" against {alone:,.0f} for its stages alone" if pd.notna(alone) else ""))
-    elif erratic and hi - lo >= FAULTED * pages:
-        said = f"{best['bottleneck']} alone took {lo:,.0f} page faults a batch in one round and {hi:,.0f} in another"
-    if said is None:
-        return None
-    return (f"{said} ({pages:,.0f} pages a batch): the C allocator gives freed batches back to the kernel and "
-            f"faults them in again, page by page, as the process's history sets its thresholds; keep the memory: "
-            f"{KEEP_MEMORY} in your training process's environment (glibc), or jemalloc or tcmalloc")
-
-
-def _waits(best: pd.Series) -> str | None:
-    """Where the hand-off from workers is the bottleneck and its thread ran on a CPU for WAITS of
-    its time or less, with file-descriptor sharing: the wait, as the cause, and the setting."""
-    share, what = best.get("cpu_share", np.nan), best["what"]
-    if best.get("bottleneck") != Stage(HANDOFF).label or not share <= WAITS or \
-            getattr(what, "sharing", Sharing.file_system) != Sharing.file_descriptor:
-        return None
-    ms = best["size_bytes"] / best["stage_gbps"] / 1e6
-    return (f"the {best['on']} ran on a CPU for {share:.0%} of each hand-off ({share * ms:.2f} of {ms:.2f} ms a "
-            "batch) and waited the rest: with torch.multiprocessing's file_descriptor sharing each batch's storage "
-            "is fetched from the worker that made it, which answers between its own work; file_system sharing "
-            "passes a file name instead: torch.multiprocessing.set_sharing_strategy(\"file_system\") before the "
-            "DataLoader starts")
-
-
-def _twins(best: pd.Series, h: pd.DataFrame) -> str:
-    """The best loop's twins at another thread setting or sharing, measured beside: '; the same
-    loop at threads=default: 2.73 GB/s (1.20-3.48)', or ''."""
-    def plain(loop):
-        return replace(loop, threads=0, sharing=Sharing.file_descriptor)
-
-    def differs(loop) -> str:
-        said = [f"at threads={loop.threads or 'default'}"] if loop.threads != best["what"].threads else []
-        return " ".join(said + ([f"with {loop.sharing.value} sharing"] if loop.sharing != best["what"].sharing else []))
-
-    twins = h[[plain(w) == plain(best["what"]) and w != best["what"] for w in h["what"]]]
-    return ("; the same loop " + ", ".join(f"{differs(r['what'])}: {r['gbps']:.2f} GB/s "
-                                          f"({_spread(r['lo_gbps'], r['hi_gbps'])})" for r in twins.to_dict("records"))
-            if len(twins) else "")
-
-
-def _cause_line(best: pd.Series, h: pd.DataFrame, cold: float | None = None) -> str | None:
-    """Where the best loop's bottleneck runs SLOWER times slower in the loop than alone at its
-    fastest round, or alone is ERRATIC across rounds: what was measured, the cause where the run
-    measured it (page faults the allocator causes; a hand-off that waits on its workers; the
-    host's caches, for the check: `cold`, its GB/s after a host copy), and the loop's twins at
-    another thread setting or sharing beside it where the grid measured them."""
-    stage, alone_hi, alone_lo = best.get("stage_gbps"), best.get("alone_hi_gbps"), best.get("alone_lo_gbps")
-    if not (pd.notna(stage) and pd.notna(alone_hi) and pd.notna(alone_lo) and alone_lo > 0):
-        return None
-    slower, erratic = alone_hi / stage >= SLOWER, alone_hi / alone_lo >= ERRATIC
-    if not (slower or erratic):
-        return None
-    said = []
-    if slower:
-        said.append(f"{best['bottleneck']} runs at {stage:.2f} GB/s in the loop against {best['alone_gbps']:.2f} alone "
-                    f"({_spread(alone_lo, alone_hi)} over rounds)")
-    if erratic:
-        said.append(f"{best['bottleneck']} alone moves {alone_hi / alone_lo:.1f}x between rounds "
-                    f"({_spread(alone_lo, alone_hi)} GB/s)")
-    beside = _twins(best, h)
-    found = _faults(best, slower, erratic) or (_waits(best) if slower else None) or \
-        (_caches(best, cold) if slower and not erratic else None)
-    if found:
-        return "cause: " + " and ".join(said) + "; " + found + beside
-    return "cause to find: " + " and ".join(said) + (
-        beside or "; measure it with pipeline.threads=[0,1] to see whether intra-op threads cause it")
 
 
 def advice(frame: pd.DataFrame) -> pd.DataFrame:
@@ -262,7 +163,8 @@ def advice(frame: pd.DataFrame) -> pd.DataFrame:
     for key, g in loops_.groupby(runs + ["sample", "size_bytes"], sort=False):
         for producer, h in g.groupby("producer", sort=False):
             best = h.loc[h["gbps"].idxmax()]
-            defaults = dataloader_defaults(Producer(producer), best["what"].sample_size, best["what"].dataset)
+            defaults = dataloader_defaults(Producer(producer), best["what"].sample_size, best["what"].dataset,
+                                           best["what"].step)
             default = h[[w == defaults for w in h["what"]]]["gbps"]
             link = best.get("bottleneck") == Stage(H2D, memory="pinned").label   # the pinned copy itself
             out.append({**dict(zip(runs, key[:len(runs)])), "producer": producer, "sample": key[-2],
@@ -274,7 +176,8 @@ def advice(frame: pd.DataFrame) -> pd.DataFrame:
                         "alone_gbps": best.get("alone_gbps", np.nan),
                         "bound_gbps": best.get("bound_gbps", np.nan), "of_bound": best.get("of_bound", np.nan),
                         "of_link": best.get("of_link", np.nan),
-                        "threads": _thread_line(h, threads_default), "sharing": _sharing_line(h), "epochs": _epochs_line(h), "cause": _worst_cause(h, cold.get(key[:len(runs)] + key[-1:])),
+                        "step": _step_line(h, defaults),
+                        "threads": _thread_line(h, threads_default), "sharing": _sharing_line(h), "epochs": _epochs_line(h), "cause": worst_cause(h, cold.get(key[:len(runs)] + key[-1:])),
                         "erratic": _erratic_line(_at(alone, runs, key, producer), threads_default)})
     adv = pd.DataFrame(out)
     adv["gain"] = (adv["gbps"] / adv["defaults_gbps"].where(adv["defaults_gbps"] > 0)).round(2)
@@ -293,17 +196,6 @@ def _at(alone: pd.DataFrame, runs: list[str], key: tuple, producer: str) -> pd.D
     return got.assign(stage=[w.name for w in got["what"]])
 
 
-def _worst_cause(h: pd.DataFrame, cold: float | None) -> str | None:
-    """The cause line of the loop at this size whose bottleneck is furthest below itself alone."""
-    ranked = h.assign(gap=h.get("alone_hi_gbps", np.nan) / h.get("stage_gbps", np.nan)).sort_values("gap",
-                                                                                                       ascending=False)
-    for _, row in ranked.iterrows():
-        line = _cause_line(row, h, cold)
-        if line:
-            return f"{row['memory']} {row['mode']}: {line}"
-    return None
-
-
 def _default_threads(frame: pd.DataFrame) -> str:
     """What torch's default number of threads was, as the loops' notes say ('torch threads 16')."""
     notes = frame.loc[(frame["suite"] == SUITE) & (frame["op"] != PACE_OP) & (frame["mode"].str.contains("workers=")
@@ -319,7 +211,7 @@ def advice_lines(adv: pd.DataFrame) -> list[str]:
         text = (f"{row['size']} batches of {row['sample']} {row['producer']} samples: best {row['best']}, "
                 f"{row['gbps']:.2f} GB/s")
         if pd.notna(row.get("lo_gbps")) and row["hi_gbps"] > row["lo_gbps"]:
-            text += f" ({_spread(row['lo_gbps'], row['hi_gbps'])} over rounds)"
+            text += f" ({spread(row['lo_gbps'], row['hi_gbps'])} over rounds)"
         if pd.notna(row["defaults_gbps"]):
             text += f", {row['gain']:.2f}x the DataLoader's defaults ({row['defaults_gbps']:.2f})"
         if pd.notna(row["bottleneck"]):
@@ -331,32 +223,36 @@ def advice_lines(adv: pd.DataFrame) -> list[str]:
         if pd.notna(row.get("of_link")):
             text += f"; {row['of_link']:.0%} of the link"
         lines.append(text)
-        lines += [f"  {row[k]}" for k in ("threads", "sharing", "epochs", "cause", "erratic") if isinstance(row.get(k), str)]
+        lines += [f"  {row[k]}" for k in ("step", "threads", "sharing", "epochs", "cause", "erratic")
+                  if isinstance(row.get(k), str)]
     return lines
 
 
 DIGITS = {"gbps": 2, "lo_gbps": 2, "hi_gbps": 2, "stage_gbps": 2, "of_stage": 3, "alone_gbps": 2, "alone_lo_gbps": 2,
           "alone_hi_gbps": 2, "bound_gbps": 2, "of_bound": 3, "link_gbps": 1, "of_link": 3, "faults": 0,
-          "alone_faults": 0, "cpu_share": 2, "epoch_share": 2}
+          "alone_faults": 0, "cpu_share": 2, "epoch_share": 2, "step_s": 4, "waits": 2}
 
 
 def summary_tables(frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]:
+    """The loops, the stages alone, the host's pace and what to do: those the rows hold (a run cut
+    before its first loop still shows its stages)."""
+    out = []
     rows = table(frame)
-    if rows.empty:
-        return []
-    out = [("pipeline loops: GB/s delivered (median over rounds; lo-hi: its spread, the slowest and fastest round "
-            f"at the host's usual pace, at least ±{RUN_NOISE:.0%}, the between-run noise); the group of stages that "
-            "bounds each, and the fraction of that bound reached; faults: page faults a batch of the bottleneck's thread "
-            "(alone_faults: its stages alone); cpu_share: the share of the bottleneck's time on a CPU, where timed",
-            rows.drop(columns=["size_bytes", "what", "alone_lo_gbps", "alone_hi_gbps", "alone_lo_faults",
-                               "alone_hi_faults"], errors="ignore")
-            .round(DIGITS).fillna(""))]
+    if not rows.empty:
+        out.append(("pipeline loops: GB/s delivered (median over rounds; lo-hi: its spread, the slowest and fastest "
+                    f"round at the host's usual pace, at least ±{RUN_NOISE:.0%}, the between-run noise); the group of "
+                    "stages that bounds each, and the fraction of that bound reached; faults: page faults a batch of "
+                    "the bottleneck's thread (alone_faults: its stages alone); cpu_share: the share of the bottleneck's "
+                    "time on a CPU, where timed; step_s, waits, held_by: the user's step alone (seconds a batch), the "
+                    "share of each step the loop waits for data, and what for",
+                    rows.drop(columns=["size_bytes", "time_s", "what", "alone_lo_gbps", "alone_hi_gbps",
+                                       "alone_lo_faults", "alone_hi_faults"], errors="ignore")
+                    .round(DIGITS).fillna("")))
     stages = stage_table(frame)
     if not stages.empty:
         out.append(("pipeline stages alone: GB/s (median over rounds, lo-hi)",
                     stages.drop(columns=["size_bytes", "producer", "workers"]).round(DIGITS)))
     pace = pace_table(frame)
-    if not pace.empty:
+    if out and not pace.empty:
         out.append(("pipeline: the host's single-thread pace between rounds (µs per unit of work)", pace.round(2)))
-    return out + [("pipeline: what to do", "\n".join(advice_lines(advice(frame))))]
-
+    return out + ([("pipeline: what to do", "\n".join(advice_lines(advice(frame))))] if not rows.empty else [])

@@ -11,7 +11,8 @@ from typing import Any
 from bench import lazy
 from bench.measure.memory import page_faults
 from bench.suites.pipeline.model import CPU, EPOCH, FAULTS, PIN_THREAD, Loop, Producer
-from bench.suites.pipeline.source import (ENDLESS, PERIOD, collate_of, loader, moved, samples, shape, tensors)
+from bench.suites.pipeline.source import (ENDLESS, PERIOD, collate_of, loader, moved, samples, shape, tensors,
+                                          user_step)
 
 torch = lazy.module("torch")
 
@@ -218,7 +219,8 @@ class Feed:
         # collate summed over the workers; the main thread's share of the copy, h2d where it waits
         # through it and launch where it only launches it (and orders the streams); consume the
         # rest of its step (the check, on the host the check itself, releasing the batch): the
-        # work the check alone does, so that the two compare.
+        # work the check alone does, so that the two compare; and the user's step where there is
+        # one, as this thread runs it (on a GPU its launches, and its waits where it synchronizes).
         self.spent: dict[str, float] = defaultdict(float)
         # Page faults the workers and the pin thread took for the batches pulled so far (the main
         # thread's are read at the marks): where the allocator gives memory back to the kernel,
@@ -229,6 +231,7 @@ class Feed:
         self.batches = iter(self.loader)
         self.next_sample = 0         # the first sample of the next batch the loader gives, in its epoch
         self.check = check_of(loop, batch, device)
+        self.step = user_step(loop.step, str(device)) if loop.step else None   # the user's training step
         self.stream = torch.cuda.Stream(device) if self.gpu and loop.prefetch else None
         self.ahead: tuple[Any, int, int] | None = None
 
@@ -246,6 +249,12 @@ class Feed:
             start, before = time.perf_counter(), self.elsewhere
             batch, first, carried = self._next()
             self.check(batch, first, carried)
+            if self.step is not None:
+                stepped = time.perf_counter()
+                self.step(batch)
+                took = time.perf_counter() - stepped
+                self.spent["step"] += took
+                self.elsewhere += took
             batch = None   # released inside the step that last used it, as every stage here releases its input
             self.spent["consume"] += time.perf_counter() - start - (self.elsewhere - before)
 

@@ -19,9 +19,9 @@ from bench.measure.timing import BusyMarks, EventMarks, HostMarks, TimingConfig,
 from bench.results import Sample
 from bench.suites.pipeline.feed import Check, Feed, SpentMarks, check_of
 from bench.suites.pipeline.model import (COLD, CONSUME, COLLATE, CPU, FAULTS, H2D, HANDOFF, MAIN_THREAD, MAKE,
-                                         PIN, WORKER_STAGES, Loop, Producer, Stage, stages_of, thread_of)
-from bench.suites.pipeline.source import (ENDLESS, FreeSamples, Wrapped, collate_of, intra_op, loader, samples,
-                                          sharing)
+                                         PIN, STEP, WORKER_STAGES, Loop, Producer, Stage, stages_of, thread_of)
+from bench.suites.pipeline.source import (ENDLESS, FreeSamples, Wrapped, collate_of, intra_op, loader, moved,
+                                          samples, sharing, user_step)
 
 np = lazy.module("numpy")
 
@@ -30,6 +30,8 @@ torch = lazy.module("torch")
 MIN_BATCHES = 2         # at least this many batches a trial
 ITEM_S = 0.01           # a worker stage's item lasts about this long: its hand-off is small beside it
 DISAGREE = 0.2          # trials whose slowest and fastest differ by more than this share of their median
+POOL = 2                # batches of dear samples collate alone collates in turn, made once a process
+DEAR = 4                # samples this many times dearer to make than to collate (64 KiB numpy ones: about 1x)
 
 
 class Segment:
@@ -40,8 +42,10 @@ class Segment:
         self.cfg, self.n = cfg, 0
 
     def __call__(self, step: Callable[[int], None], marks, warmup: int = 0, min_ops: int = 1,
-                 multiple: int = 1) -> list[Trial]:
-        self.n = timing.stream_iters(step, marks, self.cfg, warmup, min_ops, multiple, known=self.n)
+                 multiple: int = 1, calibrate=None) -> list[Trial]:
+        """`calibrate`: the marks N is calibrated by where they are not `marks` (a stage timed
+        around a sliver of each operation: a trial then lasts min_trial_s of the operations)."""
+        self.n = timing.stream_iters(step, calibrate or marks, self.cfg, warmup, min_ops, multiple, known=self.n)
         return timing.stream_trials(step, marks, self.cfg, self.n)
 
 
@@ -148,20 +152,29 @@ class MakeBatch:
 class CollateBatch:
     """The collate_fn of each next batch's samples as the producer makes them (untimed), and
     freeing what it made: in a worker a new shared-memory segment each time, as the loader's
-    is; in the main process host memory. A call returns the seconds collating took."""
+    is; in the main process host memory. A call returns the seconds collating took. Where making
+    the first batch took DEAR times collating it or more (a decoding dataset: tens of times), POOL
+    batches' samples are made once and collated in turn: made anew, a trial of collate alone would
+    be a decoding run."""
 
     def __init__(self, dataset, batch: int, collate: Callable) -> None:
         self.make, self.collate = MakeBatch(dataset, batch), collate
-        self.faults = 0
+        self.made: list[list] = []
+        self.faults = self.runs = 0
 
     def __call__(self) -> float:
-        samples_ = self.make.samples()
+        start = time.perf_counter()
+        samples_ = self.made[self.runs % len(self.made)] if self.made else self.make.samples()
+        making = time.perf_counter() - start
+        self.runs += 1
         before = page_faults()
         start = time.perf_counter()
         batch = self.collate(samples_)
         del batch
         took = time.perf_counter() - start
         self.faults += page_faults() - before
+        if self.runs == 1 and making >= DEAR * took:
+            self.made = [samples_] + [self.make.samples() for _ in range(POOL - 1)]
         return took
 
 
@@ -327,11 +340,14 @@ def _received_stage(point: Point, st: Stage, seg: Segment, ctx: Context) -> list
     # (torch.utils.data._utils.pin_memory): so does this pin. Without workers the main process
     # pins, with the loop's threads.
     threads = 1 if st.op == PIN and st.workers > 0 else st.threads
+    # The host's check reads two bytes a sample: a trial of it alone would take thousands of batches
+    # received (collated, or handed off) around it; its trials last min_trial_s of whole steps.
+    whole = HostMarks() if st.op == CONSUME else None
     with intra_op(threads):
         batches = iter(loader(samples(Producer.free, st.sample_size), batch, st.workers))
         try:
             trials = seg(step, SpentMarks(marks, faults), warmup=2 * st.workers + 1,
-                         min_ops=max(MIN_BATCHES, 4 * st.workers))
+                         min_ops=max(MIN_BATCHES, 4 * st.workers), calibrate=whole)
         finally:
             batches = None
     return _rows(point, trials, check.passed(), "data check failed: a batch differs from the samples it should hold")
@@ -389,6 +405,24 @@ def _consume(point: Point, seg: Segment, ctx: Context) -> list[Sample]:
             + _part_rows(point, cold, verified, 1))
 
 
+def _step(point: Point, st: Stage, seg: Segment, ctx: Context) -> list[Sample]:
+    """The user's training step alone, on one batch already on the device, back to back (by the
+    GPU's clock on a GPU, at the main process's threads): what the step costs when data waits."""
+    device, batch = _device(ctx), _batch(point)
+    made = MakeBatch(Wrapped(samples(Producer.user, st.sample_size, dataset=st.dataset)) if st.dataset
+                     else FreeSamples(st.sample_size), batch).samples()
+    resident = moved(collate_of(st.dataset)(made), device, False)
+    step = user_step(st.step, str(device))
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            step(resident)
+
+    with intra_op(st.threads):
+        trials = seg(run, EventMarks() if device.type == "cuda" else HostMarks(), min_ops=MIN_BATCHES)
+    return _rows(point, trials, True, "")
+
+
 def measure_point(point: Point, seg: Segment, ctx: Context, epoch_batches: int) -> list[Sample]:
     """One round of a loop or a stage alone: its rows, trials numbered from 0."""
     st = point.params
@@ -398,6 +432,8 @@ def measure_point(point: Point, seg: Segment, ctx: Context, epoch_batches: int) 
         return _worker_stage(point, st, seg)
     if st.op == HANDOFF:
         return _handoff(point, st, seg)
+    if st.op == STEP:
+        return _step(point, st, seg, ctx)
     if st.op == CONSUME and st.workers < 0:
         return _consume(point, seg, ctx)
     if st.op == H2D and st.memory == "pinned":

@@ -8,10 +8,15 @@ from dataclasses import dataclass, field, replace
 from typing import List
 
 from bench.config.settings import Choice, nonempty, positive, require
+from bench.results import UNLESS_DEFAULT
 from bench.sizes import parse_size
 
 
 class Grid(Choice):
+    # the loops the findings rest on: the last value of every list (the base) at each worker count,
+    # thread setting, sharing and persistence (the twins the causes are measured by), the
+    # DataLoader's defaults at each thread setting (docs/method.md: where the others never won)
+    quick = "quick"
     ablation = "ablation"   # the last value of every list, each switch changed alone, the DataLoader's defaults
     full = "full"           # every combination
 
@@ -36,7 +41,7 @@ def _spec_ok(spec: str) -> bool:
 
 @dataclass
 class Settings:
-    producers: List[Producer] = field(default_factory=lambda: [Producer.numpy, Producer.free])
+    producers: List[Producer] = field(default_factory=lambda: [Producer.numpy])
     sample_sizes: List[str] = field(default_factory=lambda: ["64KiB"])   # one sample's bytes
     workers: List[int] = field(default_factory=lambda: [0, 4, 8])     # DataLoader num_workers, capped at the cores
     pin_memory: List[bool] = field(default_factory=lambda: [False, True])
@@ -49,14 +54,15 @@ class Settings:
     # also measures the base loop with file_system beside
     sharing: List[Sharing] = field(default_factory=lambda: [Sharing.file_descriptor])
     epoch_batches: int = 0          # iterate the loader anew every this many batches; 0: one endless epoch
-    grid: Grid = Grid.ablation
-    min_size: str = "64KiB"         # batch sizes, in bytes: min_size, x size_factor, ..., max_size
-    max_size: str = "16MiB"
-    size_factor: int = 4
+    grid: Grid = Grid.quick
+    min_size: str = "256KiB"        # batch sizes, in bytes: min_size, x size_factor, ..., max_size
+    max_size: str = "4MiB"
+    size_factor: int = 16
     min_trial_s: float = 0.05       # a trial lasts at least this long (and timing.min_trial_s)
-    rounds: int = 5                 # a batch size's points measured round-robin this many times
+    rounds: int = 3                 # a batch size's points measured round-robin this many times
     dataset: str = ""               # package.module:factory, factory() -> a map-style Dataset: measured instead
     collate_fn: str = ""            # package.module:function, the DataLoader's collate_fn for pipeline.dataset
+    step: str = ""                  # package.module:factory, factory(device) -> step(batch): the user's training step
 
     def __post_init__(self) -> None:
         for key in ("producers", "sample_sizes", "workers", "pin_memory", "non_blocking", "prefetch",
@@ -76,13 +82,13 @@ class Settings:
                 "else the loader runs one endless epoch")
         lo, hi = parse_size(self.min_size, "pipeline.min_size"), parse_size(self.max_size, "pipeline.max_size")
         require(lo <= hi, "pipeline.min_size", self.min_size, f"is larger than pipeline.max_size={self.max_size}")
-        for s in self.sample_sizes:
+        for s in self.sample_sizes if not self.dataset else ():   # a dataset's samples are its own
             require(parse_size(s, "pipeline.sample_sizes") <= hi, "pipeline.sample_sizes", s,
                     f"is larger than pipeline.max_size={self.max_size}: a batch holds at least one sample")
         require(self.size_factor >= 2, "pipeline.size_factor", self.size_factor, "must be an integer >= 2")
         positive("pipeline.min_trial_s", self.min_trial_s)
         require(self.rounds >= 1, "pipeline.rounds", self.rounds, "must be >= 1")
-        for key in ("dataset", "collate_fn"):
+        for key in ("dataset", "collate_fn", "step"):
             spec = getattr(self, key)
             require(not spec or _spec_ok(spec), f"pipeline.{key}", spec, "must be package.module:name")
         require(self.dataset or not self.collate_fn, "pipeline.collate_fn", self.collate_fn,
@@ -104,7 +110,8 @@ LOOP_OP = "loader_to_gpu"
 PACE_OP = "host_pace"
 MAKE, COLLATE, HANDOFF, PIN, H2D, LAUNCH, CONSUME = ("stage_make", "stage_collate", "stage_handoff", "stage_pin",
                                                      "stage_h2d", "stage_launch", "stage_consume")
-STAGES = (MAKE, COLLATE, HANDOFF, PIN, H2D, LAUNCH, CONSUME)
+STEP = "stage_step"   # the user's training step (pipeline.step) on each batch, after the check
+STAGES = (MAKE, COLLATE, HANDOFF, PIN, H2D, LAUNCH, CONSUME, STEP)
 # The consume stage alone's second reading (rows of this part): the check after a host copy of
 # the batch, as a loop's main thread moves each batch's bytes through the host's caches.
 COLD = "cold"
@@ -140,6 +147,7 @@ class Loop:
     threads: int = 0                  # torch.set_num_threads in the main process and workers; 0: torch's default
     dataset: str = ""                 # the user's dataset and collate_fn (Producer.user)
     sharing: Sharing = Sharing.file_descriptor   # how the workers' batches reach the main process
+    step: str = field(default="", metadata=UNLESS_DEFAULT)   # the user's training step on each batch (pipeline.step)
 
     @property
     def memory(self) -> str:
@@ -169,9 +177,9 @@ class Loop:
         return " ".join(words)
 
 
-def dataloader_defaults(producer: Producer, sample_size: int, dataset: str = "") -> Loop:
+def dataloader_defaults(producer: Producer, sample_size: int, dataset: str = "", step: str = "") -> Loop:
     """What DataLoader(dataset, batch_size) and batch.to('cuda') do unless told otherwise."""
-    return Loop(producer, sample_size, dataset=dataset)
+    return Loop(producer, sample_size, dataset=dataset, step=step)
 
 
 @dataclass(frozen=True)
@@ -187,6 +195,7 @@ class Stage:
     threads: int = 0
     dataset: str = ""
     sharing: Sharing = Sharing.file_descriptor   # the hand-off's, from workers
+    step: str = field(default="", metadata=UNLESS_DEFAULT)   # the user's training step (STEP)
 
     @property
     def name(self) -> str:
@@ -198,7 +207,7 @@ class Stage:
         return " ".join(x for x in (self.name, self.memory) if x)
 
     def mode(self) -> str:
-        return " ".join([*([self.producer.value] if self.producer else []),
+        return " ".join([*([self.step] if self.step else []), *([self.producer.value] if self.producer else []),
                          *([f"workers={self.workers}"] if self.workers >= 0 else []),
                          *([f"threads={self.threads}"] if self.threads else []),
                          *([self.sharing.value] if self.sharing != Sharing.file_descriptor else [])])
@@ -257,9 +266,13 @@ def stages_of(loop: Loop, gpu: bool) -> dict[str, tuple[Stage, ...]]:
             main.append(Stage(LAUNCH, memory="pinned", sample_size=sample))   # the copy's launch and stream order
             groups["copy engine"] = (Stage(H2D, memory="pinned", sample_size=sample),)
     # The check: on the GPU of a batch the copy just wrote; on the host of a batch as received,
-    # whose pages it is the first to touch.
-    groups[MAIN_THREAD] = (*main, Stage(CONSUME, sample_size=sample) if gpu
-                             else Stage(CONSUME, Producer.free, w, sample_size=sample, threads=threads))
+    # whose pages it is the first to touch. Then the user's step, as the main thread runs it (on a
+    # GPU its launches, or its waits where it synchronizes): alone, on the device back to back.
+    main.append(Stage(CONSUME, sample_size=sample) if gpu
+                else Stage(CONSUME, Producer.free, w, sample_size=sample, threads=threads))
+    if loop.step:
+        main.append(Stage(STEP, sample_size=sample, threads=threads, dataset=loop.dataset, step=loop.step))
+    groups[MAIN_THREAD] = tuple(main)
     return groups
 
 
@@ -278,11 +291,18 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+# The switches the quick grid changes alone from the base loop: the worker count (the loader's
+# main knob) and the twins its findings compare (threads, sharing, persistence). In the committed
+# runs (results/noise/pipeline-*, 256 KiB-4 MiB) the loops it leaves out (pin_memory, non_blocking,
+# prefetch or prefetch_factor changed alone) were never the best beyond the spread of one it keeps.
+QUICK_SWITCHES = ("workers", "threads", "sharing", "persistent_workers")
+
+
 def loops(p: Settings, device: str, sample_size: int, cores: int | None = None) -> list[Loop]:
     """The loops measured for each producer, for samples of sample_size: the grid of the switches
-    (on a CPU, the loader's alone), worker counts capped at the host's cores. The ablation grid
-    also runs the DataLoader's defaults at each thread setting: where the intra-op threads
-    fight the loop, that loop shows it most."""
+    (on a CPU, the loader's alone), worker counts capped at the host's cores. The ablation and
+    quick grids also run the DataLoader's defaults at each thread setting: where the intra-op
+    threads fight the loop, that loop shows it most."""
     gpu, cores = device == "cuda", cores or usable_cores()
     lists = {"workers": [min(int(w), cores) for w in p.workers], "pin_memory": p.pin_memory,
              "non_blocking": p.non_blocking, "prefetch": p.prefetch, "prefetch_factor": p.prefetch_factor,
@@ -294,12 +314,13 @@ def loops(p: Settings, device: str, sample_size: int, cores: int | None = None) 
     for producer in p.sources():
         dataset = p.user if producer == Producer.user else ""
         if p.grid == Grid.full:
-            grid = [Loop(producer, sample_size, **dict(zip(lists, combo)), dataset=dataset)
+            grid = [Loop(producer, sample_size, **dict(zip(lists, combo)), dataset=dataset, step=p.step)
                     for combo in itertools.product(*lists.values())]
         else:
-            base = Loop(producer, sample_size, **{k: v[-1] for k, v in lists.items()}, dataset=dataset)
-            defaults = dataloader_defaults(producer, sample_size, dataset)
-            grid = ([base] + [replace(base, **{k: value}) for k, values in lists.items() for value in values
+            base = Loop(producer, sample_size, **{k: v[-1] for k, v in lists.items()}, dataset=dataset, step=p.step)
+            defaults = dataloader_defaults(producer, sample_size, dataset, p.step)
+            switched = lists if p.grid == Grid.ablation else {k: lists[k] for k in QUICK_SWITCHES}
+            grid = ([base] + [replace(base, **{k: value}) for k, values in switched.items() for value in values
                               if value != getattr(base, k)]
                     + [defaults] + [replace(defaults, threads=n) for n in lists["threads"] if n != defaults.threads])
         out += [loop.normal(gpu) for loop in grid]

@@ -18,6 +18,7 @@ from bench import lazy
 import math
 import time
 from dataclasses import replace
+from typing import Iterator
 
 
 from bench.contract import Context, Point
@@ -52,28 +53,34 @@ def round_timing(ctx: Context, p: Settings) -> TimingConfig:
                         cfg.min_iters, cfg.max_iters)
 
 
-def measure_rounds(points: list[Point], p: Settings, ctx: Context, epoch_batches: int) -> list[list[Sample]]:
-    """Rows of each point, in order: p.rounds rounds over the points, each point's trials
-    numbered on across rounds and its rows carrying their round and, in host_pace_s, the pace
-    its segment met: the slower of timing.host_pace() just before and just after it (a round
-    lasts seconds, longer than a host's moods, so the pace of the round's start is not the
-    segment's; results.usable_rows keeps the segments at the host's usual pace, as it keeps
-    every suite's trials); a Pace point's rows the pace before each round and after the last."""
+def measure_rounds(points: list[Point], p: Settings, ctx: Context, epoch_batches: int,
+                   stored: list[frozenset[int]] | None = None) -> Iterator[list[Sample]]:
+    """Rows of each point and round as each segment ends: p.rounds rounds over the points, each
+    point's trials numbered on across rounds and its rows carrying their round and, in
+    host_pace_s, the pace its segment met: the slower of timing.host_pace() just before and just
+    after it (a round lasts seconds, longer than a host's moods, so the pace of the round's start
+    is not the segment's; results.usable_rows keeps the segments at the host's usual pace, as it
+    keeps every suite's trials); a Pace point's rows the pace before each round and after the
+    last. `stored`: the rounds of each point the run holds (a cut run resumed), not measured again."""
     cfg = round_timing(ctx, p)
+    stored = stored or [frozenset()] * len(points)
     segments = [Segment(cfg) for _ in points]
-    rows: list[list[Sample]] = [[] for _ in points]
     paces = [i for i, point in enumerate(points) if isinstance(point.params, Pace)]
     for r in range(p.rounds + 1):
-        pace, readings = read_pace()
-        for i in paces:
-            rows[i].append(_pace_row(points[i], r, pace, readings))
+        if any(r not in stored[i] for i in paces):
+            pace, readings = read_pace()
+            yield from ([_pace_row(points[i], r, pace, readings)] for i in paces if r not in stored[i])
         if r == p.rounds:
             break
         for i, point in enumerate(points):
-            if i in paces:
+            if i in paces or r in stored[i]:
                 continue
             before = host_pace()
             got = measure_point(point, segments[i], ctx, epoch_batches)
             met = max(before, host_pace())
-            rows[i] += [replace(s, trial=s.trial + r * cfg.trials, round=r, host_pace_s=met) for s in got]
-    return rows
+            yield [replace(s, trial=s.trial + r * cfg.trials, round=r, host_pace_s=met) for s in got]
+
+
+def complete(point: Point, p: Settings, rounds: frozenset[int]) -> bool:
+    """Whether a point holds all its rounds: p.rounds, and a Pace point's reading after the last."""
+    return rounds >= set(range(p.rounds + isinstance(point.params, Pace)))

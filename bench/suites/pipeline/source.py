@@ -7,6 +7,7 @@ import contextlib
 import functools
 import importlib
 import multiprocessing
+import time
 from typing import Any, Callable, Iterator
 
 
@@ -58,7 +59,8 @@ class FreeSamples:
 # ---------------------------------------------------------------- the user's dataset
 
 
-def _named(spec: str, key: str) -> Any:
+def named(spec: str, key: str) -> Any:
+    """The object 'package.module:name' names; ConfigError in one line, as pipeline.<key>."""
     module, _, name = spec.partition(":")
     try:
         found = importlib.import_module(module)
@@ -73,7 +75,7 @@ def _named(spec: str, key: str) -> Any:
 def user_dataset(spec: str) -> Any:
     """factory() of 'package.module:factory', checked to be a map-style Dataset with samples;
     made once per process (before the workers fork, which inherit it). ConfigError in one line."""
-    factory = _named(spec, "dataset")
+    factory = named(spec, "dataset")
     if not callable(factory):
         raise ConfigError(f"pipeline.dataset={spec}: is a {type(factory).__name__}, not a callable that returns "
                           "a Dataset")
@@ -95,10 +97,28 @@ def user_dataset(spec: str) -> Any:
 
 @functools.lru_cache(maxsize=4)
 def user_collate(spec: str) -> Callable:
-    fn = _named(spec, "collate_fn")
+    fn = named(spec, "collate_fn")
     if not callable(fn):
         raise ConfigError(f"pipeline.collate_fn={spec}: is a {type(fn).__name__}, not a function")
     return fn
+
+
+@functools.lru_cache(maxsize=4)
+def user_step(spec: str, device: str) -> Callable[[Any], Any]:
+    """factory(torch.device(device)) of 'package.module:factory', checked to be callable: the
+    user's training step, which consumes one batch on the device. Made once per process and
+    device (the check makes it, the loop and the step alone use it). ConfigError in one line."""
+    factory = named(spec, "step")
+    if not callable(factory):
+        raise ConfigError(f"pipeline.step={spec}: is a {type(factory).__name__}, not a callable that returns a step")
+    try:
+        made = factory(torch.device(device))
+    except Exception as exc:
+        raise ConfigError(f"pipeline.step={spec}: factory({device!r}) raised {type(exc).__name__}: {exc}") from None
+    if not callable(made):
+        raise ConfigError(f"pipeline.step={spec}: factory({device!r}) returned a {type(made).__name__}, not a callable "
+                          "that consumes a batch")
+    return made
 
 
 def collate_of(dataset: str) -> Callable[[list], Any]:
@@ -168,6 +188,27 @@ def user_sample(spec: str) -> tuple[int, str]:
         raise ConfigError(f"pipeline.dataset={dataset}: a collated sample holds no bytes")
     words = [f"{str(t.dtype).removeprefix('torch.')}[{'x'.join(map(str, t.shape[1:])) or 1}]" for t in found]
     return size, "user:" + "+".join(words)
+
+
+@functools.lru_cache(maxsize=4)
+def user_batch(spec: str, count: int) -> float:
+    """The first `count` samples of the user's dataset made and collated into one batch, as the
+    loop's largest batches will be, before anything is measured: the seconds one sample took to
+    make (the plan's cost of a batch). ConfigError in one line where they cannot be collated."""
+    dataset, _, collate = spec.partition(" ")
+    made = user_dataset(dataset)
+    start = time.perf_counter()
+    some = [made[i] for i in range(count)]
+    took = (time.perf_counter() - start) / count
+    try:
+        (user_collate(collate) if collate else torch.utils.data.default_collate)(some)
+    except Exception as exc:   # the user's samples and collate_fn may raise anything
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        fix = (f"pipeline.collate_fn={collate} raised it: one for samples of different shapes must pad them" if collate
+               else "samples of different shapes need a collate_fn that pads them: pipeline.collate_fn=package.module:function")
+        raise ConfigError(f"pipeline.dataset={dataset}: its first {count} samples cannot be collated into one batch "
+                          f"({why}); {fix}") from None
+    return took
 
 
 def samples(producer, size: int, length: int = ENDLESS, dataset: str = ""):

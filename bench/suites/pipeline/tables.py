@@ -11,8 +11,8 @@ from bench import lazy
 from bench.analysis.agreement import over_rounds
 from bench.results import params, params_text, usable_rows
 from bench.sizes import format_size
-from bench.suites.pipeline.model import (EPOCH, H2D, LOOP_ONLY, PACE_OP, STAGE_NAMES, STAGES, Loop, Stage, descriptor,
-                                         stages_of)
+from bench.suites.pipeline.model import (EPOCH, H2D, LOOP_ONLY, PACE_OP, STAGE_NAMES, STAGES, STEP, Loop, Stage,
+                                         descriptor, stages_of)
 
 np = lazy.module("numpy")
 pd = lazy.module("pandas")
@@ -91,8 +91,17 @@ def attribute(loop: Loop, gpu: bool, rate: Callable[[Stage], float | None]) -> d
         slowest = min(range(len(group)), key=lambda i: rates[i])
         if best is None or bound < best["bound_gbps"]:
             best = {"bottleneck": group[slowest].label, "on": who, "stage_gbps": rates[slowest], "bound_gbps": bound,
-                    "stage": group[slowest]}
+                    "stage": group[slowest], "held_by": _held_by(loop, group, rates)}
     return best
+
+
+def _held_by(loop: Loop, group: tuple[Stage, ...], rates: list[float]) -> str | None:
+    """With the user's step: the slowest stage of the limiting group that is not the step (what the
+    step waits for there), or the step where the group runs nothing else."""
+    if not loop.step:
+        return None
+    data = [i for i, st in enumerate(group) if st.op != STEP] or range(len(group))
+    return group[min(data, key=lambda i: rates[i])].label
 
 
 def _of_usable_trials(frame: pd.DataFrame, runs: list[str], rows: pd.DataFrame) -> pd.DataFrame:
@@ -163,7 +172,7 @@ def epoch_shares(frame: pd.DataFrame, runs: list[str]) -> dict[tuple, float]:
 
 # The columns table() adds to each loop: its bottleneck's readings, in the loop and alone.
 _FOUND = ("stage_gbps", "alone_gbps", "alone_lo_gbps", "alone_hi_gbps", "bound_gbps", "link_gbps", "faults",
-          "alone_faults", "alone_lo_faults", "alone_hi_faults", "cpu_share", "epoch_share")
+          "alone_faults", "alone_lo_faults", "alone_hi_faults", "cpu_share", "epoch_share", "step_s")
 
 
 def _bottlenecks(frame: pd.DataFrame, med: pd.DataFrame, loops_: pd.DataFrame, runs: list[str]) -> list[dict]:
@@ -194,7 +203,10 @@ def _bottlenecks(frame: pd.DataFrame, med: pd.DataFrame, loops_: pd.DataFrame, r
         group = stages_of(loop, row.backend == "cuda").get(att["on"], ()) if att else ()
         counted = [faulted_alone.get(key + (st,), (np.nan,))[0] for st in group]
         same_work = float(np.nansum(counted)) if any(np.isfinite(counted)) else np.nan
+        step = next((st for g in stages_of(loop, row.backend == "cuda").values() for st in g if st.op == STEP), None)
+        step_gbps = alone.get(key + (step,), (np.nan,))[0] if step else np.nan
         found.append({**{k: v for k, v in att.items() if k != "stage"}, "alone_gbps": by_itself[0],
+                      "step_s": row.size_bytes / step_gbps / 1e9 if step_gbps > 0 else np.nan,
                       "alone_lo_gbps": by_itself[1], "alone_hi_gbps": by_itself[2],
                       "producer": loop.producer.value, "link_gbps": link, "faults": faults,
                       "alone_faults": same_work, "alone_lo_faults": faults_alone[1],
@@ -213,7 +225,9 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     page faults a batch of the bottleneck's thread in the loop and of its stages alone (and the
     bottleneck alone's lowest and highest round), and the
     share of its time in the loop the bottleneck ran on a CPU (where timed), and the share of
-    the loop's time its main thread waited at epochs' starts (where it has epochs).
+    the loop's time its main thread waited at epochs' starts (where it has epochs). With the
+    user's step (pipeline.step): the step alone's seconds a batch (`step_s`), the share of each
+    step's time in the loop that waits for data (`waits`), and the stage it waits for (`held_by`).
 
     A stage's GB/s is the loop's own reading of it where the loop timed it (the host's stages,
     read in the same trials, so host speed that drifts between points moves loop and bound
@@ -227,7 +241,7 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     found = _bottlenecks(frame, med, loops_, runs)
     loops_ = pd.concat([loops_.reset_index(drop=True), pd.DataFrame(found)], axis=1)
-    for col in ("bottleneck", "on") + _FOUND:
+    for col in ("bottleneck", "on", "held_by") + _FOUND:
         if col not in loops_:
             loops_[col] = np.nan
     sample = loops_["what"].map(lambda loop: loop.sample_size)
@@ -238,12 +252,14 @@ def table(frame: pd.DataFrame) -> pd.DataFrame:
     loops_["of_stage"] = loops_["gbps"] / loops_["stage_gbps"]
     loops_["of_bound"] = loops_["gbps"] / loops_["bound_gbps"]
     loops_["of_link"] = loops_["gbps"] / loops_["link_gbps"]
+    # the share of each step's time the loop waits for data: its time a batch beyond the step alone's
+    loops_["waits"] = (1 - loops_["step_s"] / loops_["time_s"]).clip(lower=0)
     loops_ = loops_.sort_values(runs + ["producer", "dtype", "memory", "mode", "size_bytes"], kind="stable")
     loops_["size"] = loops_["size_bytes"].map(format_size)
-    cols = runs + ["op", "memory", "mode", "producer", "sample", "size", "size_bytes", "batch", "samples_per_s", "gbps",
+    cols = runs + ["op", "memory", "mode", "producer", "sample", "size", "size_bytes", "batch", "samples_per_s", "time_s", "gbps",
                    "lo_gbps", "hi_gbps", "bottleneck", "on", "stage_gbps", "of_stage", "alone_gbps", "alone_lo_gbps",
                    "alone_hi_gbps", "bound_gbps", "of_bound", "link_gbps", "of_link", "faults", "alone_faults",
-                   "alone_lo_faults", "alone_hi_faults", "cpu_share", "epoch_share"]
+                   "alone_lo_faults", "alone_hi_faults", "cpu_share", "epoch_share", "step_s", "waits", "held_by"]
     return loops_[cols + ["what"]].dropna(axis="columns", how="all").reset_index(drop=True)   # no link without a GPU
 
 
