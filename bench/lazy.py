@@ -12,11 +12,14 @@ from __future__ import annotations
 import importlib
 import types
 
+from bench import interrupts
+
 
 class _Lazy(types.ModuleType):
     def __getattr__(self, name: str):
         target = importlib.import_module(self.__name__)
         vars(self).update(vars(target))
+        interrupts.check()   # a signal that came meanwhile waited for the import (torch: seconds)
         return getattr(target, name)
 
 

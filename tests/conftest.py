@@ -83,15 +83,24 @@ def xferbench_samples(request: pytest.FixtureRequest):
 def xferbench_in_process(tmp_path, monkeypatch, capsys):
     """The real `main()` in this process (no interpreter start-up: bad-input cases are many and
     each would pay seconds of imports); returns (exit code, stderr, run folders)."""
+    import signal
+
     import bench.cli.run as entry
+    from bench import interrupts
+    from bench.cli import command
 
     def run(*args: str) -> tuple[int, str, list[Path]]:
         out = tmp_path / "results"
         monkeypatch.setattr(sys, "argv", ["xferbench", f"out_dir={out}", "progress=false", *args])
-        monkeypatch.setattr(entry, "_started", False)
+        monkeypatch.setattr(command, "_started", False)
         monkeypatch.chdir(tmp_path)
-        with pytest.raises(SystemExit) as exit_info:
-            entry.main()
+        handlers = {s: signal.getsignal(s) for s in interrupts.SIGNALS}   # the command installs its own
+        try:
+            with pytest.raises(SystemExit) as exit_info:
+                entry.main()
+        finally:
+            for s, handler in handlers.items():
+                signal.signal(s, handler)
         runs = sorted(p.parent for p in out.rglob("meta.json"))
         return exit_info.value.code, capsys.readouterr().err, runs
 

@@ -1,6 +1,7 @@
 """Collectives over gloo between real local processes: the same code path NCCL takes on GPUs."""
 import datetime as dt
 import os
+import re
 from dataclasses import replace
 
 import pytest
@@ -9,7 +10,7 @@ import torch.distributed as tdist
 
 from bench import ConfigError, suites
 from bench.links import bus_factor
-from bench.measure.memory import host_available_bytes
+from bench.measure.memory import RANK_HOST_BYTES, host_available_bytes
 from bench.measure.timing import TimingConfig
 from bench.results import load
 from bench.suites.collectives import measure as collective_measure
@@ -96,15 +97,22 @@ def test_more_ranks_than_cores_are_capped_before_any_is_spawned(capsys):
                                 f"core{'s' * (cores > 1)} here: world sizes [{cores}]"]
 
 
-def test_ranks_are_capped_by_the_host_memory_each_costs(capsys):
-    # Buffers of 3 x sizes.max a rank: a third of the memory available each, so two ranks fit, not four.
-    worlds, _ = _planned_worlds(capsys, "collectives.nproc=[4]", f"sizes.max={host_available_bytes() // 10}")
-    assert worlds == [2] or worlds == [min(2, os.cpu_count() or 2)]
-    # Half the memory each: one rank, and gloo's collectives between CPU processes need two.
-    with pytest.raises(ConfigError, match=r"^collectives: one rank only, the 1 rank that fit in the [\d.]+ GiB of host "
-                                          r"memory available .*, and a collective needs 2 \(gloo: no traffic between "
-                                          r"ranks\); lower sizes.max \(now [\d.]+ GiB\) or free host memory$"):
-        _planned_worlds(capsys, "collectives.nproc=[2]", f"sizes.max={host_available_bytes() // 6}")
+def test_ranks_are_capped_at_half_the_host_memory_available(capsys):
+    """Ranks as many as memory holds (collectives.oversubscribe=true) would leave a shared host's
+    other users nothing: a world takes half the memory available, each rank a process and 3 x sizes.max."""
+    available = host_available_bytes()
+    worlds, err = _planned_worlds(capsys, "collectives.nproc=[200]", "collectives.oversubscribe=true",
+                                  f"sizes.max={available // 30}")
+    each = RANK_HOST_BYTES + 3 * (available // 30)
+    assert worlds[0] * each <= available / 2 < (worlds[0] + 2) * each   # + 2: memory freed meanwhile
+    assert re.fullmatch(rf"xferbench: collectives.nproc=\[200\] capped at the {worlds[0]} ranks that fit in 50% of the "
+                        r"[\d.]+ GiB of host memory available \(about [\d.]+ GiB each; the rest is left to the "
+                        rf"machine\): world sizes \[{worlds[0]}\]\n", err), err
+    # A quarter of the memory each: one rank in half of it, and gloo's collectives between CPU processes need two.
+    with pytest.raises(ConfigError, match=r"^collectives: one rank only, the 1 rank that fit in 50% of the [\d.]+ GiB of "
+                                          r"host memory available .*, and a collective needs 2 \(gloo: no traffic "
+                                          r"between ranks\); lower sizes.max \(now [\d.]+ GiB\) or free host memory$"):
+        _planned_worlds(capsys, "collectives.nproc=[2]", f"sizes.max={available // 12}")
 
 
 def test_a_rank_too_big_for_the_host_memory_is_refused(xferbench_in_process):

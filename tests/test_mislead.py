@@ -16,7 +16,7 @@ from bench.analysis.figures import COMMON, bars, curves, peaks, style
 from bench.analysis.figures.style import Canvas
 from bench.analysis.runs import SERIES, palette, run_index, with_series
 from bench.cli.common import catalog
-from bench.results import load
+from bench.results import Sample, load, samples_frame
 from bench.suites.copy import reading as copy_reading
 from conftest import PRE_HELD_SWEEPS
 
@@ -85,6 +85,36 @@ def test_summary_peaks_skip_l2_and_say_graph_d2d_has_none(x2, cat):
     assert math.isnan(d2d.loc["graph", "peak_gbps"]) and "no HBM peak" in d2d.loc["graph", "peak_note"]
     assert d2d.loc["graph", "gbps@max"] > 2500                              # the 16 MiB figure, as the largest size's
     assert table.loc[table["op"] == "h2d", "peak_note"].isna().all()
+
+
+def _copies(times: dict[int, float], pace: dict[int, float], op: str = "h2d") -> list[Sample]:
+    """Five trials of each size, taken at the host's pace given (seconds) per size."""
+    return [Sample("copy", op, size, time_s=t, trial=trial, memory="pinned", backend="cuda", src="host",
+                   dst="cuda:0", algbw_gbps=size / t / 1e9, host_pace_s=pace.get(size, 1e-4), verified=True,
+                   run_id="r")
+            for size, t in times.items() for trial in range(5)]
+
+
+def test_summary_marks_rows_a_slow_host_or_a_flat_time_set(x2, cat):
+    """On a busy host copies took a flat 7.6 ms from 64 KiB to 16 MiB: the table quoted 2.2 GB/s
+    at 16 MiB with no mark. Rows are marked, and the mark is explained under the table."""
+    sizes = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20]
+    healthy = {s: 5e-6 + s / 50e9 for s in sizes}
+    flat = _copies({**healthy, **{s: 7.6e-3 for s in sizes[2:]}}, {})
+    slow = _copies(healthy, {4 << 10: 4e-4}, op="d2h")   # 4x the usual pace in every trial at 4 KiB
+    frame = samples_frame(flat + slow + _copies(healthy, {4 << 10: 4e-4, 16 << 20: 4e-4}, op="h2h")
+                          + _copies(healthy, {16 << 20: 4e-4}, op="bidir"))
+    table = tables.summarize(frame, cat).set_index("op")
+    assert table.loc["h2d", "gbps@max"] == pytest.approx(2.21, abs=0.01)
+    assert table.loc["h2d", "caveat"] == "time flat 64KiB-16MiB (7.6 ms)"
+    assert table.loc["d2h", "caveat"] == "host slow at 4KiB"
+    # The host's own op reads its pace slow after its own threads; a bandwidth-bound size's time is not the host's.
+    assert table.loc["h2h", "caveat"] == "" and table.loc["bidir", "caveat"] == ""
+    text = tables.format_summary(frame, cat).splitlines()
+    assert text[len(table) + 1:len(table) + 4] == [
+        "caveat: a figure the row quotes that is not the link's",
+        f"  host slow: {tables.CAVEATS['host slow']}", f"  time flat: {tables.CAVEATS['time flat']}"]
+    assert "caveat" not in tables.summarize(x2, cat).columns   # a healthy run: no column of nothing
 
 
 def test_peak_table_has_no_cache_figure(reference, cat):

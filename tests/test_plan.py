@@ -374,6 +374,11 @@ def test_oversubscribed_ranks_share_their_cores_in_the_plan(monkeypatch):
     eight = _plan(_cfg("suite=collectives", "collectives.nproc=[8]", "collectives.oversubscribe=true", "device=cpu"),
                   cpu).suites[0]
     assert eight.points == two.points and eight.seconds == pytest.approx(4 * two.seconds, rel=0.05)
+    # The plan names each suite's worlds of ranks, and how they crowd the cores.
+    assert two.worlds == "world sizes [2]"
+    assert eight.worlds == ("world sizes [8]; 8 ranks on 2 CPU cores, up to 4 a core: a world's start and host work "
+                            "take as many times as long")
+    assert "\n  collectives: world sizes [8]; 8 ranks" in plan.format_plan(plan.Plan(cpu, [eight]))
 
 
 def test_the_pipeline_plan_counts_its_rounds(monkeypatch):

@@ -368,6 +368,7 @@ def test_an_out_that_cannot_be_written_is_one_line_and_exit_2(where, tmp_path, m
     run, _ = _two_instances(tmp_path / "results")
     (tmp_path / "file").write_text("")
     out = tmp_path / "file" / "plots" if where == "under_a_file" else tmp_path / "file"
+    monkeypatch.setattr(plot_cli, "write_figures", lambda *a, **k: pytest.fail("drawn before the output was checked"))
     assert plot_cli.main([str(run), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"xferbench-plot: cannot write {out}: ")

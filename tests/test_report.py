@@ -17,7 +17,8 @@ from bench.analysis.runs import palette, run_index
 from bench.cli import report as report_cli
 from bench.cli.common import catalog
 from bench.importers.nvbandwidth import import_nvbandwidth
-from bench.results import load
+from bench.journal import RunWriter, write_json
+from bench.results import SCHEMA_VERSION, Sample, load
 from conftest import PRE_HELD_SWEEPS
 
 TESTS = Path(__file__).resolve().parent
@@ -160,6 +161,7 @@ def test_without_out_one_run_gets_its_own_page_and_several_are_refused(tmp_path,
     assert len(err) == 1 and "2 runs chosen" in err[0] and "--out FILE" in err[0]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]      # nothing in the current folder
     (tmp_path / "file").write_text("")
+    monkeypatch.setattr(report_cli, "build_report", lambda *a: pytest.fail("built before its output was checked"))
     assert report_cli.main([str(run), "--out", str(tmp_path / "file" / "r.html")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"xferbench-report: cannot write {tmp_path / 'file' / 'r.html'}: ")
@@ -180,3 +182,20 @@ def test_the_report_says_whether_each_run_is_normal_and_names_the_cause():
     assert re.fullmatch(r"\d+ low", slowed.value) and int(slowed.value.split()[0]) >= 1
     assert any("NCCL_MAX_NCHANNELS=1" in note for note in slowed.notes)
     assert re.fullmatch(r"\d+ of \d+ families judged", healthy.notes[-1]) and len(healthy.notes) == 1
+
+
+def test_a_run_of_host_copies_alone_is_measured_not_nothing(tmp_path):
+    """h2h copies measure the host itself, which no machine kind sets: reported, not judged, and
+    said so, not 'nothing measured' (a CPU run of the copy suite measures only them)."""
+    run = tmp_path / "cpu" / "20261127-000000"
+    writer = RunWriter(run, run.name)
+    for memory in ("pageable", "pinned"):
+        for size in (4096, 65536, 1 << 20):
+            writer.add_point([Sample(suite="copy", op="h2h", size_bytes=size, memory=memory, backend="cpu", src="host",
+                                     dst="host", trial=t, iters=10, time_s=size / 10e9, verified=True)
+                              for t in range(3)])
+    writer.close()
+    write_json(run / "meta.json", {"schema_version": SCHEMA_VERSION, "run_id": run.name, "status": "complete",
+                                   "device": "cpu", "instance": {"name": "local", "label": "cpu"}, "system": {}})
+    (cell,) = report.verdict_cells(load(run), catalog()).values()
+    assert cell.value == "not enough judged" and cell.notes[-1] == "2 families the host's own (reported, not judged)"

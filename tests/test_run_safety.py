@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +20,7 @@ from bench.results import (COLUMNS, POINT_KEYS, ResultsError, Sample, load, read
 from bench.driver.schema import normalize_overrides
 from conftest import env, xferbench_cmd
 from test_faults import LONG_COLLECTIVES, _alive, _ranks, _start, _wait_for_points
+from test_interrupts import TAG, tagged
 
 QUICK = ("suite=copy", "sizes.max=16KiB", "timing.trials=2")
 
@@ -120,13 +122,13 @@ def catalogue(tmp_path, monkeypatch):
     """A copy of conf/ that the command uses, to add catalogue entries (conf/instance/*.yaml) to."""
     import shutil
 
-    from bench.cli import run
+    from bench.cli import command
     from bench.config import files
 
     conf = tmp_path / "conf"
     shutil.copytree(files.CONF_DIR, conf)
     monkeypatch.setattr(files, "CONF_DIR", conf)   # the config groups' options
-    monkeypatch.setattr(run, "CONF_DIR", conf)     # what the command composes
+    monkeypatch.setattr(command, "CONF_DIR", conf)     # what the command composes
     return conf / "instance"
 
 
@@ -443,24 +445,26 @@ def test_a_trial_recorded_twice_is_refused(xferbench):
 
 def test_ctrl_c_in_a_pipeline_batch_sizes_rounds_keeps_them_and_resume_measures_the_rest(tmp_path, capsys):
     """A terminal's Ctrl-C reaches the whole process group, the DataLoader's workers too: a worker
-    that exits first must not turn the user's interrupt into a failed run. Each round's rows are
-    committed as they end: the cut keeps them, the summary and the doctor say what was measured,
-    and resume= measures only the rounds each point lacks."""
+    that exits first must not turn the user's interrupt into a failed run, nor outlive it. Each
+    round's rows are committed as they end: the cut keeps them, the summary and the doctor say what
+    was measured, and resume= measures only the rounds each point lacks."""
     from bench.cli import doctor
 
+    run_tag = uuid.uuid4().hex
     def own_group() -> None:
         os.setpgrp()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
     args = ("suite=pipeline", "pipeline.workers=[2]", "pipeline.threads=[1]", "pipeline.rounds=2",
             "pipeline.min_size=1MiB", "pipeline.max_size=1MiB", "pipeline.min_trial_s=0.01", "timing.trials=2")
-    proc = subprocess.Popen(xferbench_cmd(tmp_path / "results", *args), cwd=tmp_path, env=env(),
+    proc = subprocess.Popen(xferbench_cmd(tmp_path / "results", *args), cwd=tmp_path, env={**env(), TAG: run_tag},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=own_group)
     run = _wait_for_points(tmp_path, proc, at_least=12)   # round 0 of the first points: workers at work
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGINT, err
     assert "interrupted (SIGINT" in err and f"resume={run}" in err
+    assert not tagged(run_tag, wait_s=3), "DataLoader workers outlived the run"
     cut = load(run)
     assert read_meta(run)["status"] == "interrupted" and cut.verified.all()
     rounds = cut[cut.op != "host_pace"].groupby(["op", "mode"])["round"].nunique()
@@ -480,7 +484,6 @@ def test_ctrl_c_in_a_pipeline_batch_sizes_rounds_keeps_them_and_resume_measures_
 def test_a_signal_swallowed_where_it_landed_still_ends_the_run_at_the_next_piece(xferbench_in_process, monkeypatch):
     """A signal can land in code that ignores every exception (a DataLoader iterator's __del__):
     the run still ends as interrupted once the runner has written what it finished, not at its end."""
-    from bench.driver import app
     from bench.suites.pipeline import rounds
 
     real, swallowed = rounds.read_pace, []
@@ -489,7 +492,8 @@ def test_a_signal_swallowed_where_it_landed_still_ends_the_run_at_the_next_piece
         if not swallowed:
             swallowed.append(True)
             try:
-                app._raise_interrupted(signal.SIGINT, None)
+                os.kill(os.getpid(), signal.SIGINT)   # raised here: the measurement may be cut at once
+                time.sleep(1)
             except KeyboardInterrupt:
                 pass   # as __del__ does
         return real()

@@ -311,11 +311,20 @@ def verdict_cells(frame: pd.DataFrame, catalog: Catalog, shown: int = 4) -> dict
         value = ", ".join(wrong) if wrong else {0: "normal", 3: "not enough judged"}[worst]
         flagged = [line for j in judged for line in j.lines()[:-2]]
         notes = flagged[:shown] + ([f"and {len(flagged) - shown} more (xferbench-doctor)"] if len(flagged) > shown else [])
-        measured = sum(len(j.measured) for j in judged)
-        families = sum(len(j.judged) for j in judged)
-        notes.append(f"{families} of {measured} families judged" if measured else "nothing measured")
+        notes.append(_judged_note(judged))
         cells[series] = Cell(value, notes)
     return cells
+
+
+def _judged_note(judged: list) -> str:
+    """How many of the measured families were judged; the host's own (h2h copies: no machine kind
+    sets them) are measured too, and said apart, as the doctor says them."""
+    measured = sum(len(j.measured) for j in judged)
+    own = sum(len(j.host_own) for j in judged)
+    if not measured:
+        return f"{own} families the host's own (reported, not judged)" if own else "nothing measured"
+    return f"{sum(len(j.judged) for j in judged)} of {measured} families judged" + (
+        f" ({own} more the host's own, not judged)" if own else "")
 
 
 def _headline_html(table: dict, frame: pd.DataFrame, colours: dict, verdicts: dict[str, Cell]) -> str:

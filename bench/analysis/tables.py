@@ -9,14 +9,24 @@ from bench.analysis.cache import short_of_hbm
 from bench.suite_view import Catalog, view
 from bench.analysis.scaling import TITLE as SCALING_TITLE
 from bench.analysis.scaling import format_scaling, scaling_table
-from bench.points import AT_ONCE_KEYS, SERIES_KEYS
-from bench.results import usable_rows
+from bench.points import AT_ONCE_KEYS, SERIES_KEYS, VARIANT_KEYS
+from bench.results import PACE_SLACK, host_slow, usable_rows
 from bench.sizes import format_size
 
 np = lazy.module("numpy")
 pd = lazy.module("pandas")
 
 CONCURRENT_COLUMNS = [*AT_ONCE_KEYS, "size_bytes", "when", "gpu", "gbps"]
+# A time per op that grew less than FLAT_GROWTH x while the bytes grew FLAT_SPAN x or more, from a
+# size that is not latency-bound (the gate's classes: compare.size_classes), is a fixed cost's (a
+# busy host's stalls, a timer's floor), not a link's: an op bound by its bytes takes FLAT_SPAN x
+# as long, and a latency-heavy one's time still grows with them.
+FLAT_SPAN, FLAT_GROWTH = 16, 1.25
+CAVEATS = {"host slow": f"every trial at that latency-bound size ran while the host was slow (its pace over "
+                        f"{PACE_SLACK}x the run's usual: docs/method.md, \"The host's pace\"): its time is the host's",
+           "time flat": f"once off the op's latency, the time per op grew less than {FLAT_GROWTH:g}x over the sizes "
+                        f"named ({FLAT_SPAN}x the bytes or more): a fixed cost set it (a busy host, a timer), not the "
+                        "bytes, and the bandwidth quoted there is not the link's"}
 
 
 def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
@@ -24,6 +34,7 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     On-GPU copies in or near L2 give no peak (bench.analysis.cache); a variant with no other
     size says so in peak_note."""
     ok = usable_rows(frame)
+    ok = ok.assign(host_slow=host_slow(ok))   # kept only where a point ran slow throughout
     ok = ok[ok["op"] != "latency"]   # no bandwidth: the suites' latency tables have them
     if ok.empty:
         return pd.DataFrame()
@@ -41,18 +52,51 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
             row["peak_note"] = f"no HBM peak: up to {format_size(int(medians.index[-1]))}, in or near L2"
         row["gbps@max"] = round(float(medians.bw.iloc[-1]), 2)
         row["max_size"] = format_size(int(medians.index[-1]))
+        quoted = [int(medians.index[-1])] + ([int(peaks.idxmax())] if len(peaks) else [])
         sized = [s for s in medians.index if s > 0]   # rows of no size (the pipeline's host pace) have no latency
         for size in suite.latency_sizes if sized else ():
             # Split collectives round sizes to whole elements per rank: take the nearest size.
             nearest = min(sized, key=lambda s: abs(math.log2(s / size)))
             if abs(math.log2(nearest / size)) < 0.5:
                 row[f"lat_us@{format_size(size)}"] = round(float(medians.t[nearest]) * 1e6, 2)
+                quoted.append(int(nearest))
+        row["caveat"] = _caveat(group, suite.bandwidth, quoted, keys[1] in suite.host_own, suite.curves)
         rows.append(row)
     table = pd.DataFrame(rows)
     # Columns that say the same thing on every row are noise in a terminal table.
     keep = [c for c in table.columns if c in ("suite", "op") or c.startswith(("peak", "at_", "lat", "gbps", "max_"))
             or table[c].nunique() > 1]
-    return table[keep]
+    caveat = ["caveat"] if table["caveat"].any() else []   # last: what it says is of the figures before it
+    return table[[c for c in keep if c != "caveat"] + caveat]
+
+
+def _caveat(group: pd.DataFrame, column: str, quoted: list[int], host_own: bool, curves: bool) -> str:
+    """Why a series' figures at the `quoted` sizes are not the link's ('' for none), read off each
+    of its variants' curves (time and `column` per size) with the gate's size classes: every trial
+    at a latency-bound size it quotes (where the host's pace sets the time) taken while the host
+    was slow, unless the op measures the host itself (`host_own`: its own threads slow the pace
+    read after them); or, for a bandwidth against size (`curves`), a time per op that stopped
+    growing with the bytes above the op's latency."""
+    from bench.analysis.compare import BANDWIDTH_SHARE, LATENCY_RATIO   # the gate's size classes
+
+    said: dict[str, str] = {}
+    for _, rows in group[group["size_bytes"] > 0].groupby(VARIANT_KEYS, sort=False, dropna=False):
+        curve = rows.groupby("size_bytes").agg(t=("time_s", "median"), bw=(column, "median"), slow=("host_slow", "any"))
+        sizes, largest = list(curve.index), int(curve.index.max())
+        if not curve.bw.max() > 0:   # moved nothing: no bandwidth to doubt
+            continue
+        bandwidth = min(s for s in sizes if curve.bw[s] >= BANDWIDTH_SHARE * curve.bw.max())
+        latency = {s for s in sizes if s < bandwidth and curve.t[s] <= LATENCY_RATIO * curve.t.min()}
+        slow = sorted(s for s in latency & set(quoted) if curve.slow[s])
+        if slow and not host_own:
+            said.setdefault("host slow", f"host slow at {', '.join(format_size(int(s)) for s in slow)}")
+        # From above the smallest size: the time climbed off the op's latency, then stopped growing.
+        flat = [s for s in sizes[1:] if s not in latency and s <= largest / FLAT_SPAN
+                and curve.t[largest] < FLAT_GROWTH * curve.t[s]]
+        if curves and flat and largest == max(quoted):
+            said.setdefault("time flat", f"time flat {format_size(int(flat[0]))}-{format_size(largest)} "
+                                         f"({curve.t[largest] * 1e3:.3g} ms)")
+    return "; ".join(said.values())
 
 
 # Positional (numpy) masks and keys below: frames joined from several runs may repeat index labels.
@@ -98,6 +142,10 @@ def format_summary(frame: pd.DataFrame, catalog: Catalog) -> str:
     if table.empty:
         return "no measured points"
     text = [table.fillna("").to_string(index=False)]
+    if "caveat" in table.columns:
+        said = " ".join(table["caveat"])
+        text += ["caveat: a figure the row quotes that is not the link's"] + [
+            f"  {mark}: {why}" for mark, why in CAVEATS.items() if mark in said]
     for suite in dict.fromkeys(frame["suite"]):
         for title, part in view(catalog, suite).tables(frame):
             shown = part if isinstance(part, str) else part.to_string(index=not isinstance(part.index, pd.RangeIndex))

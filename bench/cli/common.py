@@ -1,9 +1,11 @@
 """What the command lines share: the catalog of suites they hand the analysis, the choice of
-runs (RESULTS, --runs, --all-runs), and the one line for an output that cannot be written."""
+runs (RESULTS, --runs, --all-runs), and an output that cannot be written: found before the work,
+said in one line."""
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 from bench import ConfigError, suites
@@ -45,6 +47,19 @@ def interruptible(main):
             return 130
 
     return wrapped
+
+
+def check_writable(path: Path, folder: bool = False) -> None:
+    """OSError now, before any work, where `path` (a file; with `folder`, a folder to write files
+    into) could not be written at the end: its folder made, a file made there and dropped, a file
+    already there opened to write."""
+    where = path if folder else path.parent
+    where.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=where):
+        pass
+    if not folder and path.exists():
+        with open(path, "r+b"):
+            pass
 
 
 def cannot_write(path: str | Path, exc: OSError) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench.analysis.figures import MANIFEST, write_figures
 from bench.analysis.runs import default_out, describe_choice, load_runs
-from bench.cli.common import add_run_arguments, cannot_write, catalog, interruptible, status_lines
+from bench.cli.common import add_run_arguments, cannot_write, catalog, check_writable, interruptible, status_lines
 from bench.results import ResultsError, usable_rows
 
 
@@ -45,6 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     if usable_rows(frame).empty:
         say("no measured rows to plot (every point failed or was skipped)")
         return 1
+    try:
+        check_writable(out, folder=True)   # before the figures are drawn: that takes seconds each
+    except OSError as exc:
+        say(cannot_write(out, exc))
+        return 2
     try:
         paths = write_figures(frame, out, catalog(), formats=args.formats)
     except OSError as exc:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from bench.analysis.report import build_report
 from bench.analysis.runs import default_out, describe_choice, load_runs
-from bench.cli.common import add_run_arguments, cannot_write, catalog, interruptible, status_lines
+from bench.cli.common import add_run_arguments, cannot_write, catalog, check_writable, interruptible, status_lines
 from bench.results import ResultsError, usable_rows
 
 
@@ -44,10 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     if usable_rows(frame).empty:
         say("no measured rows (every point failed or was skipped)")
         return 1
+    try:
+        check_writable(out)   # before the page is built: that takes seconds a figure
+    except OSError as exc:
+        say(cannot_write(out, exc))
+        return 2
     for line in describe_choice(runs) + status_lines(frame):
         say(line)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(build_report(frame, runs, catalog(), args.title), encoding="utf-8")
     except OSError as exc:
         say(cannot_write(out, exc))

@@ -1,11 +1,12 @@
 """One xferbench run: check the config, make the run folder, describe the machine, run the
-suites, write, summarize. SIGINT, SIGTERM and SIGHUP end a run the same way: finished points
-stay on disk, meta.json says interrupted, exit 128 + the signal's number."""
+suites, write, summarize. SIGINT, SIGTERM and SIGHUP end a run the same way, whenever they come
+(bench/interrupts.py: the command's handlers, installed before anything else): before the run
+folder, one line and nothing written; after it, finished points stay on disk, meta.json says
+interrupted; in the summary of a complete run, it stays complete. Exit 128 + the signal's number."""
 from __future__ import annotations
 
 import datetime as dt
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 import bench
-from bench import suites
+from bench import interrupts, suites
 from bench.config.files import INSTANCES
 from bench.driver.schema import config_dict
 from bench.driver import plan as planning
@@ -29,29 +30,6 @@ from bench.driver.inventory import Topology, describe, host
 from bench.gpus import Gpu, nvml_gpus
 from bench.journal import ResultsWriteError, RunWriter, write_json, write_meta
 from bench.results import SCHEMA_VERSION, ResultsError, load, point_key, read_meta, run_samples
-
-
-class Interrupted(KeyboardInterrupt):
-    """A signal that ends the run as Ctrl-C does; `signum` sets the exit code."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-_received: list[int] = []   # the signals that reached this run, even where their exception was swallowed
-
-
-def _raise_interrupted(signum: int, _frame) -> None:
-    _received.append(signum)
-    raise Interrupted(signum)
-
-
-def _raise_received() -> None:
-    """A signal whose exception was swallowed where it landed (a DataLoader iterator's __del__
-    ignores any) ends the run as soon as the runner has written what it finished."""
-    if _received:
-        raise Interrupted(_received[0])
 
 
 def _git_commit() -> str:
@@ -154,7 +132,7 @@ def _measure(planned: Planned, run_dir: Path, run_id: str, writer: RunWriter, pr
         return RunWriter(run_dir, run_id)
     state = planned.start()
     try:
-        run_suite(planned, state, writer, progress=progress, stopped=_raise_received)
+        run_suite(planned, state, writer, progress=progress, stopped=interrupts.check)
     finally:
         planned.suite.finish(state)
     return writer
@@ -181,13 +159,13 @@ def _plan_elsewhere(cfg) -> int:
 
 def _this_machine(cfg, argv: list[str], resumed: tuple[str, dict] | None, visible: list[Gpu] | None) -> _Here:
     """The device, the machine's description, and the suites of the config it runs."""
-    topology = Topology()   # nvidia-smi runs meanwhile: while torch loads and CUDA starts
-    if visible is None:
-        visible = cuda_gpus()
+    with Topology() as topology:   # nvidia-smi runs meanwhile: while torch loads and CUDA starts
+        if visible is None:
+            visible = cuda_gpus()
+        device = detect_device(cfg.device, visible)
+        system = host(bool(visible), topology) if cfg.plan else describe(topology)
     # The settings the user named: on resume, those of the command that started the run.
     explicit = explicit_keys(resumed[1].get("argv", []) if resumed else argv)
-    device = detect_device(cfg.device, visible)
-    system = host(bool(visible), topology) if cfg.plan else describe(topology)
     machine = this_machine(cfg.instance, device, system, visible)
     planned, skipped = plan_suites(cfg, machine, explicit)
     if device == "cuda" and any(p.distribution() is not None for p in planned):
@@ -237,41 +215,40 @@ def _start_folder(run_dir: Path, meta: dict, here: _Here, estimate: planning.Pla
 
 
 def _run_suites(here: _Here, run_dir: Path, meta: dict, progress: bool) -> tuple[str, int, ResultsWriteError | None]:
-    """The planned suites measured into the run, SIGTERM and SIGHUP ending it as Ctrl-C does, then
-    meta.json settled and what became of it said: the run's status, exit code and failed write."""
-    sampler = telemetry.Sampler().start()   # what else ran on the GPUs, their links and clocks, meanwhile
-    # SIGINT too: Ctrl-C reaches DataLoader workers as well, and one that exits first can fail the
-    # run before the main process raises (its raise swallowed where it landed, e.g. in a fork handler).
-    _received.clear()
-    previous = {s: signal.signal(s, _raise_interrupted) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    """The planned suites measured into the run, a signal ending it at any moment, then meta.json
+    settled and what became of it said: the run's status, exit code and failed write."""
     status, code, failed_write = "complete", 0, None
     wall = meta.setdefault("suite_wall_s", {})
+    sampler = telemetry.Sampler()   # what else ran on the GPUs, their links and clocks, meanwhile
     try:
-        writer = RunWriter(run_dir, meta["run_id"])
-        for p in here.planned:
-            started = time.perf_counter()
-            writer = _measure(p, run_dir, meta["run_id"], writer, progress)
-            wall[p.suite.name] = round(wall.get(p.suite.name, 0) + time.perf_counter() - started, 1)
-            _raise_received()
-    except KeyboardInterrupt as exc:
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        status, code = "interrupted", 128 + signum
-        print(f"\nxferbench: interrupted ({signal.Signals(signum).name}); finished points are in {run_dir} "
-              f"(resume={run_dir})", file=sys.stderr)
+        sampler.start()
+        with interrupts.interruptible():   # at once: each point is written whole (deferred) or not at all
+            writer = RunWriter(run_dir, meta["run_id"])
+            for p in here.planned:
+                started = time.perf_counter()
+                writer = _measure(p, run_dir, meta["run_id"], writer, progress)
+                wall[p.suite.name] = round(wall.get(p.suite.name, 0) + time.perf_counter() - started, 1)
+                interrupts.check()   # one swallowed where it landed (a DataLoader iterator's __del__ ignores any)
+    except KeyboardInterrupt:
+        stop = interrupts.Interrupted(interrupts.handled())
+        status, code = "interrupted", stop.code
+        print(f"\nxferbench: interrupted ({stop.name}); finished points are in {run_dir} (resume={run_dir})",
+              file=sys.stderr)
     except ResultsWriteError as exc:  # said once meta.json is settled: the line tells what became of it
         status, code, failed_write = "failed", 1, exc
     except Exception as exc:
-        if _received:   # what failed, failed because the signal stopped it
-            status, code = "interrupted", 128 + _received[0]
-            print(f"\nxferbench: interrupted ({signal.Signals(_received[0]).name}: {exc}); finished points are in "
-                  f"{run_dir} (resume={run_dir})", file=sys.stderr)
+        # What failed, failed because the signal stopped it: Ctrl-C reaches DataLoader workers and
+        # ranks too, and one that exits first can fail the run before this process raises.
+        if interrupts.received() is not None:
+            stop = interrupts.Interrupted(interrupts.handled())
+            status, code = "interrupted", stop.code
+            print(f"\nxferbench: interrupted ({stop.name}: {exc}); finished points are in {run_dir} "
+                  f"(resume={run_dir})", file=sys.stderr)
         else:
             status, code = "failed", 1
             print(f"xferbench: error: {exc}\nxferbench: finished points are in {run_dir} (resume={run_dir})",
                   file=sys.stderr)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
+    finally:   # outside the interruptible block: meta.json settled whatever comes meanwhile
         meta.update(end_time=_now(), status=status, skipped_suites=here.skipped,
                     telemetry=telemetry.summarize(sampler.stop()))
         meta_note = _save_meta(run_dir, meta)
@@ -288,37 +265,65 @@ def _summarize(run_dir: Path, meta: dict, status: str, written: bool, planned: l
 
     catalog = {suite.name: suite for suite in suites.all()}
     print(format_summary(_final_rows(run_dir, meta["run_id"], status, write=written), catalog))
+    interrupts.check()
     _verdicts(run_dir, meta, catalog, suite_ops(planned))
 
 
 def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int | None = None) -> int:
     """The whole run; returns the process exit code. `argv`: the user's arguments (recorded, and
     the settings they name are the ones a suite says it cannot honour)."""
-    visible = nvml_gpus() if cfg.plan else None   # a plan imports no torch and starts no CUDA
-    if visible is not None and cfg.instance.gpu_count not in (None, len(visible)):
-        return _plan_elsewhere(cfg)
-    here = _this_machine(cfg, argv, resumed, visible)
-    # Under torchrun/Slurm only rank 0 makes the folder, writes and reports; the others measure.
-    if external_rank() not in (None, 0):
-        for p in here.planned:
-            rank_group.run_distributed(p, None, "", False)
-        return 0
-
-    if resumed and not cfg.plan:
-        resumed = _still_open(resumed)
-        if resumed is None:
+    try:
+        interrupts.check()   # one that came while the config was composed: before torch's seconds of import
+        visible = nvml_gpus() if cfg.plan else None   # a plan imports no torch and starts no CUDA
+        if visible is not None and cfg.instance.gpu_count not in (None, len(visible)):
+            return _plan_elsewhere(cfg)
+        here = _this_machine(cfg, argv, resumed, visible)
+        # Under torchrun/Slurm only rank 0 makes the folder, writes and reports; the others measure.
+        if external_rank() not in (None, 0):
+            for p in here.planned:
+                rank_group.run_distributed(p, None, "", False)
             return 0
-    mismatch = _mismatch(cfg, here, resumed)
-    finished = _finished_points(resumed, here.planned)
-    estimate = planning.estimate(cfg, here.planned, here.machine, here.skipped, finished)
-    if cfg.plan:
-        print(planning.format_plan(estimate))
-        return 0
-    run_dir, meta = _open_run(cfg, argv, here.machine, resumed, job, here.system, mismatch)
-    if not _start_folder(run_dir, meta, here, estimate, len(finished), bool(resumed)):
-        return 1
+        if resumed and not cfg.plan:
+            resumed = _still_open(resumed)
+            if resumed is None:
+                return 0
+        mismatch = _mismatch(cfg, here, resumed)
+        finished = _finished_points(resumed, here.planned)
+        estimate = planning.estimate(cfg, here.planned, here.machine, here.skipped, finished)
+        if cfg.plan:
+            print(planning.format_plan(estimate))
+            return 0
+        interrupts.check()   # the last before the folder: none comes between it and its meta.json
+        run_dir, meta = _open_run(cfg, argv, here.machine, resumed, job, here.system, mismatch)
+        if not _start_folder(run_dir, meta, here, estimate, len(finished), bool(resumed)):
+            return 1
+    except KeyboardInterrupt:
+        return _stopped_before(resumed)
     status, code, failed_write = _run_suites(here, run_dir, meta, cfg.progress)
-    _summarize(run_dir, meta, status, failed_write is None, here.planned)
+    return _close(run_dir, meta, (status, code, failed_write), here.planned)
+
+
+def _stopped_before(resumed: tuple[str, dict] | None) -> int:
+    """An interrupt before the run's folder was made (or, resuming, before it was touched): said, its exit code."""
+    stop = interrupts.Interrupted(interrupts.handled())
+    where = f"{resumed[0]} is as it was (resume={resumed[0]} finishes it)" if resumed else "no run folder was made"
+    print(f"xferbench: interrupted ({stop.name}); {where}", file=sys.stderr)
+    return stop.code
+
+
+def _close(run_dir: Path, meta: dict, ended: tuple[str, int, ResultsWriteError | None], planned: list[Planned]) -> int:
+    """The summary and verdicts of a run that `ended` (status, exit code, failed write), an
+    interrupt cutting them short; the exit code."""
+    status, code, failed_write = ended
+    try:
+        _summarize(run_dir, meta, status, failed_write is None, planned)
+        interrupts.check()   # one that came while the verdicts were made
+    except KeyboardInterrupt:
+        stop = interrupts.Interrupted(interrupts.handled())
+        if code == 0:   # every point measured, and meta.json says so: only the summary is cut short
+            print(f"\nxferbench: interrupted ({stop.name}) in the summary; the run is complete: "
+                  f"xferbench-summary {run_dir} shows it", file=sys.stderr)
+            return stop.code
     return code
 
 

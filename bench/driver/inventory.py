@@ -19,7 +19,7 @@ import subprocess
 import time
 from typing import Any
 
-from bench import lazy
+from bench import interrupts, lazy
 from bench.hosts import this_host
 
 torch = lazy.module("torch")
@@ -83,7 +83,8 @@ def _nvml_gpus() -> list[dict[str, Any]]:
 
 
 class Topology:
-    """`nvidia-smi topo -m`, started when made and read by `text()` (at most 30 s in all)."""
+    """`nvidia-smi topo -m`, started when made and read by `text()` (at most 30 s in all); as a
+    context, stopped on leaving it unread (an interrupt, an error), so it never outlives the run."""
 
     def __init__(self) -> None:
         self._started = time.monotonic()
@@ -98,12 +99,21 @@ class Topology:
         if self._proc is None:
             return ""
         try:
-            out, _ = self._proc.communicate(timeout=max(0.0, 30 - (time.monotonic() - self._started)))
+            with interrupts.interruptible():   # a wait on another process: a signal need not wait for it
+                out, _ = self._proc.communicate(timeout=max(0.0, 30 - (time.monotonic() - self._started)))
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.communicate()
             return ""
         return out.strip() if self._proc.returncode == 0 else ""
+
+    def __enter__(self) -> Topology:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
 
 
 def link_matrix(topology: str) -> dict[str, str]:

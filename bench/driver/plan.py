@@ -49,6 +49,7 @@ class SuiteEstimate:
     timing_s: float         # warm-up, calibration and trials
     other_s: float          # per-point work besides them, and start-up
     basis: str              # where per-op times and per-point costs came from
+    worlds: str = ""        # a distributed suite's worlds of ranks, and how they share this machine's cores
 
     @property
     def seconds(self) -> float:
@@ -286,7 +287,21 @@ def estimate_suite(planned: Planned, machine: Machine, reference: Reference | No
                            + (overhead.per_graph_s if graph else 0.0))
     worlds = {p.world_size for p in points} if distributed else {1}
     other += sum(overhead.startup_s * _shared_cores(n, machine) for n in worlds) if points else 0.0
-    return SuiteEstimate(suite.name, len(points), timed, other, _basis(reference, fitted, from_model, len(points)))
+    return SuiteEstimate(suite.name, len(points), timed, other, _basis(reference, fitted, from_model, len(points)),
+                         _worlds(planned, machine) if distributed else "")
+
+
+def _worlds(planned: Planned, machine: Machine) -> str:
+    """'world sizes [2, 4]', and where ranks outnumber this machine's cores, by how much."""
+    sizes = [planned.ctx.world_size] if planned.ctx.launcher else planned.distribution().world_sizes
+    text = f"world sizes {sizes}"
+    largest = max(sizes)
+    shared = _shared_cores(largest, machine)
+    if shared > 1:
+        cores = len(os.sched_getaffinity(0))
+        text += (f"; {largest} ranks on {cores} CPU core{'s' * (cores > 1)}, up to {shared} a core: a world's start "
+                 "and host work take as many times as long")
+    return text
 
 
 def _launch_time(point: Point, per_op: float, reference: Reference | None, machine: Machine) -> float:
@@ -351,6 +366,7 @@ def format_plan(plan: Plan) -> str:
     for r in rows:
         lines.append("  " + "  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths)))
                      + f"  {r[5]}".rstrip())
+    lines += [f"  {s.name}: {s.worlds}" for s in plan.suites if s.worlds]
     lines += [f"  {line}" for line in plan.skipped]
     lines.append("  timing: warm-up, calibration and trials; other: per-point buffers, checks and writes, "
                  "and start-up")

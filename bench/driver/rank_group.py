@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TextIO
 
 import bench
-from bench import lazy
+from bench import interrupts, lazy
 from bench.driver.launcher import device_index, launcher_layout
 from bench.driver.runner import run_suite
 from bench.driver.sweep import Planned
@@ -216,6 +216,7 @@ def _watch(ranks: list[_Rank], logs: list[Path | None]) -> None:
     rank that says why (our own one line first, then one killed by a signal, then the lowest)."""
     nproc = len(ranks)
     while True:
+        interrupts.check()
         codes = [r.proc.poll() for r in ranks]
         if any(code not in (None, 0) for code in codes):
             deadline = time.monotonic() + _SETTLE_S
@@ -260,7 +261,8 @@ def spawn(nproc: int, env: dict, work: tuple, log_dir: Path | None = None, progr
     try:
         for rank in range(nproc):
             header = f"--- xferbench {work[0]}: rank {rank} of {nproc}, started {stamp} ---\n"
-            ranks.append(_start_rank(rank, nproc, env, payload, logs[rank], header, progress and rank == 0))
+            with interrupts.deferred():   # a rank started is a rank in `ranks`, to be stopped
+                ranks.append(_start_rank(rank, nproc, env, payload, logs[rank], header, progress and rank == 0))
         _watch(ranks, logs)
     except BaseException:
         _kill_all([r.proc for r in ranks])

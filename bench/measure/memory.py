@@ -75,6 +75,11 @@ def check_host_fits(what: str, need: int, key: str = "sizes.max") -> None:
 # gloo): 330 MB resident, 245 MB proportional (shared libraries split among the ranks), 200 MB
 # of it anonymous. A CUDA rank costs more (its context), which this leaves out.
 RANK_HOST_BYTES = 256 << 20
+# The share of the host memory available that one world of local ranks may take: the rest stays
+# for the run's own process, the page cache and whatever else shares the machine. A world sized
+# to all of it (collectives.oversubscribe=true asks as many ranks as fit) would leave a shared
+# host's other users nothing.
+RANKS_HOST_SHARE = 0.5
 
 
 def cpu_cores() -> int:
@@ -94,19 +99,20 @@ def local_rank_limit(what: str, per_rank_bytes: int = 0, buffers: str = "", over
     """The most ranks this machine runs at once (0: no limit known), and what sets that number:
     one rank per CPU core this process may use (unless `oversubscribe`), and as many as fit in the
     host memory available, each a process (RANK_HOST_BYTES) with `per_rank_bytes` of buffers
-    (`buffers` says which). ConfigError, before anything is spawned, when not one rank fits."""
+    (`buffers` says which), in RANKS_HOST_SHARE of it. ConfigError, before anything is spawned,
+    when not one rank fits in all of it."""
     cores = cpu_cores()
     available = host_available_bytes()
     each = RANK_HOST_BYTES + per_rank_bytes
-    fit = available // each if available is not None else None
-    if fit is not None and fit < 1:
+    if available is not None and available < each:
         parts = f"a Python process with torch, {format_bytes(RANK_HOST_BYTES)}" + (f", and {buffers}" if buffers else "")
         raise ConfigError(f"{'sizes.max: ' if buffers else ''}{what} needs about {format_bytes(each)} of host memory "
                           f"a rank ({parts}) but only {format_bytes(available)} is available; free host memory"
                           + (" or lower sizes.max" if buffers else ""))
+    fit = max(1, int(available * RANKS_HOST_SHARE) // each) if available is not None else None
     if fit is not None and (oversubscribe or fit < cores):
-        return fit, (f"the {_plural(fit, 'rank')} that fit in the {format_bytes(available)} of host memory "
-                     f"available (about {format_bytes(each)} each)")
+        return fit, (f"the {_plural(fit, 'rank')} that fit in {RANKS_HOST_SHARE:.0%} of the {format_bytes(available)} "
+                     f"of host memory available (about {format_bytes(each)} each; the rest is left to the machine)")
     if oversubscribe:
         return 0, ""
     return cores, f"the {_plural(cores, 'CPU core')} here"
