@@ -483,7 +483,8 @@ def test_ctrl_c_in_a_pipeline_batch_sizes_rounds_keeps_them_and_resume_measures_
 
 def test_a_signal_swallowed_where_it_landed_still_ends_the_run_at_the_next_piece(xferbench_in_process, monkeypatch):
     """A signal can land in code that ignores every exception (a DataLoader iterator's __del__):
-    the run still ends as interrupted once the runner has written what it finished, not at its end."""
+    the run still ends as interrupted at its next safe point (bench/interrupts.py: check), at the
+    latest once the runner has written what it finished, not at its end."""
     from bench.suites.pipeline import rounds
 
     real, swallowed = rounds.read_pace, []
@@ -502,4 +503,5 @@ def test_a_signal_swallowed_where_it_landed_still_ends_the_run_at_the_next_piece
     code, err, (run,) = xferbench_in_process("suite=pipeline", "pipeline.workers=[0]", "pipeline.threads=[1]",
                                              "pipeline.min_size=64KiB", "pipeline.max_size=64KiB", "pipeline.rounds=2")
     assert code == 128 + signal.SIGINT and "interrupted (SIGINT)" in err, err
-    assert read_meta(run)["status"] == "interrupted" and len(load(run)) == 1   # the pace read before it, only
+    # At the next safe point: a lazy import's end, or the piece being measured written (the pace read before it).
+    assert read_meta(run)["status"] == "interrupted" and len(load(run)) <= 1
