@@ -1,0 +1,302 @@
+"""Which node of a fleet is not like the others: many hosts of one kind judged against each other
+and against the class's expectation table (xferbench-doctor --fleet; docs/judging.md).
+
+Families are the single-run judge's: an op variant of one GPU or pair at latency-bound or
+bandwidth-bound sizes (bandwidth-bound: its plateau), their classes read off the class's
+reference curve where it has one (point_expectations.judged_points on the fleet's median curve).
+A node is a host (fleet_nodes): its level at a point is the median over its runs. Per family, a
+node's change D is the median over the family's sizes of its level less the fleet's (the median
+over nodes at that size); the fleet's spread is the MAD of D over the nodes, scaled to a sigma and
+moderated by the suite's declared noise (noise.family_sigma: a fleet of three is not left to its
+own spread), so a few bad nodes move neither the baseline nor the spread. A node's family is low
+when D < log(1 - tolerance) - z * sigma * sqrt(1 + c_m / m) (m nodes behind the median), z
+Bonferroni over every node's families at alpha for the whole fleet; and low against the class's
+table where the table (or link theory) gives the family an expectation, by the judge's rule with
+the fleet's sigma. A family whose limit would pass a halved figure is too noisy to judge, as in
+the judge. Where a node's low family sits (fleet_places) and why (causes.py) are read from its
+siblings in the node and the node's own record.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from bench.analysis import causes
+from bench.analysis.compare import JUDGED_CLASSES, family_z, plateau
+from bench.analysis.expected import Expected, roles
+from bench.analysis.fleet_levels import RunLevels
+from bench.analysis.fleet_nodes import RunMatrix, Survey, by_node, node_of, run_matrix
+from bench.analysis.fleet_places import NodeCauses, Place, places
+from bench.analysis.fleet_verdicts import FleetFamily, FleetJudgement, Low, Node
+from bench.analysis.judge import CAN_CATCH, UNMEASURED
+from bench.analysis.noise import GPU_BACKENDS, default_noise, family_sigma, median_factor
+from bench.analysis.point_expectations import HOST_SLOW, OLDEST_JUDGED, UNPACED, JudgedPoint, judged_points
+from bench.points import VARIANT_KEYS, variant_label
+from bench.results import read_meta
+from bench.suite_view import Catalog
+
+MIN_NODES = 3          # a family is judged against its peers where this many nodes measured it
+MAD_TO_SIGMA = 1.4826  # a normal distribution's sigma over its median absolute deviation
+SIGMA_FLOOR = 0.01     # nodes never agree closer than timing itself repeats
+# Why a run's point is set aside, as the single-run judge sets it aside (point_expectations).
+ASIDE = {1: UNPACED, 2: HOST_SLOW, 3: f"made by an older xferbench (schema below {OLDEST_JUDGED})"}
+TOO_NOISY = "too noisy across the fleet: its limit lets a halved figure pass"
+TOO_FEW = f"fewer than {MIN_NODES} nodes measured it, and the class's table has no expectation of it"
+
+
+@dataclass
+class _Family:
+    key: dict
+    size_class: str
+    cols: np.ndarray            # the points judged (plateau, for bandwidth-bound)
+    all_cols: np.ndarray        # every point of the family: what a node measured
+    expected: np.ndarray        # per judged point: the table's (or theory's) level; NaN where none
+    runs: int                   # healthy runs behind the table's expectation (0: theory)
+    source: str
+    role: tuple
+
+
+def _fleet_points(matrix: RunMatrix, node: np.ndarray, nodes: int, meta: dict, catalog: Catalog,
+                  table: Expected) -> list[JudgedPoint]:
+    """Each point's class and the table's expectation, read as the judge reads one run, on the
+    fleet's median curve (every node's median over its runs, then the median over nodes)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        y = np.nanmedian(by_node(matrix.y, node, nodes), axis=0)
+        value = np.nanmedian(by_node(matrix.value, node, nodes), axis=0)
+    levels = matrix.points.assign(y=y, value=value, host_slow=False, paced=True)
+    in_cache = frozenset((op, src, size) for op, src, size, short in
+                         zip(levels["op"], levels["src"], levels["size_bytes"], levels["short_of_hbm"]) if short)
+    return judged_points(levels, meta, catalog, table, in_cache, causes.facts(meta))
+
+
+def _aside(matrix: RunMatrix, survey: Survey, points: list[JudgedPoint]) -> np.ndarray:
+    """runs x points: 0 where a run's figure is judged, else the ASIDE code of why not."""
+    latency = np.array([p.size_class == "latency" for p in points])
+    eager = (matrix.points["launch"] == "eager").to_numpy()
+    gpu = matrix.points["backend"].isin(GPU_BACKENDS).to_numpy()
+    unpaced = ~matrix.paced & (~np.isnan(matrix.y) & gpu).any(axis=1)
+    codes = np.zeros(matrix.y.shape, dtype=np.int8)
+    codes[np.outer(unpaced, latency & eager)] = 1
+    codes[matrix.slow & latency] = 2
+    older = np.array([isinstance(r.schema, int) and r.schema < OLDEST_JUDGED for r in survey.runs])
+    codes[older] = 3
+    return np.where(np.isnan(matrix.y), 0, codes).astype(np.int8)
+
+
+def _families(points: list[JudgedPoint], matrix: RunMatrix, fleet_y: np.ndarray, links: dict) -> list[_Family]:
+    grouped: dict[tuple, list[int]] = {}
+    for col, p in enumerate(points):
+        if p.size_class in JUDGED_CLASSES and not p.set_aside:
+            grouped.setdefault((p.variant, p.size_class), []).append(col)
+    point_roles = list(roles(matrix.points, links).itertuples(index=False, name=None))
+    out = []
+    for (variant, size_class), cols in grouped.items():
+        cols = sorted(cols, key=lambda c: points[c].size)
+        judged = cols
+        if size_class == "bandwidth":
+            rows = [{"col": c, "size_bytes": points[c].size, "y_base": fleet_y[c],
+                     "short_of_hbm_base": bool(matrix.points["short_of_hbm"].iat[c])} for c in cols]
+            judged = [r["col"] for r in plateau(rows)]
+        # The class's own table only: theory and other classes' figures are the single-run judge's
+        # way to judge a class with no healthy runs; a fleet has its peers.
+        expected = np.array([points[c].y_expected if points[c].runs else math.nan for c in judged])
+        known = [points[c] for c, e in zip(judged, expected) if math.isfinite(e)]
+        key = dict(zip(VARIANT_KEYS, (v.item() if hasattr(v, "item") else v for v in variant)))
+        out.append(_Family(key, size_class, np.array(judged), np.array(cols), expected,
+                           min((p.runs for p in known), default=0), known[0].source if known else "",
+                           point_roles[cols[0]]))
+    return out
+
+
+def _changes(fam: _Family, y: np.ndarray, fleet_y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per node (rows of y): D against the fleet and against the table, NaN where it has no figure."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        peer = np.nanmedian(y[:, fam.cols] - fleet_y[fam.cols], axis=1)
+        known = np.isfinite(fam.expected)
+        table = (np.nanmedian(y[:, fam.cols[known]] - fam.expected[known], axis=1) if known.any()
+                 else np.full(len(y), np.nan))
+    return peer, table
+
+
+def _spread(change: np.ndarray, prior: float) -> tuple[float, int]:
+    """The fleet's sigma of a family's change (MAD over nodes, moderated by the declared noise)
+    and the nodes behind it."""
+    seen = change[np.isfinite(change)]
+    if len(seen) < MIN_NODES:
+        return math.nan, len(seen)
+    mad = MAD_TO_SIGMA * float(np.median(np.abs(seen - np.median(seen))))
+    return max(family_sigma(prior, mad, len(seen) - 1), SIGMA_FLOOR), len(seen)
+
+
+def _limits(fams: list[_Family], peer: np.ndarray, table: np.ndarray, catalog: Catalog, tolerance: float,
+            alpha: float) -> tuple[list[FleetFamily], float]:
+    """Each family's spread and limits against the fleet and the table, and the z they share."""
+    spreads = [_spread(peer[k], default_noise(catalog, f.key, f.size_class)) for k, f in enumerate(fams)]
+    tests = sum(n for (s, n) in spreads if math.isfinite(s)) + int(np.isfinite(table).sum())
+    z = family_z(alpha, tests)
+    out = []
+    for k, (f, (sigma, n)) in enumerate(zip(fams, spreads)):
+        if not math.isfinite(sigma):   # too few nodes for a spread: never measured here, as the judge widens it
+            sigma = default_noise(catalog, f.key, f.size_class) * UNMEASURED
+            peer_limit = math.nan
+        else:
+            peer_limit = math.log1p(-tolerance) - z * sigma * math.sqrt(1 + median_factor(n) / n)
+        has_table = bool(np.isfinite(table[k]).any())
+        table_limit = (math.log1p(-tolerance) - z * sigma * math.sqrt(1 + median_factor(f.runs) / f.runs)
+                       if has_table else math.nan)
+        label = f"{variant_label(f.key)} ({f.size_class}-bound)"
+        out.append(FleetFamily(label, f.key, f.size_class, n, sigma, peer_limit, table_limit, f.source,
+                               [int(s) for s in f.cols]))
+    return out, z
+
+
+def _noisy(limit: float) -> bool:
+    return math.isfinite(limit) and math.exp(limit) < CAN_CATCH
+
+
+def judge_fleet(survey: Survey, levels: list[RunLevels], catalog: Catalog, table: Expected,
+                tolerance: float, alpha: float, min_judged: float) -> FleetJudgement:
+    """The fleet's verdict: each node's families against the fleet's and the table's, the node
+    wrong, normal or not judged, with where its low families sit and why."""
+    matrix = run_matrix(levels)
+    hosts, node = node_of(survey.runs)
+    meta = read_meta(max(survey.runs, key=lambda r: (r.schema or 0, str(r.run))).run)
+    links = (meta.get("system") or {}).get("links") or {}
+    points = _fleet_points(matrix, node, len(hosts), meta, catalog, table)
+    aside = _aside(matrix, survey, points)
+    y_runs = np.where(aside == 0, matrix.y, np.nan)
+    y = by_node(y_runs, node, len(hosts))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        fleet_y = np.nanmedian(y, axis=0)
+    fams = _families(points, matrix, fleet_y, links)
+    peer = np.empty((len(fams), len(hosts)))
+    tab = np.empty((len(fams), len(hosts)))
+    for k, f in enumerate(fams):
+        peer[k], tab[k] = _changes(f, y, fleet_y)
+    stats, z = _limits(fams, peer, tab, catalog, tolerance, alpha)
+    context = FleetContext(survey, matrix, node, hosts, points, aside, y_runs, y, fleet_y, fams, stats, peer, tab, z,
+                       tolerance, links, meta)
+    nodes = [context.node(n, min_judged) for n in range(len(hosts))]
+    return FleetJudgement(survey.machine, len(survey.runs), nodes, stats, survey.left_out, tolerance, alpha, z,
+                          min_judged, np.exp(np.where(np.isfinite([s.peer_limit for s in stats])[:, None], peer,
+                                                      np.nan)).T)
+
+
+@dataclass
+class FleetContext:
+    """What the judgment of one node reads of the fleet's."""
+
+    survey: Survey
+    matrix: RunMatrix
+    node_index: np.ndarray
+    hosts: list[str]
+    points: list[JudgedPoint]
+    aside: np.ndarray
+    y_runs: np.ndarray
+    y: np.ndarray
+    fleet_y: np.ndarray
+    fams: list[_Family]
+    stats: list[FleetFamily]
+    peer: np.ndarray
+    table: np.ndarray
+    z: float
+    tolerance: float
+    links: dict
+    meta: dict
+
+    def runs_of(self, n: int) -> np.ndarray:
+        return np.flatnonzero(self.node_index == n)
+
+    def _state(self, k: int, n: int) -> tuple[str, str]:
+        """('low', against) / ('judged', '') / ('unjudged', why) / ('', '') where not measured."""
+        f, s = self.fams[k], self.stats[k]
+        rows = self.runs_of(n)
+        measured = ~np.isnan(self.matrix.y[np.ix_(rows, f.all_cols)])
+        if not measured.any():
+            return "", ""
+        peer_on = math.isfinite(s.peer_limit) and not _noisy(s.peer_limit)
+        table_on = math.isfinite(s.table_limit) and not _noisy(s.table_limit)
+        d, t = self.peer[k, n], self.table[k, n]
+        if peer_on and math.isfinite(d) and d < s.peer_limit:
+            return "low", "the fleet"
+        if table_on and math.isfinite(t) and t < s.table_limit:
+            return "low", "the class's table"
+        if (peer_on and math.isfinite(d)) or (table_on and math.isfinite(t)):
+            return "judged", ""
+        if not (math.isfinite(d) or math.isfinite(t)):
+            codes = self.aside[np.ix_(rows, f.cols)]
+            return "unjudged", ASIDE.get(int(codes.max()), "no figure at the family's judged sizes")
+        return "unjudged", TOO_NOISY if (_noisy(s.peer_limit) or _noisy(s.table_limit)) else TOO_FEW
+
+    def _low(self, k: int, n: int, against: str, place: Place, why: NodeCauses) -> Low:
+        f, s = self.fams[k], self.stats[k]
+        change = self.peer[k, n] if against == "the fleet" else self.table[k, n]
+        base = self.fleet_y[f.cols] if against == "the fleet" else f.expected
+        node_y = self.y[n, f.cols]
+        ok = np.isfinite(node_y) & np.isfinite(base)
+        at = int(np.argmin(np.where(ok, np.abs(node_y - base - change), np.inf)))
+        col = int(f.cols[at])
+        rows = self.runs_of(n)
+        value = float(np.nanmedian(self.matrix.value[rows, col]))
+        bandwidth = self.matrix.points["metric"].iat[col] != "time_s"
+        if bandwidth and f.size_class == "bandwidth":
+            shown, unit = (value, value * math.exp(base[at] - node_y[at])), "GB/s"
+        else:
+            shown, unit = (math.exp(-node_y[at]) * 1e6, math.exp(-base[at]) * 1e6), "µs"
+        limit = s.peer_limit if against == "the fleet" else s.table_limit
+        gbps = float(np.nanmedian(self.matrix.value[np.ix_(rows, f.cols)])) if bandwidth else math.nan
+        return Low(s.family, f.key, f.size_class, math.exp(change), math.exp(limit), against,
+                   shown[0], shown[1], unit, self.points[col].size, str(place), place.kind, list(place.gpus),
+                   why.explain(f.key, gbps, rows, f.cols))
+
+    def _moved(self, n: int) -> list[str]:
+        """A node's families whose runs disagree beyond the fleet's noise: it moved between them."""
+        rows = self.runs_of(n)
+        if len(rows) < 2:
+            return []
+        out = []
+        for k, (f, s) in enumerate(zip(self.fams, self.stats)):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                each = np.nanmedian(self.y_runs[np.ix_(rows, f.cols)] - self.fleet_y[f.cols], axis=1)
+            seen = np.flatnonzero(np.isfinite(each))
+            limit = math.log1p(-self.tolerance) - self.z * s.sigma * math.sqrt(2)
+            if len(seen) >= 2 and math.isfinite(s.peer_limit) and not _noisy(limit):
+                lo, hi = seen[np.argmin(each[seen])], seen[np.argmax(each[seen])]
+                if each[lo] - each[hi] < limit:
+                    out.append(f"{s.family}: {math.exp(each[lo]):.2f}x the fleet in {self.survey.runs[rows[lo]].run.name}, "
+                               f"{math.exp(each[hi]):.2f}x in {self.survey.runs[rows[hi]].run.name}")
+        return out
+
+    def _missing(self, n: int) -> list[str]:
+        """(suite, op)s most nodes measured and this one did not."""
+        has = ~np.isnan(self.y)
+        ops = self.matrix.points["suite"] + " " + self.matrix.points["op"]
+        per_op = pd.DataFrame(has.T).groupby(ops.to_numpy()).any()   # op x nodes
+        common = per_op.index[per_op.sum(axis=1) > len(self.hosts) / 2]
+        return [f"{op}: most nodes measured it, this one did not" for op in common if not per_op.at[op, n]]
+
+    def node(self, n: int, min_judged: float) -> Node:
+        rows = self.runs_of(n)
+        states = [self._state(k, n) for k in range(len(self.fams))]
+        why = NodeCauses(self, rows)
+        lows = [(k, against) for k, (state, against) in enumerate(states) if state == "low"]
+        where = places([k for k, _ in lows], n, self)
+        low = [self._low(k, n, against, place, why) for (k, against), place in zip(lows, where)]
+        low.sort(key=lambda v: v.ratio)
+        runs = [self.survey.runs[r] for r in rows]
+        names = {r.hostname for r in runs}
+        failed = sorted({v for r in rows for v in self.matrix.failed[r]})
+        return Node(self.hosts[n], ", ".join(sorted(names)), [str(r.run) for r in runs], low,
+                    self._moved(n), failed, self._missing(n),
+                    judged=sum(s in ("low", "judged") for s, _ in states), measured=sum(bool(s) for s, _ in states),
+                    unjudged=dict(Counter(w for s, w in states if s == "unjudged")), min_judged=min_judged,
+                    causes=why.summary(low))
