@@ -114,15 +114,33 @@ def _families(points: list[JudgedPoint], matrix: RunMatrix, fleet_y: np.ndarray,
     return out
 
 
-def _changes(fam: _Family, y: np.ndarray, fleet_y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per node (rows of y): D against the fleet and against the table, NaN where it has no figure."""
+def _median_change(y: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: the median of y - base over the columns, where the row has figures at half of them
+    or more, else NaN; and how much wider its noise is than a typical row's (sqrt of the typical
+    count of figures over its own, at least 1: a median of fewer sizes moves more)."""
+    if not base.size:
+        return np.full(len(y), np.nan), np.ones(len(y))
+    diff = y - base
+    count = np.isfinite(diff).sum(axis=1)
+    enough = count >= math.ceil(base.size / 2)
+    typical = float(np.median(count[enough])) if enough.any() else 1.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        peer = np.nanmedian(y[:, fam.cols] - fleet_y[fam.cols], axis=1)
-        known = np.isfinite(fam.expected)
-        table = (np.nanmedian(y[:, fam.cols[known]] - fam.expected[known], axis=1) if known.any()
-                 else np.full(len(y), np.nan))
-    return peer, table
+        change = np.where(enough, np.nanmedian(diff, axis=1), np.nan)
+    return change, np.sqrt(np.maximum(typical / np.maximum(count, 1), 1.0))
+
+
+def _changes(fam: _Family, y: np.ndarray, fleet_y: np.ndarray) -> tuple[tuple, tuple]:
+    """Per node (rows of y): D against the fleet and against the table (NaN where it has too few
+    figures), each with its widening."""
+    known = np.isfinite(fam.expected)
+    return (_median_change(y[:, fam.cols], fleet_y[fam.cols]),
+            _median_change(y[:, fam.cols[known]], fam.expected[known]))
+
+
+def _widened(limit: float, tolerance: float, widen: float) -> float:
+    """A limit for a node whose change is `widen` times noisier than the fleet's typical node's."""
+    return math.log1p(-tolerance) - (math.log1p(-tolerance) - limit) * widen
 
 
 def _spread(change: np.ndarray, prior: float) -> tuple[float, int]:
@@ -177,13 +195,13 @@ def judge_fleet(survey: Survey, levels: list[RunLevels], catalog: Catalog, table
         warnings.simplefilter("ignore", RuntimeWarning)
         fleet_y = np.nanmedian(y, axis=0)
     fams = _families(points, matrix, fleet_y, links)
-    peer = np.empty((len(fams), len(hosts)))
-    tab = np.empty((len(fams), len(hosts)))
+    peer, tab, widen = (np.empty((len(fams), len(hosts))) for _ in range(3))
+    widen_tab = np.empty_like(widen)
     for k, f in enumerate(fams):
-        peer[k], tab[k] = _changes(f, y, fleet_y)
+        (peer[k], widen[k]), (tab[k], widen_tab[k]) = _changes(f, y, fleet_y)
     stats, z = _limits(fams, peer, tab, catalog, tolerance, alpha)
-    context = FleetContext(survey, matrix, node, hosts, points, aside, y_runs, y, fleet_y, fams, stats, peer, tab, z,
-                       tolerance, links, meta)
+    context = FleetContext(survey, matrix, node, hosts, points, aside, y_runs, y, fleet_y, fams, stats, peer, tab,
+                           widen, widen_tab, z, tolerance, links, meta)
     nodes = [context.node(n, min_judged) for n in range(len(hosts))]
     return FleetJudgement(survey.machine, len(survey.runs), nodes, stats, survey.left_out, tolerance, alpha, z,
                           min_judged, np.exp(np.where(np.isfinite([s.peer_limit for s in stats])[:, None], peer,
@@ -207,6 +225,8 @@ class FleetContext:
     stats: list[FleetFamily]
     peer: np.ndarray
     table: np.ndarray
+    widen: np.ndarray             # families x nodes: how much noisier each node's change is (fewer sizes)
+    widen_table: np.ndarray
     z: float
     tolerance: float
     links: dict
@@ -225,9 +245,9 @@ class FleetContext:
         peer_on = math.isfinite(s.peer_limit) and not _noisy(s.peer_limit)
         table_on = math.isfinite(s.table_limit) and not _noisy(s.table_limit)
         d, t = self.peer[k, n], self.table[k, n]
-        if peer_on and math.isfinite(d) and d < s.peer_limit:
+        if peer_on and math.isfinite(d) and d < self.limit(k, n, "the fleet"):
             return "low", "the fleet"
-        if table_on and math.isfinite(t) and t < s.table_limit:
+        if table_on and math.isfinite(t) and t < self.limit(k, n, "the class's table"):
             return "low", "the class's table"
         if (peer_on and math.isfinite(d)) or (table_on and math.isfinite(t)):
             return "judged", ""
@@ -235,6 +255,13 @@ class FleetContext:
             codes = self.aside[np.ix_(rows, f.cols)]
             return "unjudged", ASIDE.get(int(codes.max()), "no figure at the family's judged sizes")
         return "unjudged", TOO_NOISY if (_noisy(s.peer_limit) or _noisy(s.table_limit)) else TOO_FEW
+
+    def limit(self, k: int, n: int, against: str) -> float:
+        """Node n's limit of family k against the fleet or the table, widened for its count of sizes."""
+        s = self.stats[k]
+        if against == "the fleet":
+            return _widened(s.peer_limit, self.tolerance, self.widen[k, n])
+        return _widened(s.table_limit, self.tolerance, self.widen_table[k, n])
 
     def _low(self, k: int, n: int, against: str, place: Place, why: NodeCauses) -> Low:
         f, s = self.fams[k], self.stats[k]
@@ -251,11 +278,9 @@ class FleetContext:
             shown, unit = (value, value * math.exp(base[at] - node_y[at])), "GB/s"
         else:
             shown, unit = (math.exp(-node_y[at]) * 1e6, math.exp(-base[at]) * 1e6), "µs"
-        limit = s.peer_limit if against == "the fleet" else s.table_limit
-        gbps = float(np.nanmedian(self.matrix.value[np.ix_(rows, f.cols)])) if bandwidth else math.nan
-        return Low(s.family, f.key, f.size_class, math.exp(change), math.exp(limit), against,
+        return Low(s.family, f.key, f.size_class, math.exp(change), math.exp(self.limit(k, n, against)), against,
                    shown[0], shown[1], unit, self.points[col].size, str(place), place.kind, list(place.gpus),
-                   why.explain(f.key, gbps, rows, f.cols))
+                   why.explain(f.key, bandwidth and f.size_class == "bandwidth", rows, f.cols))
 
     def _moved(self, n: int) -> list[str]:
         """A node's families whose runs disagree beyond the fleet's noise: it moved between them."""
@@ -264,14 +289,14 @@ class FleetContext:
             return []
         out = []
         for k, (f, s) in enumerate(zip(self.fams, self.stats)):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                each = np.nanmedian(self.y_runs[np.ix_(rows, f.cols)] - self.fleet_y[f.cols], axis=1)
+            each, widen = _median_change(self.y_runs[np.ix_(rows, f.cols)], self.fleet_y[f.cols])
             seen = np.flatnonzero(np.isfinite(each))
-            limit = math.log1p(-self.tolerance) - self.z * s.sigma * math.sqrt(2)
-            if len(seen) >= 2 and math.isfinite(s.peer_limit) and not _noisy(limit):
-                lo, hi = seen[np.argmin(each[seen])], seen[np.argmax(each[seen])]
-                if each[lo] - each[hi] < limit:
+            if len(seen) < 2 or not math.isfinite(s.peer_limit):
+                continue
+            lo, hi = seen[np.argmin(each[seen])], seen[np.argmax(each[seen])]
+            limit = _widened(math.log1p(-self.tolerance) - self.z * s.sigma * math.sqrt(2), self.tolerance,
+                             max(widen[lo], widen[hi]))
+            if not _noisy(limit) and each[lo] - each[hi] < limit:
                     out.append(f"{s.family}: {math.exp(each[lo]):.2f}x the fleet in {self.survey.runs[rows[lo]].run.name}, "
                                f"{math.exp(each[hi]):.2f}x in {self.survey.runs[rows[hi]].run.name}")
         return out

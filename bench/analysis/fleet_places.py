@@ -103,10 +103,14 @@ class NodeCauses:
             self._facts[row] = causes.facts(read_meta(run.run), Path(run.run), causes.healthy_clocks(run.machine))
         return self._facts[row]
 
-    def explain(self, key: dict, gbps: float, rows: np.ndarray, cols: np.ndarray) -> list[str]:
-        """causes.explain for the family, from the first of the node's runs that measured it."""
-        measured = [r for r in rows if np.isfinite(self.ctx.matrix.y[r, cols]).any()] or list(rows)
-        facts = self._of(int(measured[0]))
+    def explain(self, key: dict, bandwidth: bool, rows: np.ndarray, cols: np.ndarray) -> list[str]:
+        """causes.explain for the family, from the node's run that measured it lowest (its figure
+        at the family's judged sizes: a link explains a drop only down to what it carries)."""
+        y = self.ctx.matrix.y[np.ix_(rows, cols)]
+        seen = np.isfinite(y).any(axis=1)
+        lowest = int(rows[seen][np.argmin(np.nanmean(y[seen], axis=1))] if seen.any() else rows[0])
+        gbps = float(np.nanmedian(self.ctx.matrix.value[lowest, cols])) if bandwidth and seen.any() else math.nan
+        facts = self._of(lowest)
         return causes.explain(facts, causes.subject(key, facts.links, (), gbps))
 
     @staticmethod
