@@ -23,7 +23,8 @@ Bad nodes get one fault each, the four in turn:
 --second: that share of the nodes gets a second run (fresh noise, the same fault); --moved: that
 many more healthy nodes whose second run has the h2d fault. Each node's runs land in
 OUT/nodeNNNNN/h200-x4/<run_id>/ (as `xferbench out_dir=OUT/$(hostname)` lays them out), with its own
-host_id and GPU UUIDs in meta.json; OUT/truth.json names each bad node's fault and GPUs.
+host_id and GPU UUIDs in meta.json and its levels.parquet as a run keeps it when it ends (not with
+--no-levels, as runs of older versions); OUT/truth.json names each bad node's fault and GPUs.
 """
 from __future__ import annotations
 
@@ -44,10 +45,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.analysis.compare import point_levels  # noqa: E402
+from bench.analysis.fleet_levels import keep  # noqa: E402
 from bench.analysis.noise import run_noise  # noqa: E402
 from bench.cli.common import catalog  # noqa: E402
 from bench.points import POINT_KEYS  # noqa: E402
-from bench.results import COLUMNS, SCHEMA_VERSION, arrow_schema, find_runs, read_meta, run_samples  # noqa: E402
+from bench.results import COLUMNS, SCHEMA_VERSION, arrow_schema, find_runs, load, read_meta, run_samples  # noqa: E402
 
 H200X4 = [ROOT / "results/reference/h200-x4", ROOT / "results/noise/h200-x4"]
 FAULTS = ROOT / "results/faults/h200-x4"
@@ -207,7 +209,7 @@ def node_meta(base: Base, name: str, run_id: str, kind: str, gpus: tuple[int, ..
 
 
 def write_run(folder: Path, base: Base, meta: dict, multiplier: np.ndarray, sigma: np.ndarray,
-              rng: np.random.Generator, kind: str) -> None:
+              rng: np.random.Generator, kind: str, levels: bool) -> None:
     """One node's run: the base's rows, each point's times by its multiplier and one draw of noise."""
     per_point = multiplier * np.exp(-rng.normal(0.0, sigma))
     factor = per_point[base.point]
@@ -223,13 +225,15 @@ def write_run(folder: Path, base: Base, meta: dict, multiplier: np.ndarray, sigm
     if kind == "transport":
         shutil.copytree(P2P_OFF / "ranks", folder / "ranks")
     (folder / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    if levels:   # as a run of this version keeps them when it ends
+        keep(folder, load(folder, warn=lambda line: None), catalog())
 
 
 def _run_id(day: int, i: int) -> str:
     return f"202612{day:02d}-{i // 3600 % 24:02d}{i // 60 % 60:02d}{i % 60:02d}"
 
 
-def make(out: Path, nodes: int, bad: float, seed: int, second: float, moved: int) -> dict:
+def make(out: Path, nodes: int, bad: float, seed: int, second: float, moved: int, levels: bool = True) -> dict:
     """The fleet under out; returns the truth: each bad node's fault and GPUs."""
     rng = np.random.default_rng(seed)
     runs = bases()
@@ -253,7 +257,7 @@ def make(out: Path, nodes: int, bad: float, seed: int, second: float, moved: int
             mult = shift * (faults.of(base, this, gpus) if this else 1.0)
             run_id = _run_id(day, i)
             write_run(out / name / "h200-x4" / run_id, base, node_meta(base, name, run_id, this, gpus), mult,
-                      sigma, rng, this)
+                      sigma, rng, this, levels)
     (out / "truth.json").write_text(json.dumps(truth, indent=1, sort_keys=True) + "\n")
     return truth
 
@@ -266,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--second", type=float, default=0.05, help="the share of nodes with a second run")
     parser.add_argument("--moved", type=int, default=0, help="healthy nodes more whose second run has a fault")
+    parser.add_argument("--no-levels", action="store_true",
+                        help="runs without their levels.parquet, as runs of older versions are")
     args = parser.parse_args(argv)
     if args.out.exists():
         print(f"make_fleet: {args.out} exists; name a new folder", file=sys.stderr)
@@ -273,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.nodes < 1 or not 0 <= args.bad <= 1 or not 0 <= args.second <= 1 or args.moved < 0:
         print("make_fleet: --nodes at least 1, --bad and --second shares in [0, 1], --moved 0 or more", file=sys.stderr)
         return 2
-    truth = make(args.out, args.nodes, args.bad, args.seed, args.second, args.moved)
+    truth = make(args.out, args.nodes, args.bad, args.seed, args.second, args.moved, not args.no_levels)
     print(f"{args.out}: {args.nodes + args.moved} nodes, {len(truth)} bad ({', '.join(sorted({t['fault'] for t in truth.values()}))})")
     return 0
 

@@ -29,15 +29,15 @@ import pandas as pd
 from bench.analysis import causes
 from bench.analysis.compare import JUDGED_CLASSES, family_z, plateau
 from bench.analysis.expected import Expected, roles
-from bench.analysis.fleet_levels import RunLevels
-from bench.analysis.fleet_nodes import RunMatrix, Survey, by_node, node_of, run_matrix
+from bench.analysis.fleet_levels import RunLevels, many_levels
+from bench.analysis.fleet_nodes import RunMatrix, Survey, by_node, node_of, run_matrix, survey
 from bench.analysis.fleet_places import NodeCauses, Place, places
 from bench.analysis.fleet_verdicts import FleetFamily, FleetJudgement, Low, Node
 from bench.analysis.judge import CAN_CATCH, UNMEASURED
 from bench.analysis.noise import GPU_BACKENDS, default_noise, family_sigma, median_factor
 from bench.analysis.point_expectations import HOST_SLOW, OLDEST_JUDGED, UNPACED, JudgedPoint, judged_points
 from bench.points import VARIANT_KEYS, variant_label
-from bench.results import read_meta
+from bench.results import ResultsError, read_meta
 from bench.suite_view import Catalog
 
 MIN_NODES = 3          # a family is judged against its peers where this many nodes measured it
@@ -45,7 +45,7 @@ MAD_TO_SIGMA = 1.4826  # a normal distribution's sigma over its median absolute 
 SIGMA_FLOOR = 0.01     # nodes never agree closer than timing itself repeats
 # Why a run's point is set aside, as the single-run judge sets it aside (point_expectations).
 ASIDE = {1: UNPACED, 2: HOST_SLOW, 3: f"made by an older xferbench (schema below {OLDEST_JUDGED})"}
-TOO_NOISY = "too noisy across the fleet: its limit lets a halved figure pass"
+TOO_NOISY = "too noisy to judge: its limit lets a halved figure pass"
 TOO_FEW = f"fewer than {MIN_NODES} nodes measured it, and the class's table has no expectation of it"
 
 
@@ -202,7 +202,8 @@ def judge_fleet(survey: Survey, levels: list[RunLevels], catalog: Catalog, table
     stats, z = _limits(fams, peer, tab, catalog, tolerance, alpha)
     context = FleetContext(survey, matrix, node, hosts, points, aside, y_runs, y, fleet_y, fams, stats, peer, tab,
                            widen, widen_tab, z, tolerance, links, meta)
-    nodes = [context.node(n, min_judged) for n in range(len(hosts))]
+    per_op = context.measured_ops()
+    nodes = [context.node(n, min_judged, per_op) for n in range(len(hosts))]
     return FleetJudgement(survey.machine, len(survey.runs), nodes, stats, survey.left_out, tolerance, alpha, z,
                           min_judged, np.exp(np.where(np.isfinite([s.peer_limit for s in stats])[:, None], peer,
                                                       np.nan)).T)
@@ -301,15 +302,19 @@ class FleetContext:
                                f"{math.exp(each[hi]):.2f}x in {self.survey.runs[rows[hi]].run.name}")
         return out
 
-    def _missing(self, n: int) -> list[str]:
-        """(suite, op)s most nodes measured and this one did not."""
-        has = ~np.isnan(self.y)
-        ops = self.matrix.points["suite"] + " " + self.matrix.points["op"]
-        per_op = pd.DataFrame(has.T).groupby(ops.to_numpy()).any()   # op x nodes
+    def _missing(self, n: int, per_op: pd.DataFrame) -> list[str]:
+        """The ops most nodes measured, of a suite this node's runs asked for, that it did not measure."""
+        asked = {suite for r in self.runs_of(n) for suite in self.survey.runs[r].suites}
         common = per_op.index[per_op.sum(axis=1) > len(self.hosts) / 2]
-        return [f"{op}: most nodes measured it, this one did not" for op in common if not per_op.at[op, n]]
+        return [f"{op}: most nodes measured it, this one did not" for op in common
+                if op.split(" ")[0] in asked and not per_op.at[op, n]]
 
-    def node(self, n: int, min_judged: float) -> Node:
+    def measured_ops(self) -> pd.DataFrame:
+        """suite and op x nodes: whether the node has any figure of it."""
+        ops = (self.matrix.points["suite"] + " " + self.matrix.points["op"]).to_numpy()
+        return pd.DataFrame(~np.isnan(self.y.T)).groupby(ops).any()
+
+    def node(self, n: int, min_judged: float, per_op: pd.DataFrame) -> Node:
         rows = self.runs_of(n)
         states = [self._state(k, n) for k in range(len(self.fams))]
         why = NodeCauses(self, rows)
@@ -321,7 +326,34 @@ class FleetContext:
         names = {r.hostname for r in runs}
         failed = sorted({v for r in rows for v in self.matrix.failed[r]})
         return Node(self.hosts[n], ", ".join(sorted(names)), [str(r.run) for r in runs], low,
-                    self._moved(n), failed, self._missing(n),
+                    self._moved(n), failed, self._missing(n, per_op),
                     judged=sum(s in ("low", "judged") for s, _ in states), measured=sum(bool(s) for s, _ in states),
                     unjudged=dict(Counter(w for s, w in states if s == "unjudged")), min_judged=min_judged,
                     causes=why.summary(low))
+
+
+def judge_runs(found: Survey, catalog: Catalog, table: Expected, tolerance: float, alpha: float,
+               min_judged: float) -> FleetJudgement:
+    """The surveyed runs' levels read (fleet_levels) and judged; a run whose rows cannot be read is
+    listed and left out. ResultsError where none can be read."""
+    levels = many_levels([r.run for r in found.runs], catalog)
+    unread = [f"UNREADABLE {r.run}: {why}" for r, why in zip(found.runs, levels) if isinstance(why, str)]
+    kept = [(r, lv) for r, lv in zip(found.runs, levels) if isinstance(lv, RunLevels)]
+    if not kept:
+        raise ResultsError(f"no run's rows could be read ({unread[0]})")
+    found = Survey([r for r, _ in kept], found.left_out + unread, found.machine)
+    return judge_fleet(found, [lv for _, lv in kept], catalog, table, tolerance, alpha, min_judged)
+
+
+def fleets(paths: list, catalog: Catalog, table: Expected, tolerance: float, alpha: float,
+           min_judged: float) -> list[FleetJudgement]:
+    """Each machine class among the runs at `paths` with runs of MIN_NODES hosts or more, judged as
+    a fleet (the report's fleet section); [] where none has."""
+    found = survey(paths, any_class=True)
+    out = []
+    for machine in dict.fromkeys(r.machine for r in found.runs):
+        runs = [r for r in found.runs if r.machine == machine]
+        if len({r.host for r in runs}) >= MIN_NODES:
+            out.append(judge_runs(Survey(runs, [], machine), catalog, table, tolerance, alpha, min_judged))
+    return out
+

@@ -1,14 +1,17 @@
 """A fleet's runs read for scale: each run's point levels (compare.point_levels of the run alone),
-computed once and kept in a cache, in a pool of processes where many runs are read.
+kept beside the run by the run itself, else computed once and kept in a cache, in a pool of
+processes where many runs are read.
 
 A run's rows are thousands of trials; what the fleet compares is one level per point (a few
-hundred). Reading and reducing a run costs tens of milliseconds, mostly pandas' work per row, so
-a thousand runs read one by one in one process take most of a minute; kept, a run's levels read
-back in a millisecond or two. The cache holds one small Parquet file per run under
-$XFERBENCH_CACHE (default ~/.cache/xferbench; "off": none), named by the run folder's path and
-stamped with its samples files' sizes and times and a digest of this xferbench's code (and of
-the suites named in XFERBENCH_SUITES): a run written again, or a changed reading of its rows,
-is read afresh. The run folders themselves are only read.
+hundred). Reducing a run's rows costs tens of milliseconds, mostly pandas' work per row, so a
+thousand runs read one by one take most of a minute, while their levels read back in a millisecond
+or two each. So a run keeps its levels in its folder as it ends (levels.parquet, beside
+verdicts.json: the driver calls `keep`), and levels computed here for any other run (an older
+version's, an import) are kept under $XFERBENCH_CACHE (default ~/.cache/xferbench; "off": none),
+one small Parquet file per run folder. Either is used only where its stamp matches: a digest of
+the run's samples files' contents and of this xferbench's code (and of the suites named in
+XFERBENCH_SUITES), so a run changed since, or another version's reading of its rows, is read
+afresh. The run folders are only read here.
 """
 from __future__ import annotations
 
@@ -27,23 +30,27 @@ import numpy as np
 from bench import lazy
 from bench.analysis.compare import point_levels
 from bench.points import POINT_KEYS, VARIANT_KEYS, variant_label
-from bench.results import run_samples
+from bench.results import ResultsError, load
 from bench.suite_view import Catalog
 
 pa = lazy.module("pyarrow")
 arrow_parquet = lazy.module("pyarrow.parquet")
+pd = lazy.module("pandas")
 
+LEVELS_FILE = "levels.parquet"
 CACHE_ENV = "XFERBENCH_CACHE"
 SUITES_ENV = "XFERBENCH_SUITES"
 SAMPLES = ("samples.parquet", "samples.csv", "samples.commit")
 FLAGS = ("host_slow", "paced", "cache_resident", "short_of_hbm")
+INT_KEYS = ("world_size", "nnodes", "size_bytes")
+SEP = "\x1f"      # between a key's fields: no field holds it
 POOL_FROM = 24     # fewer runs are read in this process: a pool's start costs more than it saves
 CHUNK = 8          # runs per task handed to a worker
 
 
 @dataclass
 class RunLevels:
-    """One run's levels: per point its key (JSON of its POINT_KEYS), level y (-log median time),
+    """One run's levels: per point its key (its POINT_KEYS joined), level y (-log median time),
     value shown (GB/s, or time), metric and flags (compare.point_levels); and the variants whose
     data check failed."""
 
@@ -53,20 +60,16 @@ class RunLevels:
     metric: list[str]
     flags: dict[str, np.ndarray]
     failed: list[str] = field(default_factory=list)
-    cached: bool = False
-
-
-def point_key(row: dict) -> str:
-    """A point's key as the fleet holds it: its POINT_KEYS as JSON (point_fields reads it back)."""
-    return json.dumps([row[k] for k in POINT_KEYS])
 
 
 def point_fields(key: str) -> dict:
-    return dict(zip(POINT_KEYS, json.loads(key)))
+    """A point's POINT_KEYS from its key."""
+    fields = dict(zip(POINT_KEYS, key.split(SEP)))
+    return {k: int(v) if k in INT_KEYS else v for k, v in fields.items()}
 
 
 def cache_dir() -> Path | None:
-    """Where levels are kept, None where the cache is off."""
+    """Where levels computed here are kept, None where the cache is off."""
     where = os.environ.get(CACHE_ENV, "")
     if where.lower() == "off":
         return None
@@ -89,32 +92,32 @@ def code_digest() -> str:
 
 
 def _stamp(run: Path) -> str:
-    """The state of a run's samples files and of the code that reads them."""
-    parts = []
+    """The contents of a run's samples files and the code that reads them, as one digest."""
+    digest = hashlib.sha256(code_digest().encode())
     for name in SAMPLES:
         try:
-            st = (run / name).stat()
-            parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+            digest.update(name.encode() + (run / name).read_bytes())
         except FileNotFoundError:
             pass
-    return ";".join(parts) + f";code:{code_digest()}"
+    return digest.hexdigest()[:32]
 
 
 def _cache_file(run: Path, where: Path) -> Path:
     return where / "levels" / f"{hashlib.sha256(str(run.resolve()).encode()).hexdigest()[:32]}.parquet"
 
 
-def _from_rows(run: Path, catalog: Catalog) -> RunLevels:
-    rows = run_samples(run).assign(run_dir=str(run))
+def from_rows(rows: pd.DataFrame, catalog: Catalog) -> RunLevels:
+    """One run's levels from its rows (a results.load frame of that run alone)."""
     levels = point_levels(rows, catalog)
-    records = levels[POINT_KEYS].to_dict("records")
+    columns = [levels[k].astype(str).tolist() for k in POINT_KEYS]
     failed = rows[rows["status"] == "failed"].drop_duplicates(VARIANT_KEYS)
-    return RunLevels([point_key(r) for r in records], levels["y"].to_numpy(float), levels["value"].to_numpy(float),
-                     [str(m) for m in levels["metric"]], {f: levels[f].to_numpy(bool) for f in FLAGS},
+    return RunLevels([SEP.join(k) for k in zip(*columns)], levels["y"].to_numpy(float),
+                     levels["value"].to_numpy(float), [str(m) for m in levels["metric"]],
+                     {f: levels[f].to_numpy(bool) for f in FLAGS},
                      sorted({variant_label(r) for r in failed[VARIANT_KEYS].to_dict("records")}))
 
 
-def _read_cached(path: Path, stamp: str) -> RunLevels | None:
+def _read(path: Path, stamp: str) -> RunLevels | None:
     try:
         table = arrow_parquet.read_table(path)
     except Exception:  # noqa: BLE001 - absent, torn or foreign: computed afresh
@@ -125,11 +128,11 @@ def _read_cached(path: Path, stamp: str) -> RunLevels | None:
     columns = {name: table.column(name) for name in table.column_names}
     return RunLevels(columns["key"].to_pylist(), columns["y"].to_numpy(), columns["value"].to_numpy(),
                      columns["metric"].to_pylist(), {f: columns[f].to_numpy(zero_copy_only=False) for f in FLAGS},
-                     json.loads(meta.get(b"failed", b"[]")), cached=True)
+                     json.loads(meta.get(b"failed", b"[]")))
 
 
-def _write_cached(path: Path, stamp: str, levels: RunLevels) -> None:
-    """Kept whole or not at all (written beside, then renamed); a cache that cannot be written is
+def _write(path: Path, stamp: str, levels: RunLevels) -> None:
+    """Kept whole or not at all (written beside, then renamed); a file that cannot be written is
     no error: the levels are computed again next time."""
     table = pa.table({"key": levels.keys, "y": levels.y, "value": levels.value, "metric": levels.metric,
                       **levels.flags}).replace_schema_metadata({"stamp": stamp, "failed": json.dumps(levels.failed)})
@@ -142,17 +145,23 @@ def _write_cached(path: Path, stamp: str, levels: RunLevels) -> None:
         partial.unlink(missing_ok=True)
 
 
+def keep(run: Path, rows: pd.DataFrame, catalog: Catalog) -> None:
+    """A finished run's levels kept in its folder (LEVELS_FILE), from the rows it was judged by."""
+    _write(Path(run) / LEVELS_FILE, _stamp(Path(run)), from_rows(rows, catalog))
+
+
 def run_levels(run: Path, catalog: Catalog) -> RunLevels:
-    """One run's levels, from the cache where it holds them for this state of the run and code.
-    ResultsError where its rows cannot be read."""
-    where = cache_dir()
-    if where is None:
-        return _from_rows(run, catalog)
-    path, stamp = _cache_file(run, where), _stamp(run)
-    found = _read_cached(path, stamp)
-    if found is None:
-        found = _from_rows(run, catalog)
-        _write_cached(path, stamp, found)
+    """One run's levels: those it kept, else those the cache holds, for this state of its samples
+    and this code; else computed from its rows and cached. ResultsError where its rows cannot be read."""
+    stamp, where = _stamp(run), cache_dir()
+    cached = _cache_file(run, where) if where is not None else None
+    for path in (run / LEVELS_FILE, cached):
+        found = _read(path, stamp) if path is not None else None
+        if found is not None:
+            return found
+    found = from_rows(load(run, warn=lambda line: None), catalog)
+    if cached is not None:
+        _write(cached, stamp, found)
     return found
 
 
@@ -166,8 +175,6 @@ def _worker_start(catalog: Catalog) -> None:
 
 def _chunk(runs: list[Path]) -> list[RunLevels | str]:
     """A worker's share: each run's levels, or why it could not be read (one line)."""
-    from bench.results import ResultsError
-
     out: list[RunLevels | str] = []
     for run in runs:
         try:

@@ -32,6 +32,7 @@ class FleetRun:
     machine: str       # its machine class (expected.machine_class)
     status: str
     schema: int | None
+    suites: tuple[str, ...]   # the suites its config asked for (none recorded: an import)
 
 
 @dataclass
@@ -45,7 +46,8 @@ def _run(run: Path) -> FleetRun:
     meta = read_meta(run)
     system = meta.get("system") or {}
     return FleetRun(run, host_id(system) or f"run {run}", str(system.get("hostname") or ""),
-                    machine_class(meta).key, run_status(meta), meta.get("schema_version"))
+                    machine_class(meta).key, run_status(meta), meta.get("schema_version"),
+                    tuple((meta.get("config") or {}).get("suites") or ()))
 
 
 def survey(paths: Iterable[str | Path], any_class: bool = False) -> Survey:

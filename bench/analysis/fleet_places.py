@@ -10,18 +10,27 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
 from bench.analysis import causes
 from bench.results import read_meta
 
-if TYPE_CHECKING:   # the fleet's judgment hands itself over; imported for its type only
-    from bench.analysis.fleet import FleetContext
-
 GPU, LINK, HOST_SIDE, NCCL, EVERY_LINK, EVERY_GPU = "gpu", "link", "host side", "nccl", "every link", "every gpu"
 NO_CAUSE = "no cause found"   # how causes.explain begins where it found none
+
+
+class FleetContext(Protocol):
+    """What places and causes read of the fleet's judgment (bench/analysis/fleet.py's FleetContext)."""
+
+    survey: Any           # fleet_nodes.Survey: its runs
+    matrix: Any           # fleet_nodes.RunMatrix: the runs' levels and values
+    fams: list            # per family: key, role, size_class
+    stats: list           # per family: fleet_verdicts.FleetFamily (peer_limit)
+    peer: np.ndarray      # families x nodes: each node's change against the fleet
+    links: dict
+    tolerance: float
 
 
 @dataclass(frozen=True)

@@ -81,16 +81,22 @@ class Node:
         return NORMAL if self.measured and self.share >= self.min_judged else NOT_JUDGED
 
     @property
+    def places(self) -> list[dict]:
+        """Where its low families sit, most families first: what, which GPUs, how many families."""
+        counted = Counter((v.place, v.place_kind, tuple(v.gpus)) for v in self.low)
+        return [{"place": place, "kind": kind, "gpus": list(gpus), "families": n}
+                for (place, kind, gpus), n in counted.most_common()]
+
+    @property
     def where(self) -> list[str]:
-        """Where its low families sit, most families first."""
-        return [place for place, _ in Counter(v.place for v in self.low).most_common()]
+        return [p["place"] for p in self.places]
 
     @property
     def worst(self) -> float:
         return min((v.ratio for v in self.low), default=math.inf)
 
     def to_json(self) -> dict:
-        return {"host_id": self.host_id, "hostname": self.hostname, "state": self.state, "where": self.where,
+        return {"host_id": self.host_id, "hostname": self.hostname, "state": self.state, "where": self.places,
                 "causes": self.causes, "runs": self.runs, "judged": self.judged, "measured": self.measured,
                 "not_judged": self.unjudged, "moved": self.moved, "failed": self.failed, "missing": self.missing,
                 "low": [asdict(v) for v in self.low]}

@@ -7,12 +7,10 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from bench.analysis.expected import Expected
-from bench.analysis.fleet import judge_fleet
-from bench.analysis.fleet_levels import RunLevels, many_levels
+from bench.analysis.fleet import judge_runs
 from bench.analysis.fleet_nodes import survey
 from bench.cli.common import cannot_write
 from bench.results import ResultsError
@@ -37,13 +35,7 @@ def main(args: argparse.Namespace, suites: Catalog, table: Expected) -> int:
     """The fleet's verdict printed (and written as JSON or Markdown where asked); its exit status.
     ResultsError (one line, exit 2) before any rows are read where the input cannot be a fleet."""
     found = survey(expand(args.runs), args.any_class)
-    levels = many_levels([r.run for r in found.runs], suites)
-    unread = [f"UNREADABLE {r.run}: {why}" for r, why in zip(found.runs, levels) if isinstance(why, str)]
-    kept = [(r, lv) for r, lv in zip(found.runs, levels) if isinstance(lv, RunLevels)]
-    if not kept:
-        raise ResultsError(f"no run's rows could be read ({unread[0]})")
-    found = replace(found, runs=[r for r, _ in kept], left_out=found.left_out + unread)
-    verdict = judge_fleet(found, [lv for _, lv in kept], suites, table, args.tolerance, args.alpha, args.min_judged)
+    verdict = judge_runs(found, suites, table, args.tolerance, args.alpha, args.min_judged)
     print("\n".join(verdict.lines()))
     for path, text in ((args.json, lambda: json.dumps(verdict.to_json(), indent=2, default=str) + "\n"),
                        (args.markdown, verdict.to_markdown)):
