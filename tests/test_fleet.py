@@ -22,7 +22,7 @@ from bench.analysis.fleet_levels import LEVELS_FILE, from_rows, keep, run_levels
 from bench.cli import doctor
 from bench.cli.common import catalog
 from bench.results import load, read_meta
-from conftest import ROOT, env, xferbench_cmd
+from conftest import ROOT, env
 
 X4 = [ROOT / "results/reference/h200-x4", ROOT / "results/noise/h200-x4",
       ROOT / "results/faults/h200-x4/20261126-053304-slow-host"]
@@ -126,18 +126,22 @@ def test_bad_fleet_input_is_one_line_and_exit_2(capsys, tmp_path):
 
 
 def test_a_sweeps_runs_land_one_folder_per_node_and_a_second_run_beside_the_first(tmp_path, capsys):
-    """Two runs of one node started together, as a job array's tasks on one host may be: each in
-    its own folder below out_dir=fleet/$(hostname), neither touching the other's files; the fleet
-    reads them as one node of two runs, from the levels each kept."""
-    out = tmp_path / "fleet" / socket.gethostname()
-    args = ("suite=copy", "sizes.max=16KiB", "timing.trials=2")
-    procs = [subprocess.Popen(xferbench_cmd(out, *args), cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL) for _ in range(2)]
+    """scripts/slurm/fleet.sbatch as two tasks of a job array on one node at once: each run in its
+    own folder below FLEET/$(hostname), neither touching the other's files; the fleet reads them
+    as one node of two runs, from the levels each kept."""
+    fleet = tmp_path / "fleet"
+    script = ROOT / "scripts/slurm/fleet.sbatch"
+    procs = [subprocess.Popen(["bash", str(script), str(fleet), "suite=copy", "sizes.max=16KiB", "timing.trials=2"],
+                              cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**env(), "SLURM_JOB_ID": str(8 + task), "SLURM_ARRAY_JOB_ID": "7",
+                                   "SLURM_ARRAY_TASK_ID": str(task), "SLURM_PROCID": "0", "SLURM_NTASKS": "1"})
+             for task in range(2)]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
-    runs = sorted(p.parent for p in out.rglob("meta.json"))
-    assert len(runs) == 2 and runs[0].parent == runs[1].parent   # <out_dir>/<instance>/<run_id>, two ids
+    runs = sorted(p.parent for p in fleet.rglob("meta.json"))
+    assert len(runs) == 2 and runs[0].parent == runs[1].parent   # FLEET/<hostname>/<instance>/<run_id>, two ids
+    assert runs[0].parent.parent == fleet / socket.gethostname()
     assert all((run / LEVELS_FILE).is_file() and read_meta(run)["status"] == "complete" for run in runs)
     digests = {run: hashlib.sha256((run / "samples.parquet").read_bytes()).hexdigest() for run in runs}
-    code, lines, _ = _doctor(capsys, "--fleet", tmp_path / "fleet")
+    code, lines, _ = _doctor(capsys, "--fleet", fleet)
     assert code == 3 and "(2 runs)" in lines[0], "\n".join(lines)   # a CPU: nothing judged, said
     assert digests == {run: hashlib.sha256((run / "samples.parquet").read_bytes()).hexdigest() for run in runs}

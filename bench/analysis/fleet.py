@@ -55,21 +55,20 @@ class _Family:
     size_class: str
     cols: np.ndarray            # the points judged (plateau, for bandwidth-bound)
     all_cols: np.ndarray        # every point of the family: what a node measured
-    expected: np.ndarray        # per judged point: the table's (or theory's) level; NaN where none
-    runs: int                   # healthy runs behind the table's expectation (0: theory)
+    expected: np.ndarray        # per judged point: the class's table's level; NaN where it has none
+    runs: int                   # healthy runs behind the table's expectation (0: none)
     source: str
     role: tuple
 
 
-def _fleet_points(matrix: RunMatrix, node: np.ndarray, nodes: int, meta: dict, catalog: Catalog,
+def _fleet_points(matrix: RunMatrix, y: np.ndarray, value: np.ndarray, meta: dict, catalog: Catalog,
                   table: Expected) -> list[JudgedPoint]:
     """Each point's class and the table's expectation, read as the judge reads one run, on the
-    fleet's median curve (every node's median over its runs, then the median over nodes)."""
+    fleet's median curve (`y`, `value`: each node's median over its runs; their medians over nodes)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        y = np.nanmedian(by_node(matrix.y, node, nodes), axis=0)
-        value = np.nanmedian(by_node(matrix.value, node, nodes), axis=0)
-    levels = matrix.points.assign(y=y, value=value, host_slow=False, paced=True)
+        levels = matrix.points.assign(y=np.nanmedian(y, axis=0), value=np.nanmedian(value, axis=0), host_slow=False,
+                                      paced=True)
     in_cache = frozenset((op, src, size) for op, src, size, short in
                          zip(levels["op"], levels["src"], levels["size_bytes"], levels["short_of_hbm"]) if short)
     return judged_points(levels, meta, catalog, table, in_cache, causes.facts(meta))
@@ -90,9 +89,11 @@ def _aside(matrix: RunMatrix, survey: Survey, points: list[JudgedPoint]) -> np.n
 
 
 def _families(points: list[JudgedPoint], matrix: RunMatrix, fleet_y: np.ndarray, links: dict) -> list[_Family]:
+    """The judge's families (variant and size class) of the points with a fleet figure, each with
+    its judged sizes (bandwidth-bound: the plateau of the fleet's curve) and the class's table there."""
     grouped: dict[tuple, list[int]] = {}
     for col, p in enumerate(points):
-        if p.size_class in JUDGED_CLASSES and not p.set_aside:
+        if p.size_class in JUDGED_CLASSES and not p.set_aside and math.isfinite(fleet_y[col]):
             grouped.setdefault((p.variant, p.size_class), []).append(col)
     point_roles = list(roles(matrix.points, links).itertuples(index=False, name=None))
     out = []
@@ -179,15 +180,16 @@ def _noisy(limit: float) -> bool:
     return math.isfinite(limit) and math.exp(limit) < CAN_CATCH
 
 
-def judge_fleet(survey: Survey, levels: list[RunLevels], catalog: Catalog, table: Expected,
+def judge_fleet(survey: Survey, matrix: RunMatrix, catalog: Catalog, table: Expected,
                 tolerance: float, alpha: float, min_judged: float) -> FleetJudgement:
-    """The fleet's verdict: each node's families against the fleet's and the table's, the node
-    wrong, normal or not judged, with where its low families sit and why."""
-    matrix = run_matrix(levels)
+    """The fleet's verdict on the surveyed runs' levels (a row of `matrix` each): each node's
+    families against the fleet's and the table's, the node wrong, normal or not judged, with where
+    its low families sit and why."""
     hosts, node = node_of(survey.runs)
     meta = read_meta(max(survey.runs, key=lambda r: (r.schema or 0, str(r.run))).run)
     links = (meta.get("system") or {}).get("links") or {}
-    points = _fleet_points(matrix, node, len(hosts), meta, catalog, table)
+    raw = by_node(matrix.y, node, len(hosts))
+    points = _fleet_points(matrix, raw, by_node(matrix.value, node, len(hosts)), meta, catalog, table)
     aside = _aside(matrix, survey, points)
     y_runs = np.where(aside == 0, matrix.y, np.nan)
     y = by_node(y_runs, node, len(hosts))
@@ -200,25 +202,31 @@ def judge_fleet(survey: Survey, levels: list[RunLevels], catalog: Catalog, table
     for k, f in enumerate(fams):
         (peer[k], widen[k]), (tab[k], widen_tab[k]) = _changes(f, y, fleet_y)
     stats, z = _limits(fams, peer, tab, catalog, tolerance, alpha)
-    context = FleetContext(survey, matrix, node, hosts, points, aside, y_runs, y, fleet_y, fams, stats, peer, tab,
-                           widen, widen_tab, z, tolerance, links, meta)
-    per_op = context.measured_ops()
-    nodes = [context.node(n, min_judged, per_op) for n in range(len(hosts))]
+    ctx = FleetContext(survey, matrix, node, hosts, points, y_runs, y, fleet_y, fams, stats, peer, tab, widen,
+                       widen_tab, z, tolerance, links)
+    ctx.judge(~np.isnan(raw), by_node(aside, node, len(hosts), np.max))
+    moved, missing = ctx.moved(), ctx.missing(~np.isnan(raw))
+    nodes = [ctx.node(n, min_judged, moved.get(n, []), missing.get(n, [])) for n in range(len(hosts))]
     return FleetJudgement(survey.machine, len(survey.runs), nodes, stats, survey.left_out, tolerance, alpha, z,
                           min_judged, np.exp(np.where(np.isfinite([s.peer_limit for s in stats])[:, None], peer,
                                                       np.nan)).T)
 
 
+# A node's family: not measured, low against the fleet or the table, judged, or not judged: its
+# figures set aside, too noisy, too few nodes and no table.
+ABSENT, LOW_FLEET, LOW_TABLE, JUDGED, SET_ASIDE, NOISY, FEW = range(7)
+AGAINST = {LOW_FLEET: "the fleet", LOW_TABLE: "the class's table"}
+
+
 @dataclass
 class FleetContext:
-    """What the judgment of one node reads of the fleet's."""
+    """The fleet's figures as each node's verdict reads them: families x nodes, nodes x points."""
 
     survey: Survey
     matrix: RunMatrix
     node_index: np.ndarray
     hosts: list[str]
     points: list[JudgedPoint]
-    aside: np.ndarray
     y_runs: np.ndarray
     y: np.ndarray
     fleet_y: np.ndarray
@@ -231,43 +239,42 @@ class FleetContext:
     z: float
     tolerance: float
     links: dict
-    meta: dict
+    state: np.ndarray = None      # families x nodes: ABSENT ... FEW (judge())
+    aside: np.ndarray = None      # families x nodes: the ASIDE code of a family set aside
 
     def runs_of(self, n: int) -> np.ndarray:
         return np.flatnonzero(self.node_index == n)
 
-    def _state(self, k: int, n: int) -> tuple[str, str]:
-        """('low', against) / ('judged', '') / ('unjudged', why) / ('', '') where not measured."""
-        f, s = self.fams[k], self.stats[k]
-        rows = self.runs_of(n)
-        measured = ~np.isnan(self.matrix.y[np.ix_(rows, f.all_cols)])
-        if not measured.any():
-            return "", ""
-        peer_on = math.isfinite(s.peer_limit) and not _noisy(s.peer_limit)
-        table_on = math.isfinite(s.table_limit) and not _noisy(s.table_limit)
-        d, t = self.peer[k, n], self.table[k, n]
-        if peer_on and math.isfinite(d) and d < self.limit(k, n, "the fleet"):
-            return "low", "the fleet"
-        if table_on and math.isfinite(t) and t < self.limit(k, n, "the class's table"):
-            return "low", "the class's table"
-        if (peer_on and math.isfinite(d)) or (table_on and math.isfinite(t)):
-            return "judged", ""
-        if not (math.isfinite(d) or math.isfinite(t)):
-            codes = self.aside[np.ix_(rows, f.cols)]
-            return "unjudged", ASIDE.get(int(codes.max()), "no figure at the family's judged sizes")
-        return "unjudged", TOO_NOISY if (_noisy(s.peer_limit) or _noisy(s.table_limit)) else TOO_FEW
-
-    def limit(self, k: int, n: int, against: str) -> float:
-        """Node n's limit of family k against the fleet or the table, widened for its count of sizes."""
+    def limits(self, k: int, against: int) -> np.ndarray:
+        """Family k's limit for each node, against the fleet or the table, widened for its sizes."""
         s = self.stats[k]
-        if against == "the fleet":
-            return _widened(s.peer_limit, self.tolerance, self.widen[k, n])
-        return _widened(s.table_limit, self.tolerance, self.widen_table[k, n])
+        if against == LOW_FLEET:
+            return _widened(s.peer_limit, self.tolerance, self.widen[k])
+        return _widened(s.table_limit, self.tolerance, self.widen_table[k])
 
-    def _low(self, k: int, n: int, against: str, place: Place, why: NodeCauses) -> Low:
+    def judge(self, present: np.ndarray, aside: np.ndarray) -> None:
+        """Every node's state per family; `present`: nodes x points with a figure (set aside or not),
+        `aside`: nodes x points, the ASIDE code of a node's figures."""
+        self.state = np.zeros(self.peer.shape, dtype=np.int8)
+        self.aside = np.zeros(self.peer.shape, dtype=np.int8)
+        for k, (f, s) in enumerate(zip(self.fams, self.stats)):
+            peer_on = math.isfinite(s.peer_limit) and not _noisy(s.peer_limit)
+            table_on = math.isfinite(s.table_limit) and not _noisy(s.table_limit)
+            d, t = self.peer[k], self.table[k]
+            with np.errstate(invalid="ignore"):
+                low_fleet = peer_on & (d < self.limits(k, LOW_FLEET))
+                low_table = table_on & (t < self.limits(k, LOW_TABLE))
+            judged = (peer_on & np.isfinite(d)) | (table_on & np.isfinite(t))
+            self.state[k] = np.select(
+                [~present[:, f.all_cols].any(axis=1), low_fleet, low_table, judged, ~np.isfinite(d) & ~np.isfinite(t),
+                 np.full(len(d), _noisy(s.peer_limit) or _noisy(s.table_limit))],
+                [ABSENT, LOW_FLEET, LOW_TABLE, JUDGED, SET_ASIDE, NOISY], FEW)
+            self.aside[k] = aside[:, f.cols].max(axis=1)
+
+    def _low(self, k: int, n: int, against: int, place: Place, why: NodeCauses) -> Low:
         f, s = self.fams[k], self.stats[k]
-        change = self.peer[k, n] if against == "the fleet" else self.table[k, n]
-        base = self.fleet_y[f.cols] if against == "the fleet" else f.expected
+        change = self.peer[k, n] if against == LOW_FLEET else self.table[k, n]
+        base = self.fleet_y[f.cols] if against == LOW_FLEET else f.expected
         node_y = self.y[n, f.cols]
         ok = np.isfinite(node_y) & np.isfinite(base)
         at = int(np.argmin(np.where(ok, np.abs(node_y - base - change), np.inf)))
@@ -279,56 +286,67 @@ class FleetContext:
             shown, unit = (value, value * math.exp(base[at] - node_y[at])), "GB/s"
         else:
             shown, unit = (math.exp(-node_y[at]) * 1e6, math.exp(-base[at]) * 1e6), "µs"
-        return Low(s.family, f.key, f.size_class, math.exp(change), math.exp(self.limit(k, n, against)), against,
-                   shown[0], shown[1], unit, self.points[col].size, str(place), place.kind, list(place.gpus),
-                   why.explain(f.key, bandwidth and f.size_class == "bandwidth", rows, f.cols))
+        return Low(s.family, f.key, f.size_class, math.exp(change), math.exp(self.limits(k, against)[n]),
+                   AGAINST[against], shown[0], shown[1], unit, self.points[col].size, str(place), place.kind,
+                   list(place.gpus), why.explain(f.key, bandwidth and f.size_class == "bandwidth", rows, f.cols))
 
-    def _moved(self, n: int) -> list[str]:
-        """A node's families whose runs disagree beyond the fleet's noise: it moved between them."""
-        rows = self.runs_of(n)
-        if len(rows) < 2:
-            return []
-        out = []
-        for k, (f, s) in enumerate(zip(self.fams, self.stats)):
-            each, widen = _median_change(self.y_runs[np.ix_(rows, f.cols)], self.fleet_y[f.cols])
-            seen = np.flatnonzero(np.isfinite(each))
-            if len(seen) < 2 or not math.isfinite(s.peer_limit):
+    def moved(self) -> dict[int, list[str]]:
+        """Per node of several runs: its families whose runs disagree beyond the fleet's noise."""
+        rows = np.flatnonzero(np.bincount(self.node_index)[self.node_index] > 1)
+        rows = rows[np.argsort(self.node_index[rows], kind="stable")]        # each node's runs together
+        starts = np.flatnonzero(np.r_[True, self.node_index[rows][1:] != self.node_index[rows][:-1]]) if rows.size else []
+        out: dict[int, list[str]] = {}
+        for f, s in zip(self.fams, self.stats) if rows.size else ():
+            if not math.isfinite(s.peer_limit):
                 continue
-            lo, hi = seen[np.argmin(each[seen])], seen[np.argmax(each[seen])]
+            each, widen = _median_change(self.y_runs[np.ix_(rows, f.cols)], self.fleet_y[f.cols])
+            seen = np.isfinite(each)
+            lo = np.minimum.reduceat(np.where(seen, each, np.inf), starts)
+            hi = np.maximum.reduceat(np.where(seen, each, -np.inf), starts)
             limit = _widened(math.log1p(-self.tolerance) - self.z * s.sigma * math.sqrt(2), self.tolerance,
-                             max(widen[lo], widen[hi]))
-            if not _noisy(limit) and each[lo] - each[hi] < limit:
-                    out.append(f"{s.family}: {math.exp(each[lo]):.2f}x the fleet in {self.survey.runs[rows[lo]].run.name}, "
-                               f"{math.exp(each[hi]):.2f}x in {self.survey.runs[rows[hi]].run.name}")
+                             np.maximum.reduceat(np.where(seen, widen, 1.0), starts))
+            with np.errstate(invalid="ignore"):
+                apart = np.isfinite(lo) & np.isfinite(hi) & (lo - hi < limit) & (np.exp(limit) >= CAN_CATCH)
+            for j in np.flatnonzero(apart):
+                runs = rows[starts[j]:starts[j + 1] if j + 1 < len(starts) else len(rows)]
+                ends = each[starts[j]:starts[j] + len(runs)]
+                a, b = runs[np.nanargmin(ends)], runs[np.nanargmax(ends)]
+                out.setdefault(int(self.node_index[a]), []).append(
+                    f"{s.family}: {math.exp(np.nanmin(ends)):.2f}x the fleet in {self.survey.runs[a].run.name}, "
+                    f"{math.exp(np.nanmax(ends)):.2f}x in {self.survey.runs[b].run.name}")
         return out
 
-    def _missing(self, n: int, per_op: pd.DataFrame) -> list[str]:
-        """The ops most nodes measured, of a suite this node's runs asked for, that it did not measure."""
-        asked = {suite for r in self.runs_of(n) for suite in self.survey.runs[r].suites}
-        common = per_op.index[per_op.sum(axis=1) > len(self.hosts) / 2]
-        return [f"{op}: most nodes measured it, this one did not" for op in common
-                if op.split(" ")[0] in asked and not per_op.at[op, n]]
-
-    def measured_ops(self) -> pd.DataFrame:
-        """suite and op x nodes: whether the node has any figure of it."""
+    def missing(self, present: np.ndarray) -> dict[int, list[str]]:
+        """Per node: the ops most nodes measured, of a suite its runs asked for, that it did not measure."""
         ops = (self.matrix.points["suite"] + " " + self.matrix.points["op"]).to_numpy()
-        return pd.DataFrame(~np.isnan(self.y.T)).groupby(ops).any()
+        per_op = pd.DataFrame(present.T).groupby(ops).any()          # op x nodes
+        asked = np.zeros(per_op.shape, dtype=bool)
+        suite_of = np.array([op.split(" ")[0] for op in per_op.index])
+        for run, n in zip(self.survey.runs, self.node_index):
+            asked[:, n] |= np.isin(suite_of, run.suites)
+        lacking = (per_op.sum(axis=1).to_numpy() > len(self.hosts) / 2)[:, None] & asked & ~per_op.to_numpy()
+        return {int(n): [f"{op}: most nodes measured it, this one did not" for op in per_op.index[lacking[:, n]]]
+                for n in np.flatnonzero(lacking.any(axis=0))}
 
-    def node(self, n: int, min_judged: float, per_op: pd.DataFrame) -> Node:
+    def _unjudged(self, n: int) -> dict[str, int]:
+        state, aside = self.state[:, n], self.aside[:, n]
+        out = Counter(ASIDE.get(int(code), "no figure at the family's judged sizes") for code in aside[state == SET_ASIDE])
+        out.update({TOO_NOISY: int((state == NOISY).sum()), TOO_FEW: int((state == FEW).sum())})
+        return {why: k for why, k in out.items() if k}
+
+    def node(self, n: int, min_judged: float, moved: list[str], missing: list[str]) -> Node:
         rows = self.runs_of(n)
-        states = [self._state(k, n) for k in range(len(self.fams))]
+        state = self.state[:, n]
+        lows = [(int(k), int(state[k])) for k in np.flatnonzero((state == LOW_FLEET) | (state == LOW_TABLE))]
         why = NodeCauses(self, rows)
-        lows = [(k, against) for k, (state, against) in enumerate(states) if state == "low"]
         where = places([k for k, _ in lows], n, self)
-        low = [self._low(k, n, against, place, why) for (k, against), place in zip(lows, where)]
-        low.sort(key=lambda v: v.ratio)
+        low = sorted((self._low(k, n, against, place, why) for (k, against), place in zip(lows, where)),
+                     key=lambda v: v.ratio)
         runs = [self.survey.runs[r] for r in rows]
-        names = {r.hostname for r in runs}
         failed = sorted({v for r in rows for v in self.matrix.failed[r]})
-        return Node(self.hosts[n], ", ".join(sorted(names)), [str(r.run) for r in runs], low,
-                    self._moved(n), failed, self._missing(n, per_op),
-                    judged=sum(s in ("low", "judged") for s, _ in states), measured=sum(bool(s) for s, _ in states),
-                    unjudged=dict(Counter(w for s, w in states if s == "unjudged")), min_judged=min_judged,
+        return Node(self.hosts[n], ", ".join(sorted({r.hostname for r in runs})), [str(r.run) for r in runs], low,
+                    moved, failed, missing, judged=int(np.isin(state, (LOW_FLEET, LOW_TABLE, JUDGED)).sum()),
+                    measured=int((state != ABSENT).sum()), unjudged=self._unjudged(n), min_judged=min_judged,
                     causes=why.summary(low))
 
 
@@ -336,13 +354,22 @@ def judge_runs(found: Survey, catalog: Catalog, table: Expected, tolerance: floa
                min_judged: float) -> FleetJudgement:
     """The surveyed runs' levels read (fleet_levels) and judged; a run whose rows cannot be read is
     listed and left out. ResultsError where none can be read."""
-    levels = many_levels([r.run for r in found.runs], catalog)
-    unread = [f"UNREADABLE {r.run}: {why}" for r, why in zip(found.runs, levels) if isinstance(why, str)]
-    kept = [(r, lv) for r, lv in zip(found.runs, levels) if isinstance(lv, RunLevels)]
+    kept: list = []
+    unread: list[str] = []
+
+    def readable():
+        for run, levels in zip(found.runs, many_levels([r.run for r in found.runs], catalog)):
+            if isinstance(levels, RunLevels):
+                kept.append(run)
+                yield levels
+            else:
+                unread.append(f"UNREADABLE {run.run}: {levels}")
+
+    matrix = run_matrix(readable())
     if not kept:
         raise ResultsError(f"no run's rows could be read ({unread[0]})")
-    found = Survey([r for r, _ in kept], found.left_out + unread, found.machine)
-    return judge_fleet(found, [lv for _, lv in kept], catalog, table, tolerance, alpha, min_judged)
+    return judge_fleet(Survey(kept, found.left_out + unread, found.machine), matrix, catalog, table, tolerance,
+                       alpha, min_judged)
 
 
 def fleets(paths: list, catalog: Catalog, table: Expected, tolerance: float, alpha: float,

@@ -23,7 +23,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -191,14 +191,18 @@ def workers() -> int:
         return os.cpu_count() or 1
 
 
-def many_levels(runs: Iterable[Path], catalog: Catalog) -> list[RunLevels | str]:
-    """Each run's levels (or why it could not be read), in order; in a pool of one process per
-    core where there are many. Forked, so the workers start with the catalog and modules loaded."""
+def many_levels(runs: Iterable[Path], catalog: Catalog) -> Iterator[RunLevels | str]:
+    """Each run's levels (or why it could not be read), in order, as they come; in a pool of one
+    process per core where there are many. Forked, so the workers start with the catalog and
+    modules loaded."""
     runs = list(runs)
     chunks = [runs[i:i + CHUNK] for i in range(0, len(runs), CHUNK)]
     if len(runs) < POOL_FROM or workers() < 2 or "fork" not in multiprocessing.get_all_start_methods():
         _worker_start(catalog)
-        return [levels for chunk in chunks for levels in _chunk(chunk)]
+        for chunk in chunks:
+            yield from _chunk(chunk)
+        return
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(workers(), mp_context=context, initializer=_worker_start, initargs=(catalog,)) as pool:
-        return [levels for done in pool.map(_chunk, chunks) for levels in done]
+        for done in pool.map(_chunk, chunks):
+            yield from done

@@ -85,27 +85,31 @@ class RunMatrix:
     failed: list[list[str]]   # per run: the variants whose data check failed
 
 
-def run_matrix(levels: list[RunLevels]) -> RunMatrix:
-    """The runs' levels on one grid of points (a point any run measured)."""
+def run_matrix(levels: Iterable[RunLevels]) -> RunMatrix:
+    """The runs' levels on one grid of points (a point any run measured), each run's key strings
+    let go as it is read: a fleet's thousands of runs share a few hundred points."""
     index: dict[str, int] = {}
-    columns = [np.array([index.setdefault(k, len(index)) for k in lv.keys], dtype=np.int64) for lv in levels]
-    shape = (len(levels), len(index))
+    metric: list[str] = []
+    held = []
+    for lv in levels:
+        cols = np.array([index.setdefault(k, len(index)) for k in lv.keys], dtype=np.int64)
+        metric += [m for c, m in zip(cols, lv.metric) if c >= len(metric)]   # new points, in order
+        held.append((cols, lv.y, lv.value, lv.flags, lv.failed))
+    shape = (len(held), len(index))
     y, value = np.full(shape, np.nan), np.full(shape, np.nan)
     slow = np.zeros(shape, dtype=bool)
     flags = {f: np.zeros(len(index), dtype=bool) for f in FLAGS}
-    metric = np.empty(len(index), dtype=object)
-    for row, (lv, cols) in enumerate(zip(levels, columns)):
-        y[row, cols], value[row, cols] = lv.y, lv.value
-        slow[row, cols] = lv.flags["host_slow"]
-        metric[cols] = lv.metric
+    for row, (cols, run_y, run_value, run_flags, _) in enumerate(held):
+        y[row, cols], value[row, cols] = run_y, run_value
+        slow[row, cols] = run_flags["host_slow"]
         for f in FLAGS:
-            flags[f][cols] |= lv.flags[f]
+            flags[f][cols] |= run_flags[f]
     points = pd.DataFrame([point_fields(k) for k in index])
     points["metric"] = metric
     for f in FLAGS:
         points[f] = flags[f]
-    paced = np.array([bool(lv.flags["paced"].any()) for lv in levels])
-    return RunMatrix(points, y, value, slow, paced, [lv.failed for lv in levels])
+    paced = np.array([bool(h[3]["paced"].any()) for h in held])
+    return RunMatrix(points, y, value, slow, paced, [h[4] for h in held])
 
 
 def node_of(runs: list[FleetRun]) -> tuple[list[str], np.ndarray]:
@@ -115,14 +119,18 @@ def node_of(runs: list[FleetRun]) -> tuple[list[str], np.ndarray]:
     return hosts, np.array([where[r.host] for r in runs], dtype=np.int64)
 
 
-def by_node(matrix: np.ndarray, node: np.ndarray, nodes: int) -> np.ndarray:
-    """A runs x points matrix as nodes x points: the median over each node's runs (NaN-aware)."""
-    out = np.full((nodes, matrix.shape[1]), np.nan)
+def by_node(matrix: np.ndarray, node: np.ndarray, nodes: int, reduce=np.nanmedian) -> np.ndarray:
+    """A runs x points matrix as nodes x points: each node's runs reduced (default: the median,
+    NaN-aware; NaN where none of its runs has a figure)."""
+    out = np.full((nodes, matrix.shape[1]), np.nan, dtype=np.result_type(matrix, np.float64))
     counts = np.bincount(node, minlength=nodes)
     single = counts[node] == 1
     out[node[single]] = matrix[single]
     for n in np.flatnonzero(counts > 1):
         block = matrix[node == n]
-        seen = ~np.isnan(block).all(axis=0)
-        out[n, seen] = np.nanmedian(block[:, seen], axis=0)
+        if reduce is np.nanmedian:
+            seen = ~np.isnan(block).all(axis=0)
+            out[n, seen] = np.nanmedian(block[:, seen], axis=0)
+        else:
+            out[n] = reduce(block, axis=0)
     return out

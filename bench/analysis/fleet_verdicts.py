@@ -154,13 +154,15 @@ class FleetJudgement:
                     f"families ({node.share:.0%})" + "".join(f"; {why}: {k}" for why, k in node.unjudged.items())]
         said = []
         if node.low:
-            said.append(f"{len(node.low)} families low ({_span(node.low)}), on {'; '.join(node.where)}")
+            said.append(f"{len(node.low)} famil{'ies' if len(node.low) > 1 else 'y'} low ({_span(node.low)}), "
+                        f"on {'; '.join(node.where)}")
         said += [f"{len(node.moved)} moved between its runs"] * bool(node.moved)
         said += [f"{len(node.failed)} failed their data check"] * bool(node.failed)
         said += [f"{len(node.missing)} ops missing"] * bool(node.missing)
         cause = f"; cause: {'; '.join(node.causes)}" if node.causes else ""
         out = [f"{'WRONG':<10} {self.name(node)} ({runs}): {', '.join(said)}{cause}"]
-        out += [f"  LOW    {v.family}: {_ratio(v)}; {v.place}" for v in node.low[:SHOWN]]
+        several = len(node.where) > 1   # each family's place said where they differ
+        out += [f"  LOW    {v.family}: {_ratio(v)}" + f"; {v.place}" * several for v in node.low[:SHOWN]]
         out += [f"  and {len(node.low) - SHOWN} more low (--json has every one)"] * (len(node.low) > SHOWN)
         out += [f"  MOVED  {m}" for m in node.moved[:SHOWN]]
         out += [f"  FAILED {f}" for f in node.failed[:SHOWN]]
