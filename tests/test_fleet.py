@@ -6,19 +6,28 @@ never judged; bad input is one line and exit 2; runs of a sweep land one folder 
 node's second run beside its first, whose levels the fleet reads."""
 from __future__ import annotations
 
+import base64
 import hashlib
+import io
 import json
 import math
+import re
 import shutil
 import socket
 import subprocess
 import sys
 
+import matplotlib.image
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from bench.analysis import report
+from bench.analysis.expected import shipped
+from bench.analysis.fleet import fleets
 from bench.analysis.fleet_levels import LEVELS_FILE, from_rows, keep, run_levels
+from bench.analysis.judge import ALPHA, TOLERANCE
+from bench.analysis.verdicts import MIN_JUDGED
 from bench.cli import doctor
 from bench.cli.common import catalog
 from bench.results import load, read_meta
@@ -113,10 +122,21 @@ def test_a_run_s_kept_levels_are_read_only_while_its_samples_are_those_they_came
     assert again.keys == true.keys and np.allclose(again.y, true.y)
 
 
+def test_the_reports_fleet_section_names_the_wrong_nodes_beside_its_heat_map(fleet):
+    out, truth = fleet
+    found = fleets([out], catalog(), shipped(), TOLERANCE, ALPHA, MIN_JUDGED)
+    page = report._fleet_html(found, catalog())
+    assert len(found) == 1 and all(name in page for name in truth)
+    image = re.search(r'id="fig-fleet-0"><img alt="fleet-0" src="data:image/png;base64,([^"]+)"', page)
+    assert image and matplotlib.image.imread(io.BytesIO(base64.b64decode(image.group(1)))).shape[0] > 400
+
+
 def test_bad_fleet_input_is_one_line_and_exit_2(capsys, tmp_path):
     x1 = ROOT / "results/reference/h200-x1"
     code, lines, err = _doctor(capsys, "--fleet", X4[2], x1)
     assert code == 2 and lines == [] and err.count("\n") == 1 and "machine classes" in err and "--any-class" in err
+    code, lines, err = _doctor(capsys, "--fleet", "--any-class", X4[2], x1)   # judged together, as asked
+    assert code in (1, 3) and err == "" and "h200 pcie5x16 nvlink0 x1, h200 pcie5x16 nvlink18 x4:" in lines[-2]
     (tmp_path / "empty").mkdir()
     for args, said in ((["--fleet", tmp_path / "empty"], "holds no xferbench run"),
                        (["--fleet", str(tmp_path / "node*")], "matches nothing"),

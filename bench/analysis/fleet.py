@@ -317,16 +317,16 @@ class FleetContext:
         return out
 
     def missing(self, present: np.ndarray) -> dict[int, list[str]]:
-        """Per node: the ops most nodes measured, of a suite its runs asked for, that it did not measure."""
-        ops = (self.matrix.points["suite"] + " " + self.matrix.points["op"]).to_numpy()
-        per_op = pd.DataFrame(present.T).groupby(ops).any()          # op x nodes
-        asked = np.zeros(per_op.shape, dtype=bool)
-        suite_of = np.array([op.split(" ")[0] for op in per_op.index])
+        """Per node: the suites its runs asked for and most nodes measured, of which it measured nothing
+        (skipped at run time: no peer access, no NCCL). Suites, not ops: versions differ in their ops."""
+        suites = self.matrix.points["suite"].to_numpy()
+        per_suite = pd.DataFrame(present.T).groupby(suites).any()          # suite x nodes
+        asked = np.zeros(per_suite.shape, dtype=bool)
         for run, n in zip(self.survey.runs, self.node_index):
-            asked[:, n] |= np.isin(suite_of, run.suites)
-        lacking = (per_op.sum(axis=1).to_numpy() > len(self.hosts) / 2)[:, None] & asked & ~per_op.to_numpy()
-        return {int(n): [f"{op}: most nodes measured it, this one did not" for op in per_op.index[lacking[:, n]]]
-                for n in np.flatnonzero(lacking.any(axis=0))}
+            asked[:, n] |= per_suite.index.isin(run.suites)
+        lacking = (per_suite.sum(axis=1).to_numpy() > len(self.hosts) / 2)[:, None] & asked & ~per_suite.to_numpy()
+        return {int(n): [f"{suite}: asked for, and most nodes measured it; this one measured none of it"
+                         for suite in per_suite.index[lacking[:, n]]] for n in np.flatnonzero(lacking.any(axis=0))}
 
     def _unjudged(self, n: int) -> dict[str, int]:
         state, aside = self.state[:, n], self.aside[:, n]

@@ -21,7 +21,7 @@ GPU, LINK, HOST_SIDE, NCCL, EVERY_LINK, EVERY_GPU = "gpu", "link", "host side", 
 NO_CAUSE = "no cause found"   # how causes.explain begins where it found none
 
 
-class FleetContext(Protocol):
+class FleetView(Protocol):
     """What places and causes read of the fleet's judgment (bench/analysis/fleet.py's FleetContext)."""
 
     survey: Any           # fleet_nodes.Survey: its runs
@@ -48,7 +48,7 @@ class Place:
                 EVERY_GPU: "every GPU"}[self.kind]
 
 
-def _stands_out(k: int, n: int, ctx: FleetContext) -> bool | None:
+def _stands_out(k: int, n: int, ctx: FleetView) -> bool | None:
     """Whether node n's family k is below its siblings in the node (the same role and size class
     on its other GPUs or pairs) by more than the family's limit; None without two siblings."""
     fam = ctx.fams[k]
@@ -61,7 +61,7 @@ def _stands_out(k: int, n: int, ctx: FleetContext) -> bool | None:
     return bool(ctx.peer[k, n] - np.median(ctx.peer[siblings, n]) < limit)
 
 
-def _place(k: int, n: int, ctx: FleetContext) -> Place | None:
+def _place(k: int, n: int, ctx: FleetView) -> Place | None:
     """Where node n's low family k sits; None for one GPU's or pair's family with no siblings in
     the node to tell it from (places() settles it)."""
     s = causes.subject(ctx.fams[k].key, ctx.links)
@@ -79,7 +79,7 @@ def _place(k: int, n: int, ctx: FleetContext) -> Place | None:
     return Place(EVERY_LINK if s.pairs else EVERY_GPU, ())
 
 
-def places(low: list[int], n: int, ctx: FleetContext) -> list[Place]:
+def places(low: list[int], n: int, ctx: FleetView) -> list[Place]:
     """Where each of node n's low families sits. One GPU's or pair's family without siblings to
     tell it apart goes with what the node's other low families share (its host traffic with the
     host side where that is low), else it sits on its own GPU or pair."""
@@ -102,7 +102,7 @@ def places(low: list[int], n: int, ctx: FleetContext) -> list[Place]:
 class NodeCauses:
     """The causes of a node's low families from its own runs' records, each run's facts read once."""
 
-    def __init__(self, ctx: FleetContext, rows: np.ndarray) -> None:
+    def __init__(self, ctx: FleetView, rows: np.ndarray) -> None:
         self.ctx, self.rows = ctx, rows
         self._facts: dict[int, causes.Facts] = {}
 

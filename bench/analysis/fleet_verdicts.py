@@ -3,7 +3,8 @@ its low families with where they sit and why, the lines xferbench-doctor --fleet
 Markdown and JSON, and the exit status.
 
 A node is wrong where a family is low (against the fleet or the class's table), a data check
-failed, it lacks an op most nodes measured, or it moved between its own runs; normal where
+failed, it measured nothing of a suite it asked for that most nodes measured, or it moved between
+its own runs; normal where
 nothing is wrong and at least min_judged of its measured families were judged; else not judged.
 Exit 1 where any node is wrong (listed first), 3 where none is but some node was not judged
 enough, 0 where every node is normal.
@@ -63,7 +64,7 @@ class Node:
     low: list[Low]
     moved: list[str]      # families its runs disagree on beyond the fleet's noise
     failed: list[str]     # variants whose data check failed
-    missing: list[str]    # ops most nodes measured, not this one
+    missing: list[str]    # suites it asked for and most nodes measured, not this one
     judged: int
     measured: int
     unjudged: dict[str, int]
@@ -158,7 +159,7 @@ class FleetJudgement:
                         f"on {'; '.join(node.where)}")
         said += [f"{len(node.moved)} moved between its runs"] * bool(node.moved)
         said += [f"{len(node.failed)} failed their data check"] * bool(node.failed)
-        said += [f"{len(node.missing)} ops missing"] * bool(node.missing)
+        said += [f"{len(node.missing)} suites missing"] * bool(node.missing)
         cause = f"; cause: {'; '.join(node.causes)}" if node.causes else ""
         out = [f"{'WRONG':<10} {self.name(node)} ({runs}): {', '.join(said)}{cause}"]
         several = len(node.where) > 1   # each family's place said where they differ
