@@ -11,8 +11,7 @@ moderated by the suite's declared noise (noise.family_sigma: a fleet of three is
 own spread), so a few bad nodes move neither the baseline nor the spread. A node's family is low
 when D < log(1 - tolerance) - z * sigma * sqrt(1 + c_m / m) (m nodes behind the median), z
 Bonferroni over every node's families at alpha for the whole fleet; and low against the class's
-table where the table (or link theory) gives the family an expectation, by the judge's rule with
-the fleet's sigma. A family whose limit would pass a halved figure is too noisy to judge, as in
+table (its own healthy runs, where it has the family), by the judge's rule with the fleet's sigma. A family whose limit would pass a halved figure is too noisy to judge, as in
 the judge. Where a node's low family sits (fleet_places) and why (causes.py) are read from its
 siblings in the node and the node's own record.
 """
@@ -34,7 +33,7 @@ from bench.analysis.fleet_nodes import RunMatrix, Survey, by_node, node_of, run_
 from bench.analysis.fleet_places import NodeCauses, Place, places
 from bench.analysis.fleet_verdicts import FleetFamily, FleetJudgement, Low, Node
 from bench.analysis.judge import CAN_CATCH, UNMEASURED
-from bench.analysis.noise import GPU_BACKENDS, default_noise, family_sigma, median_factor
+from bench.analysis.noise import GPU_BACKENDS, default_noise, family_sigma, median_factor, run_noise
 from bench.analysis.point_expectations import HOST_SLOW, OLDEST_JUDGED, UNPACED, JudgedPoint, judged_points
 from bench.points import VARIANT_KEYS, variant_label
 from bench.results import ResultsError, read_meta
@@ -157,13 +156,14 @@ def _spread(change: np.ndarray, prior: float) -> tuple[float, int]:
 def _limits(fams: list[_Family], peer: np.ndarray, table: np.ndarray, catalog: Catalog, tolerance: float,
             alpha: float) -> tuple[list[FleetFamily], float]:
     """Each family's spread and limits against the fleet and the table, and the z they share."""
-    spreads = [_spread(peer[k], default_noise(catalog, f.key, f.size_class)) for k, f in enumerate(fams)]
+    declared = [default_noise(catalog, f.key, f.size_class) for f in fams]
+    spreads = [_spread(peer[k], declared[k]) for k in range(len(fams))]
     tests = sum(n for (s, n) in spreads if math.isfinite(s)) + int(np.isfinite(table).sum())
     z = family_z(alpha, tests)
     out = []
     for k, (f, (sigma, n)) in enumerate(zip(fams, spreads)):
         if not math.isfinite(sigma):   # too few nodes for a spread: never measured here, as the judge widens it
-            sigma = default_noise(catalog, f.key, f.size_class) * UNMEASURED
+            sigma = declared[k] * UNMEASURED
             peer_limit = math.nan
         else:
             peer_limit = math.log1p(-tolerance) - z * sigma * math.sqrt(1 + median_factor(n) / n)
@@ -172,7 +172,7 @@ def _limits(fams: list[_Family], peer: np.ndarray, table: np.ndarray, catalog: C
                        if has_table else math.nan)
         label = f"{variant_label(f.key)} ({f.size_class}-bound)"
         out.append(FleetFamily(label, f.key, f.size_class, n, sigma, peer_limit, table_limit, f.source,
-                               [int(s) for s in f.cols]))
+                               [int(s) for s in f.cols], declared[k]))
     return out, z
 
 
@@ -291,22 +291,26 @@ class FleetContext:
                    list(place.gpus), why.explain(f.key, bandwidth and f.size_class == "bandwidth", rows, f.cols))
 
     def moved(self) -> dict[int, list[str]]:
-        """Per node of several runs: its families whose runs disagree beyond the fleet's noise."""
+        """Per node of several runs: its families whose runs lie further apart than runs of one host
+        do. That noise is measured here, between the runs of every node of several (the median of
+        their spans, as between two runs), moderated by the suite's declared noise: the fleet's
+        spread is of nodes' medians, which one run's moods do not reach."""
         rows = np.flatnonzero(np.bincount(self.node_index)[self.node_index] > 1)
         rows = rows[np.argsort(self.node_index[rows], kind="stable")]        # each node's runs together
         starts = np.flatnonzero(np.r_[True, self.node_index[rows][1:] != self.node_index[rows][:-1]]) if rows.size else []
         out: dict[int, list[str]] = {}
         for f, s in zip(self.fams, self.stats) if rows.size else ():
-            if not math.isfinite(s.peer_limit):
-                continue
             each, widen = _median_change(self.y_runs[np.ix_(rows, f.cols)], self.fleet_y[f.cols])
             seen = np.isfinite(each)
             lo = np.minimum.reduceat(np.where(seen, each, np.inf), starts)
             hi = np.maximum.reduceat(np.where(seen, each, -np.inf), starts)
-            limit = _widened(math.log1p(-self.tolerance) - self.z * s.sigma * math.sqrt(2), self.tolerance,
+            several = np.add.reduceat(seen, starts) >= 2
+            spans = (hi - lo)[several]
+            sigma = family_sigma(s.declared, run_noise(spans) if spans.size else 0.0, spans.size)
+            limit = _widened(math.log1p(-self.tolerance) - self.z * sigma * math.sqrt(2), self.tolerance,
                              np.maximum.reduceat(np.where(seen, widen, 1.0), starts))
             with np.errstate(invalid="ignore"):
-                apart = np.isfinite(lo) & np.isfinite(hi) & (lo - hi < limit) & (np.exp(limit) >= CAN_CATCH)
+                apart = several & (lo - hi < limit) & (np.exp(limit) >= CAN_CATCH)
             for j in np.flatnonzero(apart):
                 runs = rows[starts[j]:starts[j + 1] if j + 1 < len(starts) else len(rows)]
                 ends = each[starts[j]:starts[j] + len(runs)]

@@ -4,8 +4,8 @@ Markdown and JSON, and the exit status.
 
 A node is wrong where a family is low (against the fleet or the class's table), a data check
 failed, it measured nothing of a suite it asked for that most nodes measured, or it moved between
-its own runs; normal where
-nothing is wrong and at least min_judged of its measured families were judged; else not judged.
+its own runs; normal where nothing is wrong and at least min_judged of its measured families were
+judged; else not judged.
 Exit 1 where any node is wrong (listed first), 3 where none is but some node was not judged
 enough, 0 where every node is normal.
 """
@@ -36,6 +36,7 @@ class FleetFamily:
     table_limit: float    # ... against the class's table (NaN: no expectation)
     source: str           # where the table's expectation came from
     cols: list[int]       # its judged points, columns of the fleet's matrix
+    declared: float       # the suite's declared between-run noise of it (log units)
 
 
 @dataclass
