@@ -19,6 +19,7 @@ import sys
 
 import matplotlib.image
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -131,12 +132,21 @@ def test_the_reports_fleet_section_names_the_wrong_nodes_beside_its_heat_map(fle
     assert image and matplotlib.image.imread(io.BytesIO(base64.b64decode(image.group(1)))).shape[0] > 400
 
 
-def test_bad_fleet_input_is_one_line_and_exit_2(capsys, tmp_path):
+def test_bad_fleet_input_is_one_line_and_exit_2(capsys, tmp_path, fleet):
     x1 = ROOT / "results/reference/h200-x1"
     code, lines, err = _doctor(capsys, "--fleet", X4[2], x1)
     assert code == 2 and lines == [] and err.count("\n") == 1 and "machine classes" in err and "--any-class" in err
     code, lines, err = _doctor(capsys, "--fleet", "--any-class", X4[2], x1)   # judged together, as asked
     assert code in (1, 3) and err == "" and "h200 pcie5x16 nvlink0 x1, h200 pcie5x16 nvlink18 x4:" in lines[-2]
+    edited = _interrupted_copy(fleet[0], tmp_path)   # a complete run of another host, one figure edited
+    meta = read_meta(edited)
+    meta["status"] = "complete"
+    (edited / "meta.json").write_text(json.dumps(meta))
+    table = pq.read_table(edited / "samples.parquet").to_pandas()
+    table.loc[table.index[table["algbw_gbps"] > 0][0], "algbw_gbps"] *= 2
+    pq.write_table(pa.Table.from_pandas(table, preserve_index=False), edited / "samples.parquet")
+    code, lines, err = _doctor(capsys, "--fleet", fleet[0], edited.parent.parent)   # its kept levels no longer seal
+    assert code == 2 and lines == [] and err.count("\n") == 1 and f"{edited}" in err and "edited?" in err, err
     (tmp_path / "empty").mkdir()
     for args, said in ((["--fleet", tmp_path / "empty"], "holds no xferbench run"),
                        (["--fleet", str(tmp_path / "node*")], "matches nothing"),

@@ -33,8 +33,9 @@ from bench.analysis.fleet_nodes import RunMatrix, Survey, by_node, node_of, run_
 from bench.analysis.fleet_places import NodeCauses, Place, places
 from bench.analysis.fleet_verdicts import FleetFamily, FleetJudgement, Low, Node
 from bench.analysis.judge import CAN_CATCH, UNMEASURED
-from bench.analysis.noise import GPU_BACKENDS, default_noise, family_sigma, median_factor, run_noise
-from bench.analysis.point_expectations import HOST_SLOW, OLDEST_JUDGED, UNPACED, JudgedPoint, judged_points
+from bench.analysis.launch_path import device_side, launch_path, op_key
+from bench.analysis.noise import GPU_BACKENDS, default_noise, family_sigma, launch_path_noise, median_factor, run_noise
+from bench.analysis.point_expectations import HOST_SLOW, OLDEST_JUDGED, JudgedPoint, judged_points
 from bench.points import VARIANT_KEYS, variant_label
 from bench.results import ResultsError, read_meta
 from bench.suite_view import Catalog
@@ -43,7 +44,7 @@ MIN_NODES = 3          # a family is judged against its peers where this many no
 MAD_TO_SIGMA = 1.4826  # a normal distribution's sigma over its median absolute deviation
 SIGMA_FLOOR = 0.01     # nodes never agree closer than timing itself repeats
 # Why a run's point is set aside, as the single-run judge sets it aside (point_expectations).
-ASIDE = {1: UNPACED, 2: HOST_SLOW, 3: f"made by an older xferbench (schema below {OLDEST_JUDGED})"}
+ASIDE = {1: HOST_SLOW, 2: f"made by an older xferbench (schema below {OLDEST_JUDGED})"}
 TOO_NOISY = "too noisy to judge: its limit lets a halved figure pass"
 TOO_FEW = f"fewer than {MIN_NODES} nodes measured it, and the class's table has no expectation of it"
 
@@ -58,6 +59,12 @@ class _Family:
     runs: int                   # healthy runs behind the table's expectation (0: none)
     source: str
     role: tuple
+    bandwidth: bool             # its figure a bandwidth, not a dependent load's time
+
+    @property
+    def launch_path(self) -> bool:
+        """An eager latency-bound transfer on a GPU: the host's launch path (launch_path.py)."""
+        return launch_path(self.key, self.size_class, self.bandwidth)
 
 
 def _fleet_points(matrix: RunMatrix, y: np.ndarray, value: np.ndarray, meta: dict, catalog: Catalog,
@@ -66,24 +73,22 @@ def _fleet_points(matrix: RunMatrix, y: np.ndarray, value: np.ndarray, meta: dic
     fleet's median curve (`y`, `value`: each node's median over its runs; their medians over nodes)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        levels = matrix.points.assign(y=np.nanmedian(y, axis=0), value=np.nanmedian(value, axis=0), host_slow=False,
-                                      paced=True)
+        levels = matrix.points.assign(y=np.nanmedian(y, axis=0), value=np.nanmedian(value, axis=0), host_slow=False)
     in_cache = frozenset((op, src, size) for op, src, size, short in
                          zip(levels["op"], levels["src"], levels["size_bytes"], levels["short_of_hbm"]) if short)
     return judged_points(levels, meta, catalog, table, in_cache, causes.facts(meta))
 
 
 def _aside(matrix: RunMatrix, survey: Survey, points: list[JudgedPoint]) -> np.ndarray:
-    """runs x points: 0 where a run's figure is judged, else the ASIDE code of why not."""
+    """runs x points: 0 where a run's figure is judged, else the ASIDE code of why not, as the
+    judge sets a run's points aside: on a host backend, a latency-bound point whose every trial
+    caught the host slow (a GPU's launch path is judged, moods and all); a run of schema 1."""
     latency = np.array([p.size_class == "latency" for p in points])
-    eager = (matrix.points["launch"] == "eager").to_numpy()
-    gpu = matrix.points["backend"].isin(GPU_BACKENDS).to_numpy()
-    unpaced = ~matrix.paced & (~np.isnan(matrix.y) & gpu).any(axis=1)
+    host = ~matrix.points["backend"].isin(GPU_BACKENDS).to_numpy()
     codes = np.zeros(matrix.y.shape, dtype=np.int8)
-    codes[np.outer(unpaced, latency & eager)] = 1
-    codes[matrix.slow & latency] = 2
+    codes[matrix.slow & latency & host] = 1
     older = np.array([isinstance(r.schema, int) and r.schema < OLDEST_JUDGED for r in survey.runs])
-    codes[older] = 3
+    codes[older] = 2
     return np.where(np.isnan(matrix.y), 0, codes).astype(np.int8)
 
 
@@ -110,7 +115,7 @@ def _families(points: list[JudgedPoint], matrix: RunMatrix, fleet_y: np.ndarray,
         key = dict(zip(VARIANT_KEYS, (v.item() if hasattr(v, "item") else v for v in variant)))
         out.append(_Family(key, size_class, np.array(judged), np.array(cols), expected,
                            min((p.runs for p in known), default=0), known[0].source if known else "",
-                           point_roles[cols[0]]))
+                           point_roles[cols[0]], points[cols[0]].bandwidth))
     return out
 
 
@@ -156,7 +161,8 @@ def _spread(change: np.ndarray, prior: float) -> tuple[float, int]:
 def _limits(fams: list[_Family], peer: np.ndarray, table: np.ndarray, catalog: Catalog, tolerance: float,
             alpha: float) -> tuple[list[FleetFamily], float]:
     """Each family's spread and limits against the fleet and the table, and the z they share."""
-    declared = [default_noise(catalog, f.key, f.size_class) for f in fams]
+    declared = [launch_path_noise(catalog, f.key) if f.launch_path else default_noise(catalog, f.key, f.size_class)
+                for f in fams]
     spreads = [_spread(peer[k], declared[k]) for k in range(len(fams))]
     tests = sum(n for (s, n) in spreads if math.isfinite(s)) + int(np.isfinite(table).sum())
     z = family_z(alpha, tests)
@@ -270,6 +276,20 @@ class FleetContext:
                  np.full(len(d), _noisy(s.peer_limit) or _noisy(s.table_limit))],
                 [ABSENT, LOW_FLEET, LOW_TABLE, JUDGED, SET_ASIDE, NOISY], FEW)
             self.aside[k] = aside[:, f.cols].max(axis=1)
+        self._by_device_side()
+
+    def _by_device_side(self) -> None:
+        """A launch path too noisy to judge is judged by its op's device-side figures, as the judge
+        judges it (launch_path.py): judged where the node's device-side figure of its op was."""
+        twins: dict[tuple, list[int]] = {}
+        for k, f in enumerate(self.fams):
+            if device_side(f.key, f.size_class):
+                twins.setdefault(op_key(f.key), []).append(k)
+        for k, f in enumerate(self.fams):
+            same = twins.get(op_key(f.key), [])
+            if f.launch_path and same:
+                judged = np.isin(self.state[same], (LOW_FLEET, LOW_TABLE, JUDGED)).any(axis=0)
+                self.state[k] = np.where((self.state[k] == NOISY) & judged, JUDGED, self.state[k])
 
     def _low(self, k: int, n: int, against: int, place: Place, why: NodeCauses) -> Low:
         f, s = self.fams[k], self.stats[k]
@@ -288,7 +308,7 @@ class FleetContext:
             shown, unit = (math.exp(-node_y[at]) * 1e6, math.exp(-base[at]) * 1e6), "µs"
         return Low(s.family, f.key, f.size_class, math.exp(change), math.exp(self.limits(k, against)[n]),
                    AGAINST[against], shown[0], shown[1], unit, self.points[col].size, str(place), place.kind,
-                   list(place.gpus), why.explain(f.key, bandwidth and f.size_class == "bandwidth", rows, f.cols))
+                   list(place.gpus), why.explain(f.key, bandwidth and f.size_class == "bandwidth", f.launch_path, rows, f.cols))
 
     def moved(self) -> dict[int, list[str]]:
         """Per node of several runs: its families whose runs lie further apart than runs of one host
@@ -356,8 +376,8 @@ class FleetContext:
 
 def judge_runs(found: Survey, catalog: Catalog, table: Expected, tolerance: float, alpha: float,
                min_judged: float) -> FleetJudgement:
-    """The surveyed runs' levels read (fleet_levels) and judged; a run whose rows cannot be read is
-    listed and left out. ResultsError where none can be read."""
+    """The surveyed runs' levels read (fleet_levels) and judged. ResultsError, naming the first, where
+    a run's rows cannot be read or are refused: the doctor judges no fleet with such a run in it."""
     kept: list = []
     unread: list[str] = []
 
@@ -367,13 +387,14 @@ def judge_runs(found: Survey, catalog: Catalog, table: Expected, tolerance: floa
                 kept.append(run)
                 yield levels
             else:
-                unread.append(f"UNREADABLE {run.run}: {levels}")
+                unread.append(levels)
 
     matrix = run_matrix(readable())
-    if not kept:
-        raise ResultsError(f"no run's rows could be read ({unread[0]})")
-    return judge_fleet(Survey(kept, found.left_out + unread, found.machine), matrix, catalog, table, tolerance,
-                       alpha, min_judged)
+    if unread:
+        more = f" (and {len(unread) - 1} more runs)" if len(unread) > 1 else ""
+        raise ResultsError(f"{unread[0]}{more}")
+    return judge_fleet(Survey(kept, found.left_out, found.machine), matrix, catalog, table, tolerance, alpha,
+                       min_judged)
 
 
 def fleets(paths: list, catalog: Catalog, table: Expected, tolerance: float, alpha: float,

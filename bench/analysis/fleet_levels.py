@@ -8,10 +8,11 @@ thousand runs read one by one take most of a minute, while their levels read bac
 or two each. So a run keeps its levels in its folder as it ends (levels.parquet, beside
 verdicts.json: the driver calls `keep`), and levels computed here for any other run (an older
 version's, an import) are kept under $XFERBENCH_CACHE (default ~/.cache/xferbench; "off": none),
-one small Parquet file per run folder. Either is used only where its stamp matches: a digest of
-the run's samples files' contents and of this xferbench's code (and of the suites named in
-XFERBENCH_SUITES), so a run changed since, or another version's reading of its rows, is read
-afresh. The run folders are only read here.
+one small Parquet file per run folder. Either is used only where its seal matches: a digest of
+the run's samples files' contents, of this xferbench's code (and of the suites named in
+XFERBENCH_SUITES) and of the levels themselves, so a run changed since, another version's reading
+of its rows, or levels edited by hand are read afresh from the rows (and their checks). The run
+folders are only read here.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ LEVELS_FILE = "levels.parquet"
 CACHE_ENV = "XFERBENCH_CACHE"
 SUITES_ENV = "XFERBENCH_SUITES"
 SAMPLES = ("samples.parquet", "samples.csv", "samples.commit")
-FLAGS = ("host_slow", "paced", "cache_resident", "short_of_hbm")
+FLAGS = ("host_slow", "cache_resident", "short_of_hbm")
 INT_KEYS = ("world_size", "nnodes", "size_bytes")
 SEP = "\x1f"      # between a key's fields: no field holds it
 POOL_FROM = 24     # fewer runs are read in this process: a pool's start costs more than it saves
@@ -117,25 +118,34 @@ def from_rows(rows: pd.DataFrame, catalog: Catalog) -> RunLevels:
                      sorted({variant_label(r) for r in failed[VARIANT_KEYS].to_dict("records")}))
 
 
+def _sealed(stamp: str, levels: RunLevels) -> str:
+    """The stamp and the levels themselves, as one digest: a kept file edited by hand reads as stale."""
+    digest = hashlib.sha256(stamp.encode() + "\n".join(levels.keys + levels.metric + levels.failed).encode())
+    for array in (levels.y, levels.value, *(levels.flags[f] for f in FLAGS)):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()[:32]
+
+
 def _read(path: Path, stamp: str) -> RunLevels | None:
     try:
         table = arrow_parquet.read_table(path)
+        meta = table.schema.metadata or {}
+        columns = {name: table.column(name) for name in table.column_names}
+        found = RunLevels(columns["key"].to_pylist(), columns["y"].to_numpy(), columns["value"].to_numpy(),
+                          columns["metric"].to_pylist(),
+                          {f: columns[f].to_numpy(zero_copy_only=False) for f in FLAGS},
+                          json.loads(meta.get(b"failed", b"[]")))
     except Exception:  # noqa: BLE001 - absent, torn or foreign: computed afresh
         return None
-    meta = table.schema.metadata or {}
-    if meta.get(b"stamp", b"").decode() != stamp:
-        return None
-    columns = {name: table.column(name) for name in table.column_names}
-    return RunLevels(columns["key"].to_pylist(), columns["y"].to_numpy(), columns["value"].to_numpy(),
-                     columns["metric"].to_pylist(), {f: columns[f].to_numpy(zero_copy_only=False) for f in FLAGS},
-                     json.loads(meta.get(b"failed", b"[]")))
+    return found if meta.get(b"seal", b"").decode() == _sealed(stamp, found) else None
 
 
 def _write(path: Path, stamp: str, levels: RunLevels) -> None:
     """Kept whole or not at all (written beside, then renamed); a file that cannot be written is
     no error: the levels are computed again next time."""
     table = pa.table({"key": levels.keys, "y": levels.y, "value": levels.value, "metric": levels.metric,
-                      **levels.flags}).replace_schema_metadata({"stamp": stamp, "failed": json.dumps(levels.failed)})
+                      **levels.flags}).replace_schema_metadata({"seal": _sealed(stamp, levels),
+                                                                "failed": json.dumps(levels.failed)})
     partial = path.with_name(f".{path.name}.{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

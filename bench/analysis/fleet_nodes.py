@@ -81,7 +81,6 @@ class RunMatrix:
     y: np.ndarray             # runs x points: -log median time; NaN where the run has no figure
     value: np.ndarray         # GB/s, or time where the point has no bandwidth
     slow: np.ndarray          # runs x points: every trial ran while the host was slow
-    paced: np.ndarray         # per run: it read the host's pace (schema 4)
     failed: list[list[str]]   # per run: the variants whose data check failed
 
 
@@ -108,8 +107,7 @@ def run_matrix(levels: Iterable[RunLevels]) -> RunMatrix:
     points["metric"] = metric
     for f in FLAGS:
         points[f] = flags[f]
-    paced = np.array([bool(h[3]["paced"].any()) for h in held])
-    return RunMatrix(points, y, value, slow, paced, [h[4] for h in held])
+    return RunMatrix(points, y, value, slow, [h[4] for h in held])
 
 
 def node_of(runs: list[FleetRun]) -> tuple[list[str], np.ndarray]:

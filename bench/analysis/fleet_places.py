@@ -1,8 +1,9 @@
-"""Where a node's low family sits and why: its GPU or pair where it stands out from its siblings
-in the node (the same role on the node's other GPUs or pairs, as the single-run judge reads
-them), else what every GPU of the node shares: the host side for traffic to and from host memory,
-NCCL for collectives, every link, every GPU; and the causes its own record shows (causes.py), read
-from the node's run that measured it.
+"""Where a node's low family sits and why: a launch path (an eager latency-bound transfer on a
+GPU) on the host's launch path, as the judge reads it; else its GPU or pair where it stands out
+from its siblings in the node (the same role on the node's other GPUs or pairs), else what every
+GPU of the node shares: the host side for traffic to and from host memory, NCCL for collectives,
+every link, every GPU; and the causes its own record shows (causes.py), read from the node's run
+that measured it lowest.
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import numpy as np
 from bench.analysis import causes
 from bench.results import read_meta
 
-GPU, LINK, HOST_SIDE, NCCL, EVERY_LINK, EVERY_GPU = "gpu", "link", "host side", "nccl", "every link", "every gpu"
+GPU, LINK, HOST_SIDE, LAUNCH, NCCL, EVERY_LINK, EVERY_GPU = (
+    "gpu", "link", "host side", "launch path", "nccl", "every link", "every gpu")
 NO_CAUSE = "no cause found"   # how causes.explain begins where it found none
 
 
@@ -26,7 +28,7 @@ class FleetView(Protocol):
 
     survey: Any           # fleet_nodes.Survey: its runs
     matrix: Any           # fleet_nodes.RunMatrix: the runs' levels and values
-    fams: list            # per family: key, role, size_class
+    fams: list            # per family: key, role, size_class, launch_path
     stats: list           # per family: fleet_verdicts.FleetFamily (peer_limit)
     peer: np.ndarray      # families x nodes: each node's change against the fleet
     links: dict
@@ -43,6 +45,7 @@ class Place:
         return {GPU: f"GPU {self.gpus[0] if self.gpus else '?'}",
                 LINK: f"the link between {ends}",
                 HOST_SIDE: "the host side: traffic between host memory and every GPU",
+                LAUNCH: "the host's launch path: its eager launches' time",
                 NCCL: f"NCCL among GPUs {', '.join(map(str, self.gpus))}" if self.gpus else "NCCL",
                 EVERY_LINK: "every GPU pair's link",
                 EVERY_GPU: "every GPU"}[self.kind]
@@ -64,6 +67,8 @@ def _stands_out(k: int, n: int, ctx: FleetView) -> bool | None:
 def _place(k: int, n: int, ctx: FleetView) -> Place | None:
     """Where node n's low family k sits; None for one GPU's or pair's family with no siblings in
     the node to tell it from (places() settles it)."""
+    if ctx.fams[k].launch_path:
+        return Place(LAUNCH, ())
     s = causes.subject(ctx.fams[k].key, ctx.links)
     apart = _stands_out(k, n, ctx)
     if apart is not False:
@@ -112,7 +117,7 @@ class NodeCauses:
             self._facts[row] = causes.facts(read_meta(run.run), Path(run.run), causes.healthy_clocks(run.machine))
         return self._facts[row]
 
-    def explain(self, key: dict, bandwidth: bool, rows: np.ndarray, cols: np.ndarray) -> list[str]:
+    def explain(self, key: dict, bandwidth: bool, launch_path: bool, rows: np.ndarray, cols: np.ndarray) -> list[str]:
         """causes.explain for the family, from the node's run that measured it lowest (its figure
         at the family's judged sizes: a link explains a drop only down to what it carries)."""
         y = self.ctx.matrix.y[np.ix_(rows, cols)]
@@ -120,7 +125,7 @@ class NodeCauses:
         lowest = int(rows[seen][np.argmin(np.nanmean(y[seen], axis=1))] if seen.any() else rows[0])
         gbps = float(np.nanmedian(self.ctx.matrix.value[lowest, cols])) if bandwidth and seen.any() else math.nan
         facts = self._of(lowest)
-        return causes.explain(facts, causes.subject(key, facts.links, (), gbps))
+        return causes.explain(facts, causes.subject(key, facts.links, (), gbps, launch_path))
 
     @staticmethod
     def summary(low: list) -> list[str]:
