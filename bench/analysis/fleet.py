@@ -11,9 +11,11 @@ moderated by the suite's declared noise (noise.family_sigma: a fleet of three is
 own spread), so a few bad nodes move neither the baseline nor the spread. A node's family is low
 when D < log(1 - tolerance) - z * sigma * sqrt(1 + c_m / m) (m nodes behind the median), z
 Bonferroni over every node's families at alpha for the whole fleet; and low against the class's
-table (its own healthy runs, where it has the family), by the judge's rule with the fleet's sigma. A family whose limit would pass a halved figure is too noisy to judge, as in
-the judge. Where a node's low family sits (fleet_places) and why (causes.py) are read from its
-siblings in the node and the node's own record.
+table (its own healthy runs, where it has the family), by the judge's rule with the spread a
+healthy host of the class shows about it (_table_sigma), or the fleet's where wider. A family
+whose limit would pass a halved figure is too noisy to judge, as in the judge (a launch path: then
+judged by its op's device-side figures). Where a node's low family sits (fleet_places) and why
+(causes.py) are read from its siblings in the node and the node's own record.
 """
 from __future__ import annotations
 
@@ -27,16 +29,16 @@ import pandas as pd
 
 from bench.analysis import causes
 from bench.analysis.compare import JUDGED_CLASSES, family_z, plateau
-from bench.analysis.expected import Expected, roles
+from bench.analysis.expected import Expected, machine_class, roles, shipped_noise
 from bench.analysis.fleet_levels import RunLevels, many_levels
 from bench.analysis.fleet_nodes import RunMatrix, Survey, by_node, node_of, run_matrix, survey
 from bench.analysis.fleet_places import NodeCauses, Place, places
 from bench.analysis.fleet_verdicts import FleetFamily, FleetJudgement, Low, Node
 from bench.analysis.judge import CAN_CATCH, UNMEASURED
-from bench.analysis.launch_path import device_side, launch_path, op_key
+from bench.analysis.launch_path import between_hosts, device_side, host_sigma, launch_path, op_key, widened
 from bench.analysis.noise import GPU_BACKENDS, default_noise, family_sigma, launch_path_noise, median_factor, run_noise
 from bench.analysis.point_expectations import HOST_SLOW, OLDEST_JUDGED, JudgedPoint, judged_points
-from bench.points import VARIANT_KEYS, variant_label
+from bench.points import ROLE_KEYS, VARIANT_KEYS, variant_label
 from bench.results import ResultsError, read_meta
 from bench.suite_view import Catalog
 
@@ -158,9 +160,29 @@ def _spread(change: np.ndarray, prior: float) -> tuple[float, int]:
     return max(family_sigma(prior, mad, len(seen) - 1), SIGMA_FLOOR), len(seen)
 
 
-def _limits(fams: list[_Family], peer: np.ndarray, table: np.ndarray, catalog: Catalog, tolerance: float,
-            alpha: float) -> tuple[list[FleetFamily], float]:
-    """Each family's spread and limits against the fleet and the table, and the z they share."""
+def _table_sigma(f: _Family, points: list[JudgedPoint], catalog: Catalog, table: Expected, noise: Expected | None,
+                 machine: str) -> float:
+    """How far a healthy host of the class strays from the table's expectation of a family, as the
+    judge reads it: the run-to-run noise measured on the class (its noise runs, else its reference
+    runs) moderated by the declared noise (else that noise x UNMEASURED), and the spread between
+    the class's healthy hosts where wider (a launch path's: between hosts, wider on few hosts). A
+    tight fleet's own spread says nothing of how far the table's hosts stood from it."""
+    role, sizes = dict(zip(ROLE_KEYS, f.role)), [points[c].size for c in f.cols]
+    declared = default_noise(catalog, f.key, f.size_class)
+    found = [s for s in (src.spreads(role, min(sizes), max(sizes), machine) for src in (noise, table) if src) if len(s)]
+    sigma = family_sigma(declared, run_noise(found[0]), len(found[0])) if found else declared * UNMEASURED
+    hosts = min((points[c].hosts for c in f.cols if points[c].runs), default=0)
+    if f.launch_path:
+        between, said = host_sigma(role, sizes, table, machine, declared, hosts)
+        return widened(max(between, sigma), hosts, said)[0]
+    between, _ = between_hosts(role, sizes, table, machine, declared, hosts)
+    return max(sigma, between) if math.isfinite(between) else sigma
+
+
+def _limits(fams: list[_Family], peer: np.ndarray, table: np.ndarray, table_sigmas: list[float], catalog: Catalog,
+            tolerance: float, alpha: float) -> tuple[list[FleetFamily], float]:
+    """Each family's spread and limits against the fleet and the table (`table_sigmas`: a healthy
+    host's spread about it, _table_sigma), and the z they share."""
     declared = [launch_path_noise(catalog, f.key) if f.launch_path else default_noise(catalog, f.key, f.size_class)
                 for f in fams]
     spreads = [_spread(peer[k], declared[k]) for k in range(len(fams))]
@@ -174,7 +196,8 @@ def _limits(fams: list[_Family], peer: np.ndarray, table: np.ndarray, catalog: C
         else:
             peer_limit = math.log1p(-tolerance) - z * sigma * math.sqrt(1 + median_factor(n) / n)
         has_table = bool(np.isfinite(table[k]).any())
-        table_limit = (math.log1p(-tolerance) - z * sigma * math.sqrt(1 + median_factor(f.runs) / f.runs)
+        spread = max(sigma, table_sigmas[k])
+        table_limit = (math.log1p(-tolerance) - z * spread * math.sqrt(1 + median_factor(f.runs) / f.runs)
                        if has_table else math.nan)
         label = f"{variant_label(f.key)} ({f.size_class}-bound)"
         out.append(FleetFamily(label, f.key, f.size_class, n, sigma, peer_limit, table_limit, f.source,
@@ -207,7 +230,9 @@ def judge_fleet(survey: Survey, matrix: RunMatrix, catalog: Catalog, table: Expe
     widen_tab = np.empty_like(widen)
     for k, f in enumerate(fams):
         (peer[k], widen[k]), (tab[k], widen_tab[k]) = _changes(f, y, fleet_y)
-    stats, z = _limits(fams, peer, tab, catalog, tolerance, alpha)
+    machine = machine_class(meta).key
+    table_sigmas = [_table_sigma(f, points, catalog, table, shipped_noise(), machine) for f in fams]
+    stats, z = _limits(fams, peer, tab, table_sigmas, catalog, tolerance, alpha)
     ctx = FleetContext(survey, matrix, node, hosts, points, y_runs, y, fleet_y, fams, stats, peer, tab, widen,
                        widen_tab, z, tolerance, links)
     ctx.judge(~np.isnan(raw), by_node(aside, node, len(hosts), np.max))
