@@ -231,7 +231,8 @@ def judge_fleet(survey: Survey, matrix: RunMatrix, catalog: Catalog, table: Expe
     for k, f in enumerate(fams):
         (peer[k], widen[k]), (tab[k], widen_tab[k]) = _changes(f, y, fleet_y)
     machine = machine_class(meta).key
-    table_sigmas = [_table_sigma(f, points, catalog, table, shipped_noise(), machine) for f in fams]
+    noise = shipped_noise()
+    table_sigmas = [_table_sigma(f, points, catalog, table, noise, machine) for f in fams]
     stats, z = _limits(fams, peer, tab, table_sigmas, catalog, tolerance, alpha)
     ctx = FleetContext(survey, matrix, node, hosts, points, y_runs, y, fleet_y, fams, stats, peer, tab, widen,
                        widen_tab, z, tolerance, links)
