@@ -388,7 +388,7 @@ class FleetContext:
         rows = self.runs_of(n)
         state = self.state[:, n]
         lows = [(int(k), int(state[k])) for k in np.flatnonzero((state == LOW_FLEET) | (state == LOW_TABLE))]
-        why = NodeCauses(self, rows)
+        why = NodeCauses(self)
         where = places([k for k, _ in lows], n, self)
         low = sorted((self._low(k, n, against, place, why) for (k, against), place in zip(lows, where)),
                      key=lambda v: v.ratio)

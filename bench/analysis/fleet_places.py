@@ -107,8 +107,8 @@ def places(low: list[int], n: int, ctx: FleetView) -> list[Place]:
 class NodeCauses:
     """The causes of a node's low families from its own runs' records, each run's facts read once."""
 
-    def __init__(self, ctx: FleetView, rows: np.ndarray) -> None:
-        self.ctx, self.rows = ctx, rows
+    def __init__(self, ctx: FleetView) -> None:
+        self.ctx = ctx
         self._facts: dict[int, causes.Facts] = {}
 
     def _of(self, row: int) -> causes.Facts:
