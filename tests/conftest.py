@@ -25,6 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 PRE_HELD_SWEEPS = ["h200-x1/20261126-075737-default-2", "h200-x2/20261123-044635", "h200-x4/20261126-083243-default-6"]
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _levels_cache(tmp_path_factory):
+    """xferbench-doctor --fleet's cache of run levels (bench/analysis/fleet_levels.py) in the
+    session's own folder, not the user's."""
+    os.environ["XFERBENCH_CACHE"] = str(tmp_path_factory.mktemp("levels-cache"))
+
+
 def xferbench_cmd(out_dir: Path, *args: str) -> list[str]:
     flags = [a for a in args if a.startswith("-")]  # Hydra takes its flags before the overrides
     return [sys.executable, "-m", "bench", *flags, f"out_dir={out_dir}", "progress=false",

@@ -33,6 +33,7 @@ the same way and do not fail.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -153,8 +154,13 @@ def _instances(frame: pd.DataFrame) -> list[str]:
     return sorted(set(frame["instance"].astype(str))) if "instance" in frame else []
 
 
+@functools.cache
+def _upper_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.triu_indices(n, k=1)   # kept: a run's hundreds of points have a few run counts among them
+
+
 def _pair_differences(y: np.ndarray) -> np.ndarray:
-    i, j = np.triu_indices(len(y), k=1)
+    i, j = _upper_pairs(len(y))
     return np.abs(y[i] - y[j])
 
 
@@ -202,7 +208,7 @@ def point_levels(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
                                                   "host_slow", "paced", "metric", "value"])
     # Integer ids for points and runs: grouping by the 15 key columns once, not at every step.
     point = rows.groupby(POINT_KEYS, sort=False).ngroup().to_numpy()
-    metric = rows["suite"].map(lambda suite: bandwidth_column(catalog, suite)).to_numpy()
+    metric = rows["suite"].map({suite: bandwidth_column(catalog, suite) for suite in rows["suite"].unique()}).to_numpy()
     bw = np.where(metric == "busbw_gbps", rows["busbw_gbps"], rows["algbw_gbps"])
     trials = pd.DataFrame({"point": point, "run": pd.factorize(rows["run_dir"])[0], "time": rows["time_s"].to_numpy(),
                            "bw": bw})

@@ -14,6 +14,7 @@ import re
 import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pandas as pd
 
@@ -22,6 +23,9 @@ from bench.analysis.cache import RULE as CACHE_RULE
 from bench.analysis.cache import hbm_rows
 from bench.suite_view import Catalog, Metric, view
 from bench.analysis.figures import render
+from bench.analysis.figures.fleet import heat_map
+from bench.analysis.figures.style import Canvas
+from bench.analysis.fleet_verdicts import NORMAL, FleetJudgement
 from bench.analysis.figures.style import SMALL_BYTES, VALUE_ORDER, rank_in, with_bandwidth
 from bench.analysis.judge import judge
 from bench.analysis.runs import COMPLETE, SERIES, palette, with_series
@@ -382,14 +386,9 @@ def caveats(frame: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
 
 
 def _figures_html(frame: pd.DataFrame, catalog: Catalog) -> str:
-    parts, captions = [], {}
+    captions: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for path in render(frame, tmp, catalog, ["png"], captions):
-            data = base64.b64encode(path.read_bytes()).decode("ascii")
-            caption = captions.get(path.stem, "")
-            parts.append(f'<figure id="fig-{_esc(path.stem)}"><img alt="{_esc(path.stem)}" '
-                         f'src="data:image/png;base64,{data}"><figcaption>{_esc(caption)}</figcaption></figure>')
-    return "\n".join(parts)
+        return _embedded(render(frame, tmp, catalog, ["png"], captions), captions)
 
 
 def _scaling_html(frame: pd.DataFrame, catalog: Catalog) -> str:
@@ -403,6 +402,34 @@ def _scaling_html(frame: pd.DataFrame, catalog: Catalog) -> str:
         return ('<p class="note">No run shown measured a family at two or more GPU counts: '
                 "<code>xferbench suite=scaling</code> does, on a machine of two or more GPUs.</p>")
     return f'<p class="note">{_esc(SCALING_TITLE)}.</p>' + "".join(parts)
+
+
+def _embedded(paths: list, captions: dict[str, str]) -> str:
+    parts = []
+    for path in paths:
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        parts.append(f'<figure id="fig-{_esc(path.stem)}"><img alt="{_esc(path.stem)}" '
+                     f'src="data:image/png;base64,{data}"><figcaption>{_esc(captions.get(path.stem, ""))}</figcaption></figure>')
+    return "\n".join(parts)
+
+
+def _fleet_html(fleets: list[FleetJudgement], catalog: Catalog) -> str:
+    """Per machine class with three hosts or more: the fleet's verdict, its nodes not normal, and
+    the heat map of every node's families against the fleet (xferbench-doctor --fleet)."""
+    parts = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, fleet in enumerate(fleets):
+            canvas = Canvas(Path(tmp), ["png"], {}, catalog)
+            rows = "".join(
+                f"<tr><td>{_esc(fleet.name(n))}</td><td>{_esc(n.state)}</td><td>{_esc('; '.join(n.where))}</td>"
+                f"<td>{_esc(n.low[0].family + f': {n.low[0].ratio:.2f}x ' + n.low[0].against if n.low else '')}</td>"
+                f"<td>{_esc('; '.join(n.causes))}</td></tr>" for n in fleet.ordered() if n.state != NORMAL)
+            table = ("<table><thead><tr><th>node</th><th>state</th><th>where</th><th>worst family</th><th>cause</th>"
+                     f"</tr></thead><tbody>{rows}</tbody></table>") if rows else ""
+            parts.append(f"<h3>{_esc(fleet.machine)}</h3><p class=\"note\">{_esc(fleet.lines()[-1])}. "
+                         f"{_esc(fleet.summary())}.</p>{table}"
+                         f"{_embedded(heat_map(fleet, canvas, f'fleet-{k}'), canvas.captions)}")
+    return "".join(parts)
 
 
 def _machines_html(frame: pd.DataFrame) -> str:
@@ -427,8 +454,10 @@ def _runs_html(runs: pd.DataFrame) -> str:
             f"<th>in this report</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
-def build_report(frame: pd.DataFrame, runs: pd.DataFrame, catalog: Catalog, title: str = "xferbench report") -> str:
-    """The whole page for the chosen runs' rows (`frame`) and run_index() of every run found."""
+def build_report(frame: pd.DataFrame, runs: pd.DataFrame, catalog: Catalog, title: str = "xferbench report",
+                 fleets: list[FleetJudgement] = ()) -> str:
+    """The whole page for the chosen runs' rows (`frame`) and run_index() of every run found;
+    `fleets`: the runs found judged as fleets (a section where there are any)."""
     colours = palette(frame)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     instances = sorted(frame["instance"].unique())
@@ -443,7 +472,7 @@ def build_report(frame: pd.DataFrame, runs: pd.DataFrame, catalog: Catalog, titl
 <p class="sub">{len(instances)} instance(s): {_esc(', '.join(instances))} · generated {generated} by xferbench
 {_esc(bench.__version__)}</p>
 <nav><a href="#headline">Headline</a><a href="#caveats">Caveats</a><a href="#scaling">Scaling</a>
-<a href="#figures">Figures</a>
+<a href="#figures">Figures</a>{'<a href="#fleet">Fleet</a>' if fleets else ""}
 <a href="#machines">Machines</a><a href="#runs">Runs</a></nav></header>
 <section id="headline"><h2>Headline</h2>{_headline_html(headline(frame, catalog), frame, colours, verdict_cells(frame, catalog))}
 <p class="note">{_esc(rule)}</p></section>
@@ -451,6 +480,7 @@ def build_report(frame: pd.DataFrame, runs: pd.DataFrame, catalog: Catalog, titl
 {"".join(f"<li>{_esc(c)}</li>" for c in caveats(frame, runs))}</ul></section>
 <section id="scaling"><h2>Scaling</h2>{_scaling_html(frame, catalog)}</section>
 <section id="figures"><h2>Figures</h2>{_figures_html(frame, catalog)}</section>
+{f'<section id="fleet"><h2>Fleet</h2>{_fleet_html(list(fleets), catalog)}</section>' if fleets else ""}
 <section id="machines"><h2>Machines</h2>{_machines_html(frame)}</section>
 <section id="runs"><h2>Runs</h2>{_runs_html(runs)}</section>
 </main></body></html>

@@ -12,6 +12,10 @@ did not measure (missing: planned here from its stored config and recorded machi
   xferbench-doctor RUN...                    runs, or folders holding runs
   xferbench-doctor --baseline DIR RUN...     DIR's healthy runs make the expectation for their
                                              machine class, ahead of the shipped table
+  xferbench-doctor --fleet PATH...           many nodes of one kind judged against each other
+                                             (a node is a host: its runs together) and the
+                                             class's table; the node and the GPU or link that
+                                             is not like the others
 
 Exit status, the worst over the runs: 0 checked and normal (nothing low, failed, inconsistent or
 missing, the run complete, and at least --min-judged of its measured families judged; high is
@@ -32,6 +36,7 @@ from bench import ConfigError
 from bench.analysis.expected import Expected, from_runs, shipped, unhealthy
 from bench.analysis.judge import ALPHA, TOLERANCE, judge
 from bench.analysis.verdicts import MIN_JUDGED, Judgement
+from bench.cli import doctor_fleet
 from bench.cli.common import cannot_write, catalog, interruptible
 from bench.results import COLUMNS, ResultsError, find_runs, load, read_meta, samples_file
 
@@ -51,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
                         help=f"exit 0 needs at least this share of the measured families judged, else 3 "
                              f"(default: {MIN_JUDGED})")
     parser.add_argument("--json", metavar="FILE", help="also write every run's verdicts as JSON")
+    parser.add_argument("--fleet", action="store_true",
+                        help="judge the runs as one fleet: each node (host) against the others; exit 1 where any "
+                             "node is wrong, 3 where some node was not judged enough")
+    parser.add_argument("--any-class", action="store_true", help="with --fleet: runs of several machine classes")
+    parser.add_argument("--markdown", metavar="FILE", help="with --fleet: also write the verdict as Markdown")
     return parser
 
 
@@ -99,7 +109,11 @@ def main(argv: list[str] | None = None) -> int:
             raise ResultsError(f"--tolerance {args.tolerance}, --alpha {args.alpha}, --min-judged {args.min_judged}: "
                                "the tolerance is a fraction in [0, 1), alpha a probability in (0, 1), the share "
                                "judged a fraction in [0, 1]")
+        if (args.any_class or args.markdown) and not args.fleet:
+            raise ResultsError("--any-class and --markdown judge a fleet: add --fleet")
         table = _table(args.baseline, suites)
+        if args.fleet:
+            return doctor_fleet.main(args, suites, table)
         runs = list(dict.fromkeys(find_runs(args.runs)))
         loaded = [(run, _rows(run), read_meta(run)) for run in runs]
     except ResultsError as exc:

@@ -10,7 +10,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from bench.analysis.expected import shipped
+from bench.analysis.fleet import fleets
+from bench.analysis.judge import ALPHA, TOLERANCE
 from bench.analysis.report import build_report
+from bench.analysis.verdicts import MIN_JUDGED
 from bench.analysis.runs import default_out, describe_choice, load_runs
 from bench.cli.common import add_run_arguments, cannot_write, catalog, check_writable, interruptible, status_lines
 from bench.results import ResultsError, usable_rows
@@ -51,8 +55,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for line in describe_choice(runs) + status_lines(frame):
         say(line)
+    suites = catalog()
+    try:   # the runs found, every run of them, as fleets of one kind where three hosts or more ran it
+        found = fleets(list(runs["run_dir"]), suites, shipped(), TOLERANCE, ALPHA, MIN_JUDGED)
+    except ResultsError as exc:
+        say(f"no fleet section: {exc}")
+        found = []
     try:
-        out.write_text(build_report(frame, runs, catalog(), args.title), encoding="utf-8")
+        out.write_text(build_report(frame, runs, suites, args.title, found), encoding="utf-8")
     except OSError as exc:
         say(cannot_write(out, exc))
         return 2

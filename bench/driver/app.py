@@ -330,7 +330,10 @@ def _close(run_dir: Path, meta: dict, ended: tuple[str, int, ResultsWriteError |
 def _verdicts(run_dir: Path, meta: dict, catalog: dict, planned: set[tuple[str, str]]) -> None:
     """Is this normal? The run judged as xferbench-doctor judges it, printed and kept in
     verdicts.json; the run's exit status stays the measurement's (the doctor's is the verdict's).
-    A run that ended early has said why in one line: verdicts.json not written is not another."""
+    A run that ended early has said why in one line: verdicts.json not written is not another.
+    A complete run also keeps its point levels (levels.parquet), which xferbench-doctor --fleet
+    reads in place of its thousands of rows."""
+    from bench.analysis import fleet_levels
     from bench.analysis.judge import judge   # the analysis loads once measuring is over
 
     try:
@@ -344,3 +347,5 @@ def _verdicts(run_dir: Path, meta: dict, catalog: dict, planned: set[tuple[str, 
     except OSError as exc:
         if meta["status"] == "complete":
             print(f"xferbench: verdicts.json not written ({_reason(exc)})", file=sys.stderr)
+    if meta["status"] == "complete":
+        fleet_levels.keep(run_dir, rows, catalog)
