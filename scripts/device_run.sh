@@ -5,6 +5,9 @@
 # XFERBENCH_TIMEOUT=S: each command is cut (Ctrl-C, as a user would) after S seconds.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+# The image sets PYTHONDONTWRITEBYTECODE: each process (every rank) would compile the sources it
+# imports, torch's too, about 3 s; an installed tool has its bytecode cached.
+unset PYTHONDONTWRITEBYTECODE; export PYTHONPYCACHEPREFIX=/tmp/pycache
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD
 out=${OUT:-/tmp/out}; mkdir -p "$out"

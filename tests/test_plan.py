@@ -229,9 +229,9 @@ def test_scaling_worlds_are_capped_at_the_gpus_present():
 
 def test_eight_gpus_default_collectives_points():
     got = {s.name: s for s in _plan(_cfg(), _h200(8)).suites}
-    # 16 ladder sizes eager, the 12 up to 16 MiB in graphs too; 7 ops through torch, and through
-    # nccl the 12 up to 16 MiB (collectives.nccl_max_size), eager only (collectives.nccl_launch)
-    assert got["collectives"].points == (16 + 12) * 7 + 12 * 7
+    # 16 ladder sizes eager and the 6 up to 64 KiB held (timing.held_max_size), 7 ops through torch;
+    # through nccl the 12 up to 16 MiB (collectives.nccl_max_size), eager only (collectives.nccl_launch)
+    assert got["collectives"].points == (16 + 6) * 7 + 12 * 7
     assert got["collectives"].basis.startswith("per-op times h200-x4")
 
 
@@ -247,15 +247,17 @@ def test_eight_gpus_p2p_sweeps_one_pair_per_link_class():
     ends, middle = 2, 10  # 4 KiB and 1 GiB; the 10 ladder sizes between
     per_size_all = (56 + 28) * 2   # ordered pairs uni, unordered bidir; peer and staged
     per_size_classes = 2 * 2 * 2   # two classes, uni and bidir, peer and staged
-    # Held again up to timing.held_max_size (64 KiB): every pair at 4 KiB, the classes at 16 and 64 KiB.
-    held = per_size_all + 2 * per_size_classes
+    # Held again up to timing.held_max_size (64 KiB): peer copies of every pair at 4 KiB and of the
+    # classes at 16 and 64 KiB; staged ones of the classes at all three.
+    held = per_size_all // 2 + per_size_classes // 2 + 2 * per_size_classes
     assert got.points == ends * per_size_all + middle * per_size_classes + held
 
 
 @pytest.mark.skipif(not _p2p_hooked(), reason="p2p.points does not take bench.pairs' default yet")
 def test_p2p_by_link_class_is_what_lets_8_gpus_scale():
     auto, every = (_plan(_cfg(*PAIR_OPS, f"p2p.pairs={spec}"), _h200(8)).suites[0] for spec in ("auto", "all"))
-    held_every, held_auto = 3 * (56 + 28) * 2, (56 + 28) * 2 + 2 * 2 * 2   # held at 4, 16 and 64 KiB
+    # held at 4, 16 and 64 KiB: every pair's peer copies at 4 KiB, staged ones only on the class's pair (auto)
+    held_every, held_auto = 3 * (56 + 28) * 2, (56 + 28) + 2 * 2 + 3 * 2
     assert every.points == 12 * (56 + 28) * 2 + held_every and auto.points == 2 * (56 + 28) * 2 + 10 * 2 * 2 + held_auto
     assert auto.seconds < every.seconds / 3
 

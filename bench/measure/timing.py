@@ -200,7 +200,7 @@ def _trials(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig, agree: Ca
 PACE_WORK = 5000          # iterations of the probe: short beside a trial, long beside a timer's tick
 PACE_SLACK = results.PACE_SLACK   # a reading this much above the quickest: the host in a slow mood
 WAIT_FOR_HOST_S = 2.0     # for one point
-WAIT_SHARE = 0.1          # of the time since the first reading, at most, spent waiting (a slow host's cost)
+WAIT_SHARE = 0.05         # of the time since the first reading, at most, spent waiting (a slow host's cost)
 _POLL_S = 0.02
 _quickest = [math.inf]    # this process's quickest agreed reading so far
 _clock = {"first": math.nan, "waited": 0.0}   # when the first reading was taken; seconds waited since

@@ -50,9 +50,10 @@ class Settings:
     # torch/nccl was 0.94-1.04 from 16 MiB to 4 GiB on 2x H200, so only torch runs there.
     nccl_max_size: Optional[str] = "16MiB"
     # The nccl api's launches (of timing.launch). A graph replays the same NCCL kernels whichever
-    # api captured them: torch/nccl in graphs was 0.98-1.01 for every op on 2 and 4 H200s. Held,
-    # each api's own kernels and streams run as queued (torch adds a stream wait per op).
-    nccl_launch: List[Launch] = field(default_factory=lambda: [Launch.eager, Launch.held])
+    # api captured them, and held ops run them back to back whichever api queued them: torch/nccl
+    # was 0.98-1.01 in graphs and 0.97-1.04 held (8 B-64 KiB, every op; docs/method.md), so by
+    # default only the launch path (eager) tells the apis apart.
+    nccl_launch: List[Launch] = field(default_factory=lambda: [Launch.eager])
 
     def __post_init__(self) -> None:
         nonempty("collectives.ops", self.ops)

@@ -48,10 +48,14 @@ def sweep(s: Settings, ctx: Context) -> list[Point]:
                     for engine in engines:
                         if engine == "sm" and (mode != "peer" or size not in machine or (i, j) not in per_link):
                             continue  # a kernel copies directly, at whole-machine sizes
-                        # a copy engine's pair copies can be held (p2p/measure.py); a kernel runs eager
+                        # A copy engine's pair copies can be held (p2p/measure.py); a kernel runs eager.
+                        # Staged, held on one pair per link class: its hand-off between the GPUs runs
+                        # at one of two paces trial by trial (docs/method.md), and each GPU's own
+                        # host link is the copy suite's.
+                        held = engine == "ce" and (mode == "peer" or (i, j) in per_link)
                         out += [Point(name, op, size, memory="device", mode=mode, backend="cuda", src=f"cuda:{i}",
                                       dst=f"cuda:{j}", launch=launch, engine=engine)
-                                for launch in ctx.launches_at(size, graph=False, held=engine == "ce")]
+                                for launch in ctx.launches_at(size, graph=False, held=held)]
         if (size == max(machine) if auto else size in machine) and "peer" in modes:
             out += [Point(name, op, size, memory="device", mode="peer", backend="cuda", world_size=count,
                           engine=engine, **_ends(op, f"cuda:{j}"))
