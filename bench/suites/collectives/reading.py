@@ -8,6 +8,7 @@ from bench import lazy
 from bench.results import usable_rows
 from bench.sizes import format_size
 from bench.suite_view import Metric, SuiteView
+from bench.suites.collectives.ops import OPS
 
 pd = lazy.module("pandas")
 
@@ -139,10 +140,7 @@ class CollectivesView(SuiteView):
     # (docs/plots-and-gate.md).
     noise = {("cpu", "latency"): 1.143, ("cpu", "bandwidth"): 0.400,
              ("gpu", "latency"): 0.10, ("gpu", "bandwidth"): 0.014, ("gpu", "launch"): 0.16}
-    # busbw as a share of NVLink one way (docs/judging.md): 2x H200 over NV18, torch.distributed,
-    # 1 and 4 GiB, two runs (the curves still climb below 1 GiB: no share there).
-    efficiency = {"all_reduce": 0.74, "all_gather": 0.60, "reduce_scatter": 0.61, "all_to_all": 0.73,
-                  "broadcast": 0.81, "reduce": 0.82, "sendrecv": 0.79}
+    ops = OPS
     headline = (
         Metric("all_reduce, bus bandwidth", "collectives", "all_reduce", NCCL),
         Metric("all_reduce latency: eager / on the device", "collectives", "all_reduce", NCCL, latency=True),
