@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from bench import lazy
+from bench.ops import op_order
 from bench.results import usable_rows
 from bench.sizes import format_size
 from bench.suite_view import Metric, SuiteView
@@ -82,7 +83,7 @@ def scaling_figure(frame: pd.DataFrame, canvas) -> list:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    from bench.analysis.figures.style import DASHES, OP_ORDER, PANEL_IN, VALUE_ORDER, add_legend, in_order
+    from bench.analysis.figures.style import DASHES, PANEL_IN, VALUE_ORDER, add_legend, in_order
 
     series = canvas.SERIES
     data = usable_rows(frame)
@@ -90,7 +91,7 @@ def scaling_figure(frame: pd.DataFrame, canvas) -> list:
     data = data[data.groupby(series)["world_size"].transform("nunique") > 1]
     if data.empty:
         return []
-    ops = in_order(data["op"], OP_ORDER)
+    ops = in_order(data["op"], op_order(canvas.catalog))
     styles = dict(zip(in_order(data["api"].astype(str), VALUE_ORDER), DASHES))
     fig, axes = plt.subplots(2, len(ops), figsize=(PANEL_IN[0] * len(ops) + 0.4, PANEL_IN[1] * 2 + 1.0),
                              squeeze=False, layout="constrained")
