@@ -18,6 +18,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+# The size classes between-run noise and the gate key by (SuiteView.noise): sizes where a fixed
+# cost sets the time, and where the bytes do. The first shares its word with the latency ops'
+# name (a time per access); the analysis names the class, never the op.
+LATENCY_BOUND = "latency"
+
+
 @dataclass(frozen=True)
 class Metric:
     """One headline row of the report: the curves of (suite, op) whose columns match `where`."""

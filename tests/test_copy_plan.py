@@ -320,7 +320,7 @@ def test_summary_keeps_latency_and_engines_apart():
     assert h2d[1] == pytest.approx(55.0, abs=1.0) and h2d[2] == pytest.approx(96.96)   # alone and at once apart
     peaks = p2p_reading.peak_table(frame)
     assert set(zip(peaks["op"], peaks["mode"])) == {("uni", "peer"), ("uni", "peer sm")}   # no all_to_one cells
-    lat = latency_table(frame).set_index(["src", "dst"]).ns_per_access
+    lat = latency_table(frame, ["latency"]).set_index(["src", "dst"]).ns_per_access
     assert lat["host", "cuda:0"] == pytest.approx(1201.0) and lat["cuda:1", "cuda:0"] == pytest.approx(830.0)
     text = format_summary(frame, catalog())
     assert "every GPU at once: GB/s per GPU at the largest size" in text and "ns per dependent 8-byte load" in text

@@ -20,7 +20,7 @@ from bench.analysis.noise import GPU_BACKENDS
 from bench.analysis.verdicts import HOST_OWN, RESIDENT, short_number
 from bench.links import pcie_gbps
 from bench.points import ALL, ROLE_KEYS, VARIANT_KEYS
-from bench.suite_view import Catalog, view
+from bench.suite_view import LATENCY_BOUND, Catalog, view
 from bench.sizes import format_size
 
 HOST_SLOW = "every trial ran while the host was slow (host_pace_s): it measured the host's mood"
@@ -90,7 +90,7 @@ def _reference(point: JudgedPoint, role: dict, table: Expected, machine: str) ->
     log_time, point.runs = curve.at(point.size)
     point.hosts, point.on_ramp = curve.hosts_at(point.size), curve.on_ramp(point.size)
     point.y_expected = -log_time
-    point.size_class = curve.size_class(point.size) if point.bandwidth else "latency"
+    point.size_class = curve.size_class(point.size) if point.bandwidth else LATENCY_BOUND
     few = f" from {hosts_said(point.hosts)}" if point.hosts < MIN_HOSTS else ""
     point.source = f"{table.origins[machine]} {curve.instances}, {point.runs} healthy run{'s' * (point.runs != 1)}{few}"
     return ""
@@ -117,7 +117,7 @@ def _learned(point: JudgedPoint, role: dict, table: Expected, machine: str, theo
     if learned is None:
         return "no other class has this variant at this size" + ("" if theory else ", nor link theory")
     point.y_expected, point.learned = -learned.value, learned
-    point.size_class = own_class if point.bandwidth else "latency"
+    point.size_class = own_class if point.bandwidth else LATENCY_BOUND
     point.source = f"the time {learned.source} take"
     return ""
 
@@ -200,7 +200,7 @@ def judged_points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: 
         # its mood. A GPU's is judged: a launch path against the spread of hosts, moods and all
         # (its cause then says so), a device-side figure the device's whatever the host.
         point.host_slow = bool(record["host_slow"])
-        moody = point.host_slow and point.size_class == "latency" and record["backend"] not in GPU_BACKENDS
+        moody = point.host_slow and point.size_class == LATENCY_BOUND and record["backend"] not in GPU_BACKENDS
         aside = (older or resident or (HOST_OWN if record["op"] in view(catalog, record["suite"]).host_own else "")
                  or (HOST_SLOW if moody else ""))
         if aside:

@@ -121,7 +121,7 @@ def bandwidth_cell(frame: pd.DataFrame, metric: Metric, catalog: Catalog) -> Cel
     data = data[data["launch"] == "eager"].dropna(subset=["bandwidth_gbps"])
     if data.empty:
         return None
-    hbm = hbm_rows(data)
+    hbm = hbm_rows(data, catalog)
     if hbm.empty:
         return Cell("—", [f"up to {format_size(int(data['size_bytes'].max()))} only: in or near L2, no HBM figure"])
     curves = variants(hbm)

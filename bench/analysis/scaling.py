@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from bench import lazy
-from bench.suite_view import Catalog, view
+from bench.suite_view import LATENCY_BOUND, Catalog, view
 from bench.results import usable_rows
 from bench.sizes import format_size
 
@@ -59,7 +59,7 @@ def _collectives(ok: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     column = view(catalog, "collectives").bandwidth
     big = rows.assign(kind="bandwidth", value=rows[column], gpus=rows.world_size, lanes=1)
     big = big[big.value > 0]   # one rank moves nothing between GPUs: no bus bandwidth
-    small = rows.assign(kind="latency", value=rows.time_s * 1e6, gpus=rows.world_size, lanes=1)
+    small = rows.assign(kind=LATENCY_BOUND, value=rows.time_s * 1e6, gpus=rows.world_size, lanes=1)
     return pd.concat([big, small], ignore_index=True)
 
 
@@ -79,7 +79,7 @@ def scaling_table(frame: pd.DataFrame, catalog: Catalog, by: list[str] = ()) -> 
         common = set.intersection(*(set(group.size_bytes[group.gpus == n]) for n in counts))
         if not common:
             continue
-        size = min(common) if keys[-1] == "latency" else max(common)
+        size = min(common) if keys[-1] == LATENCY_BOUND else max(common)
         at = group[group.size_bytes == size]
         base = dict(zip([*by, *FAMILY, "kind"], keys))
         first = previous = None
@@ -87,7 +87,7 @@ def scaling_table(frame: pd.DataFrame, catalog: Catalog, by: list[str] = ()) -> 
             here = at[at.gpus == n]
             figure, lanes = float(here.value.median()), int(here.lanes.median())
             per_gpu = figure / lanes if keys[-1] == "bandwidth" else figure
-            if keys[-1] == "latency":   # a time: the ideal is no more of it
+            if keys[-1] == LATENCY_BOUND:   # a time: the ideal is no more of it
                 step = previous / per_gpu if previous else math.nan
                 of_first = first / per_gpu if first else 1.0
             else:

@@ -296,7 +296,7 @@ def bandwidth_figures(frame: pd.DataFrame, canvas: Canvas) -> list[Path]:
     """Bandwidth against size, one figure per suite, a panel per op and variant; totals of every
     GPU at once in panels of their own."""
     data = _curves(frame, canvas).dropna(subset=["bandwidth_gbps"])
-    data = data.assign(**{SHORT: short_of_hbm(data), LIMIT: link_limits(data, frame, canvas.catalog)})
+    data = data.assign(**{SHORT: short_of_hbm(data, canvas.catalog), LIMIT: link_limits(data, frame, canvas.catalog)})
     paths = []
     for suite, d in _suite_groups(data, canvas):
         facets = _facets(d, FACET_KEYS) + ([GPUS] if (d[GPUS] != "").any() else [])

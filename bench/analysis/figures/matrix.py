@@ -17,7 +17,7 @@ from bench.ops import op_order
 def heatmaps(peaks: pd.DataFrame, canvas: Canvas, stem: str, title: str) -> list[Path]:
     """Source x destination matrices (`peaks`: SERIES, op, mode, src, dst, algbw_gbps): one figure
     per series, <stem>_<series>, a panel per op and mode; `title` may name {series}."""
-    paths = []
+    paths, ops = [], op_order(canvas.catalog)
     for series, d in peaks.groupby(SERIES):
         panels = sorted({(op, mode) for op, mode in zip(d["op"], d["mode"])},
                         key=lambda p: (rank_in(p[0], ops), p))

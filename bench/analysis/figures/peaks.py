@@ -28,7 +28,7 @@ def peak_table(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     # Every GPU at once is many links' traffic: concurrent_figure shows it, not one link's share.
     # On-GPU copies in or near L2 measure the cache (bench.analysis.cache): no HBM peak.
     data = data[(data["launch"] == "eager") & (data["api"] != "nccl") & (data["src"] != "all") & (data["dst"] != "all")]
-    data = hbm_rows(data)
+    data = hbm_rows(data, catalog)
     if data.empty:
         return pd.DataFrame(columns=["instance", "run_id", SERIES, "label", "peak_gbps", "link", "link_gbps",
                                      "percent", "usd_per_hour"])

@@ -13,10 +13,11 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from bench.analysis.figures.style import DASHES, PANEL_IN, Canvas, legend_columns, series_handles
 from bench.analysis.scaling import family_name, scaling_table
+from bench.suite_view import LATENCY_BOUND
 
 PANELS = (("Collectives: busbw per GPU", lambda t: (t.suite == "collectives") & (t.kind == "bandwidth")),
           ("Every GPU at once: GB/s per GPU or peer", lambda t: (t.suite != "collectives") & (t.kind == "bandwidth")),
-          ("Collectives: smallest message, time per op", lambda t: t.kind == "latency"))
+          ("Collectives: smallest message, time per op", lambda t: t.kind == LATENCY_BOUND))
 
 
 def scaling_figure(frame: pd.DataFrame, canvas: Canvas) -> list[Path]:

@@ -153,7 +153,7 @@ class CopyView(SuiteView):
             out.append(("host memory (STREAM-like, on the first GPU's NUMA node): GB/s copied, read or written",
                         table.round(1).rename("gbps").reset_index().assign(
                             size_bytes=lambda t: t.size_bytes.map(lambda v: format_size(int(v))))))
-        latency = latency_table(frame[frame.suite == self.name])
+        latency = latency_table(frame[frame.suite == self.name], [o.name for o in self.ops if not o.bandwidth])
         if not latency.empty:
             out.append(("host link latency: ns per dependent 8-byte load by dst's SMs of pinned host memory", latency))
         return out

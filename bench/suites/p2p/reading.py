@@ -80,7 +80,7 @@ class P2PView(SuiteView):
         concurrent = concurrent_table(frame)
         if not concurrent.empty:
             out.append(("every GPU with one GPU at once: GB/s into or out of the one GPU", format_concurrent(concurrent)))
-        latency = latency_table(frame[frame.suite == self.name])
+        latency = latency_table(frame[frame.suite == self.name], [o.name for o in self.ops if not o.bandwidth])
         if not latency.empty:
             out.append(("peer link latency: ns per dependent 8-byte load by dst's SMs of memory on src", latency))
         return out
