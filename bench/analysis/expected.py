@@ -156,9 +156,9 @@ def alternatives(role: dict) -> list[dict]:
     collectives (no api) as NCCL called directly, then through torch; nvbandwidth's peer reads and
     writes as peer copies."""
     out = [role]
-    if role["suite"] == "collectives" and role["api"] == "" and role["backend"] == "nccl":
+    if role["api"] == "" and role["backend"] == "nccl":
         out += [{**role, "api": "nccl"}, {**role, "api": "torch"}]
-    if role["suite"] == "p2p" and role["mode"] in ("read", "write"):
+    if role["mode"] in ("read", "write"):
         out.append({**role, "mode": "peer"})
     return out
 

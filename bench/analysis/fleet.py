@@ -235,7 +235,7 @@ def judge_fleet(survey: Survey, matrix: RunMatrix, catalog: Catalog, table: Expe
     table_sigmas = [_table_sigma(f, points, catalog, table, noise, machine) for f in fams]
     stats, z = _limits(fams, peer, tab, table_sigmas, catalog, tolerance, alpha)
     ctx = FleetContext(survey, matrix, node, hosts, points, y_runs, y, fleet_y, fams, stats, peer, tab, widen,
-                       widen_tab, z, tolerance, links)
+                       widen_tab, z, tolerance, links, catalog)
     ctx.judge(~np.isnan(raw), by_node(aside, node, len(hosts), np.max))
     moved, missing = ctx.moved(), ctx.missing(~np.isnan(raw))
     nodes = [ctx.node(n, min_judged, moved.get(n, []), missing.get(n, [])) for n in range(len(hosts))]
@@ -271,6 +271,7 @@ class FleetContext:
     z: float
     tolerance: float
     links: dict
+    catalog: Catalog
     state: np.ndarray = None      # families x nodes: ABSENT ... FEW (judge())
     aside: np.ndarray = None      # families x nodes: the ASIDE code of a family set aside
 

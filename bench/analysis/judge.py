@@ -335,7 +335,7 @@ def _verdict(f: _Family, rows: pd.DataFrame, facts: causes.Facts, links: Mapping
             v.unit, v.at_size, v.measured = "GB/s", top.size, top.value
     elif v.verdict == LOW:
         judged_value = float(np.median([p.value for p in (judged or f.points)])) if f.size_class == "bandwidth" else math.nan
-        v.causes = causes.explain(facts, causes.subject(key, links, _notes(rows, key), judged_value, f.launch_path))
+        v.causes = causes.explain(facts, causes.subject(key, links, catalog, _notes(rows, key), judged_value, f.launch_path))
         slow = [p for p in judged if p.host_slow]
         if f.launch_path and slow:
             v.causes.append(f"every trial at {len(slow)} of its {len(judged)} sizes ran while the host was slow "
