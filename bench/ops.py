@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
-if TYPE_CHECKING:
-    from bench.suite_view import Catalog
+Catalog = Mapping[str, Any]   # suite name -> its SuiteView (bench.suite_view.Catalog), whose `ops` these are
 
 
 # busbw / algbw for n ranks, nccl-tests' definitions (its doc/PERFORMANCE.md)

@@ -77,7 +77,7 @@ def variants(data: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return [(name, curve) for _, name, curve in sorted(out, key=lambda t: (t[0], t[1]))]
 
 
-RANKED = ("nccl", "gloo")   # backends of ranks: such a curve is of one world of them
+RANKED = ("nccl", "gloo")   # backends whose rows are one world of ranks (its size: world_size)
 
 
 def _ranks_note(curve: pd.DataFrame) -> list[str]:
