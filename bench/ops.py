@@ -42,7 +42,6 @@ class Op:
     """One op of a suite: the values of the results' `op` column it writes, and what they mean."""
 
     name: str
-    label: str = ""                  # how it reads in figures and the report; default: its name
     order: int | None = None         # its place among every suite's ops in figures (None: after those placed)
     bus: Callable[[int], float] = whole_bus   # busbw / algbw for n ranks
     split: bool = False              # its message S is divided among the ranks (each moves S / n)
@@ -56,10 +55,6 @@ class Op:
     default: bool = True             # in its suite's default sweep
     nccl_tests: str = ""             # nccl-tests' name of it (all_reduce for all_reduce_perf): the importer's key
     nvbandwidth: tuple[str, ...] = ()   # nvbandwidth's testcase kinds it reads as (bench/importers/nvbandwidth.py)
-
-    @property
-    def title(self) -> str:
-        return self.label or self.name
 
     def bus_factor(self, n: int) -> float:
         """busbw / algbw for n ranks; 0 for one rank, which moves nothing between GPUs (nccl-tests'

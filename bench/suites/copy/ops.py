@@ -48,7 +48,7 @@ OPS = (
     Copy(name="d2d", order=50, link=HBM, on_one_gpu=True, efficiency={("device", "ce"): 0.85},
          nvbandwidth=("device_local_copy",)),
     # A transposing copy within one GPU through torch's copy kernel on the SMs (no measured share yet).
-    Copy(name="d2d_transpose", label="d2d transposed", order=55, link=HBM, on_one_gpu=True, default=False,
+    Copy(name="d2d_transpose", order=55, link=HBM, on_one_gpu=True, default=False,
          views=transposed, element=4),
     # a GPU's dependent 8-byte loads from pinned host memory: a time per access
     Copy(name="latency", link=PCIE, bandwidth=False, nvbandwidth=("host_device_latency",)),
