@@ -1,6 +1,6 @@
-"""What the links can carry: PCIe and NVLink rates from their generation and width, and the bus
-factors of collectives (nccl-tests' definitions). Pure arithmetic, shared by the suites, the
-plan and the analysis."""
+"""What the links can carry: PCIe and NVLink rates from their generation and width, and HBM's.
+Pure arithmetic, shared by the suites, the plan and the analysis (an op's bus factor is its
+declaration's: bench/ops.py)."""
 from __future__ import annotations
 
 import math
@@ -11,7 +11,6 @@ from typing import Mapping
 from bench.pairs import link_class
 
 NVLINK_LINK_GBPS = 25.0   # one NVLink (gen 3 or 4) link, one direction
-_SPLIT = ("all_gather", "reduce_scatter", "all_to_all")   # S is divided among the ranks
 
 
 def pcie_gbps(gen, width) -> float:
@@ -45,23 +44,6 @@ def nvlink_links(link_class: str) -> int | None:
     """The NVLink count in an `nvidia-smi topo -m` class ('NV18' -> 18); None for any other class."""
     match = re.fullmatch(r"NV(\d+)", link_class or "")
     return int(match.group(1)) if match else None
-
-
-def split_op(op: str) -> bool:
-    """A collective whose message S is divided among the ranks (each moves S / n)."""
-    return op in _SPLIT
-
-
-def bus_factor(op: str, n: int) -> float:
-    """busbw / algbw for a collective of n ranks, as nccl-tests defines it; 0 for one rank, which
-    moves nothing between GPUs (nccl-tests' all_reduce formula gives 0 too)."""
-    if n == 1:
-        return 0.0
-    if op == "all_reduce":
-        return 2 * (n - 1) / n
-    if split_op(op):
-        return (n - 1) / n
-    return 1.0
 
 
 @dataclass(frozen=True)

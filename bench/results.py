@@ -234,7 +234,7 @@ def read_samples(path: str | Path) -> pd.DataFrame:
         raise ResultsError(f"{path}: unreadable results file ({type(exc).__name__}: {exc})") from None
     if "api" not in frame.columns and "suite" in frame.columns:  # schema 1
         frame = frame.assign(**_SCHEMA1_DEFAULTS)
-        frame.loc[frame["suite"] == "collectives", "api"] = "torch"
+        frame.loc[frame["backend"].isin(("nccl", "gloo")), "api"] = "torch"   # schema 1's ranks ran torch.distributed only
     if "params" not in frame.columns and "suite" in frame.columns:  # schemas 1 and 2
         frame = frame.assign(**_SCHEMA2_DEFAULTS)
     if "suite" in frame.columns:  # schemas 1 to 3, and early schema-4 files lacking one of the two

@@ -12,8 +12,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Mapping, Protocol
 
+from bench.ops import Op
+
 if TYPE_CHECKING:
     import pandas as pd
+
+
+# The size classes between-run noise and the gate key by (SuiteView.noise): sizes where a fixed
+# cost sets the time, and where the bytes do. The first shares its word with the latency ops'
+# name (a time per access); the analysis names the class, never the op.
+LATENCY_BOUND = "latency"
 
 
 @dataclass(frozen=True)
@@ -56,10 +64,17 @@ class SuiteView:
     host_own: ClassVar[tuple[str, ...]] = ()       # ops that measure the host itself: the doctor never judges them
     # What `judged` keeps, said where a run has none of it (the doctor: not judged, and why).
     judged_by: ClassVar[str] = "its measured rows"
+    # Its ops, each declared once (bench/ops.py: what it moves, how it reads, its share of link
+    # theory, other tools' names of it); an op it does not declare reads as Op's defaults.
+    ops: ClassVar[tuple[Op, ...]] = ()
     # The share of a link's theoretical figure a healthy machine reaches at bandwidth-bound sizes,
-    # keyed by op for the default `expectation` (a suite that overrides it keys it as it reads it);
-    # each figure's measured basis is in docs/judging.md.
+    # for a suite whose ops declare none (keyed as its own `expectation` reads it); each figure's
+    # measured basis is in docs/judging.md.
     efficiency: ClassVar[Mapping[Any, float]] = {}
+
+    def op(self, name: str) -> Op:
+        """The declaration of its op `name` (Op's defaults where it declares none)."""
+        return next((op for op in self.ops if op.name == name), None) or Op(name=str(name))
 
     def tables(self, frame: pd.DataFrame) -> list[tuple[str, pd.DataFrame | str]]:
         """(title, table or text) for the summary, beside the common peak table."""
@@ -89,12 +104,12 @@ class SuiteView:
         its run's machine columns (results.meta_columns: pcie_gen, pcie_width,
         nvlink_gbps_per_gpu, ...), and from the judge: link_class (the pair's `nvidia-smi topo -m`
         class, '' unless src and dst are two GPUs) and hbm_gbps (device memory, both directions
-        together; NaN where not recorded). Default: link_limit, and `efficiency` of the op."""
+        together; NaN where not recorded). Default: link_limit, and the op's declared share."""
         gbps, link = self.link_limit(row)
         gbps = float(gbps) if gbps is not None else math.nan
         if not gbps > 0:
             return None
-        return gbps, self.efficiency.get(str(row["op"]), math.nan), link
+        return gbps, self.op(str(row["op"])).share(), link
 
 
 Catalog = Mapping[str, SuiteView]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from bench.importers.nccl_tests import NCCL_OPS, import_nccl_tests
+from bench.importers.nccl_tests import import_nccl_tests, op_name
 from bench.results import ResultsError, read_meta
 
 
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instance", help="instance name; a conf/instance/<name>.yaml entry adds its link specs "
                                            "and price (default: the log's host name)")
     parser.add_argument("--run-id", help="run id (default: the folder's name)")
-    parser.add_argument("--op", type=lambda s: NCCL_OPS.get(s.removesuffix("_perf"), s.removesuffix("_perf")),
+    parser.add_argument("--op", type=lambda s: op_name(s.removesuffix("_perf")),
                         help="collective, for logs that do not name their binary (e.g. all_gather or all_gather_perf)")
     parser.add_argument("--world-size", type=int, help="number of ranks, for logs without '# Rank' lines")
     args = parser.parse_args(argv)

@@ -9,7 +9,6 @@ import torch
 import torch.distributed as tdist
 
 from bench import ConfigError, suites
-from bench.links import bus_factor
 from bench.measure.memory import RANK_HOST_BYTES, host_available_bytes
 from bench.measure.timing import TimingConfig
 from bench.results import load
@@ -22,8 +21,9 @@ COLLECTIVES = suites.get("collectives")
 
 
 def test_every_op_runs_and_verifies_on_two_and_three_ranks_in_one_run(xferbench):
+    every = f"collectives.ops=[{','.join(CollectiveOp)}]"   # all_to_allv too, by name
     proc, runs = xferbench("suite=collectives", "collectives.nproc=[2,3]", "collectives.oversubscribe=true",
-                           "sizes.max=4KiB", "sizes.factor=8",
+                           "sizes.max=4KiB", "sizes.factor=8", every,
                            "timing.trials=2", "timing.min_trial_s=0.001")
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
@@ -35,9 +35,9 @@ def test_every_op_runs_and_verifies_on_two_and_three_ranks_in_one_run(xferbench)
     assert set(df.api) == {"torch"}  # the default asks for both apis; gloo has no NCCL to call
     assert (df.time_fastest_rank_s <= df.time_s).all() and df.time_fastest_rank_s.gt(0).all()
     # Split ops measure whole elements per rank: 3 ranks x 4-byte floats.
-    split = df[df.op.isin(["all_gather", "reduce_scatter", "all_to_all"])]
+    split = df[df.op.isin(["all_gather", "reduce_scatter", "all_to_all", "all_to_allv"])]
     assert (split.size_bytes % 12 == 0).all()
-    for op, factor in (("all_reduce", 4 / 3), ("all_gather", 2 / 3), ("broadcast", 1.0)):
+    for op, factor in (("all_reduce", 4 / 3), ("all_gather", 2 / 3), ("broadcast", 1.0), ("all_to_allv", 2 / 3)):
         rows = df[df.op == op]
         assert (rows.busbw_gbps / rows.algbw_gbps).round(6).eq(round(factor, 6)).all()
     assert "all_reduce" in proc.stdout and "lat_us@8B" in proc.stdout
@@ -45,9 +45,35 @@ def test_every_op_runs_and_verifies_on_two_and_three_ranks_in_one_run(xferbench)
 
 @pytest.mark.parametrize("op, n, factor", [("all_reduce", 8, 1.75), ("all_gather", 4, 0.75),
                                            ("reduce_scatter", 2, 0.5), ("sendrecv", 8, 1.0), ("reduce", 4, 1.0),
-                                           ("broadcast", 1, 0.0), ("all_reduce", 1, 0.0)])   # one rank: no bus
+                                           ("broadcast", 1, 0.0), ("all_reduce", 1, 0.0),   # one rank: no bus
+                                           ("all_to_allv", 4, 0.75)])
 def test_bus_factors_follow_nccl_tests(op, n, factor):
-    assert bus_factor(op, n) == factor
+    assert COLLECTIVES.op(op).bus_factor(n) == factor
+
+
+def test_all_to_allv_splits_unevenly_and_each_pair_sends_what_it_receives():
+    from bench.suites.collectives.ops import uneven
+
+    assert uneven(64, 4, 0) == [16, 8, 16, 24] and uneven(64, 4, 1) == [8, 16, 24, 16]
+    for n, count in ((2, 7), (3, 1000), (8, 5)):
+        rows = [uneven(count, n, r) for r in range(n)]
+        assert all(sum(r) == count for r in rows) and all(rows[a][b] == rows[b][a] for a in range(n) for b in range(n))
+
+
+def test_all_to_allv_goes_to_nccl_as_one_group_of_uneven_sends_and_receives():
+    from test_nccl import _fake_comm
+
+    comm = _fake_comm()
+    comm.nranks, comm.rank = 3, 1
+    op = collective_measure._Op.__new__(collective_measure._Op)
+    op.counts, op.inp, op.out = [2, 1, 3], torch.zeros(6), torch.zeros(6)
+    comm.prepare(COLLECTIVES.op("all_to_allv").nccl(comm, op))(5)
+    f32, p, q = 7, op.inp.data_ptr(), op.out.data_ptr()
+    assert comm.lib.calls == [("ncclGroupStart",),
+                              ("ncclSend", p, 2, f32, 0, "comm", 5), ("ncclRecv", q, 2, f32, 0, "comm", 5),
+                              ("ncclSend", p + 8, 1, f32, 1, "comm", 5), ("ncclRecv", q + 8, 1, f32, 1, "comm", 5),
+                              ("ncclSend", p + 12, 3, f32, 2, "comm", 5), ("ncclRecv", q + 12, 3, f32, 2, "comm", 5),
+                              ("ncclGroupEnd",)]
 
 
 def test_message_sizes_are_whole_elements_per_rank():
@@ -141,7 +167,7 @@ def one_rank_group(tmp_path):
 
 @pytest.mark.parametrize("op", ["all_reduce", "all_gather", "broadcast", "all_to_all"])
 def test_check_catches_wrong_data(one_rank_group, op):
-    call = collective_measure._Op(op, 64, "bfloat16", "torch", *one_rank_group)
+    call = collective_measure._Op(COLLECTIVES.op(op), 64, "bfloat16", "torch", *one_rank_group)
     call.fill()
     call()
     assert call.correct()
@@ -157,7 +183,7 @@ def test_patterns_are_exact_in_bfloat16():
 
 def test_checks_work_in_chunks(monkeypatch, one_rank_group):
     monkeypatch.setattr(collective_measure, "_CHECK_CHUNK", 7)  # many chunks, one partial
-    call = collective_measure._Op("all_gather", 400, "float32", "torch", *one_rank_group)
+    call = collective_measure._Op(COLLECTIVES.op("all_gather"), 400, "float32", "torch", *one_rank_group)
     call.fill()
     assert torch.equal(call.inp, collective_measure._pattern(0, 0, 100, torch.float32, "cpu", False))
     call()

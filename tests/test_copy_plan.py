@@ -320,7 +320,7 @@ def test_summary_keeps_latency_and_engines_apart():
     assert h2d[1] == pytest.approx(55.0, abs=1.0) and h2d[2] == pytest.approx(96.96)   # alone and at once apart
     peaks = p2p_reading.peak_table(frame)
     assert set(zip(peaks["op"], peaks["mode"])) == {("uni", "peer"), ("uni", "peer sm")}   # no all_to_one cells
-    lat = latency_table(frame).set_index(["src", "dst"]).ns_per_access
+    lat = latency_table(frame, ["latency"]).set_index(["src", "dst"]).ns_per_access
     assert lat["host", "cuda:0"] == pytest.approx(1201.0) and lat["cuda:1", "cuda:0"] == pytest.approx(830.0)
     text = format_summary(frame, catalog())
     assert "every GPU at once: GB/s per GPU at the largest size" in text and "ns per dependent 8-byte load" in text
@@ -390,3 +390,25 @@ def test_together_counts_give_every_gpu_count_at_once():
     assert {p.dst for p in p2p if p.world_size == 2} == {"cuda:0", "cuda:1"}
     with pytest.raises(ConfigError, match="copy.together=1: a count of GPUs at once must be >= 2"):
         config(**{"copy.together": "[1]"})
+
+
+def test_d2d_transpose_is_measured_by_name_only_as_a_copy_within_the_first_gpu():
+    assert "d2d_transpose" not in [str(o) for o in config().copy.ops]     # not in the default sweep
+    ctx = context(2, sizes=[4096, 6 * MiB, 4097])
+    named = [p for p in copy_points(config(**{"copy.ops": "[d2d_transpose]"}), ctx)]
+    assert {(p.op, p.src, p.dst, p.memory, p.engine) for p in named} == {("d2d_transpose", "cuda:0", "cuda:0", "device", "sm")}
+    assert sorted({p.size_bytes for p in named}) == [4096, 6 * MiB]        # whole 4-byte elements only
+    assert COPY.op("d2d_transpose").on_one_gpu and COPY.op("d2d").on_one_gpu
+
+
+def test_a_transposed_view_is_a_checked_strided_copy():
+    import torch
+
+    from bench.suites.copy.ops import transposed
+
+    for n in (4096, 3 * 4096):
+        src, dst = torch.arange(n, dtype=torch.int32), torch.zeros(n, dtype=torch.int32)
+        to, view = transposed(dst, src)
+        to.copy_(view)
+        assert not view.is_contiguous() and to.shape == view.shape and torch.equal(to, view)
+        assert not torch.equal(dst, src)   # a transpose, not a flat copy

@@ -73,7 +73,7 @@ def _telemetry(*samples: Sample, mig=(0, 0), names=None) -> dict:
 
 def _explain(meta: dict, key: dict, notes=(), run_dir=None, gbps=math.nan, clocks=None) -> list[str]:
     facts = causes.facts(meta, run_dir, clocks)
-    return causes.explain(facts, causes.subject(key, facts.links, tuple(notes), gbps))
+    return causes.explain(facts, causes.subject(key, facts.links, catalog(), tuple(notes), gbps))
 
 
 QUIET = _telemetry(_sample(0, "before"), _sample(0.5, "during", util=90, reasons=0), _sample(1, "after"))

@@ -216,3 +216,54 @@ def test_no_module_over_500_lines_and_no_function_over_60():
                       if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
                       and node.end_lineno - node.lineno + 1 > 60]
     assert not long_functions
+
+
+# Words an op or suite shares with another vocabulary, allowed where that vocabulary is declared
+# (module, word): the size class (suite_view.LATENCY_BOUND); the host-memory traffic kinds
+# (measure/hostmem.py: copy, read, write); NCCL's own log fields (analysis/ncclog.py: p2p
+# channels); a p2p mode the figures order (style.VALUE_ORDER: peer); the mode nvbandwidth's
+# imported peer reads and writes stand for, and the mode a peer copy is judged in (analysis/expected.py,
+# point_expectations.py: peer).
+OTHER_MEANINGS = {("bench/suite_view.py", "latency"), ("bench/measure/hostmem.py", "copy"),
+                  ("bench/analysis/ncclog.py", "p2p"), ("bench/analysis/figures/style.py", "peer"),
+                  ("bench/analysis/expected.py", "peer"),
+                  ("bench/analysis/point_expectations.py", "peer")}
+
+
+def _declared_names() -> set[str]:
+    """Every registered suite's name and op names (its declarations, and its settings' ops)."""
+    from bench import suites
+
+    names = set()
+    for suite in suites.all():
+        names.add(suite.name)
+        names |= {op.name for op in suite.ops}
+        field = getattr(suite.Settings, "__dataclass_fields__", {}).get("ops")
+        names |= {str(o) for o in (field.default_factory() if field is not None else ())}
+    return names
+
+
+def _literals(words: set[str], root: Path, skip: tuple[str, ...]) -> list[str]:
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        where = str(path.relative_to(root.parent if root == BENCH else root))
+        if where.startswith(skip):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in words and (where, node.value) not in OTHER_MEANINGS:
+                found.append(f"{where}:{node.lineno}: {node.value!r}")
+    return found
+
+
+def test_only_the_suites_name_a_suite_or_an_op():
+    """Outside bench/suites/ (and the importers' tables of other tools' names), no string literal
+    is a suite's or an op's name: the rest reads the suites' declarations (bench/ops.py)."""
+    words = _declared_names()
+    assert {"collectives", "copy", "all_reduce", "d2d", "uni"} <= words
+    assert not _literals(words, BENCH, ("bench/suites/", "bench/importers/"))
+
+
+def test_the_name_check_sees_a_literal(tmp_path):
+    (tmp_path / "x.py").write_text("def f(row):\n    return row['op'] == 'd2d' or row['suite'] == 'p2p'\n")
+    found = _literals({"d2d", "p2p"}, tmp_path, ())
+    assert len(found) == 2 and found[0].endswith("'d2d'") and found[1].endswith("'p2p'")

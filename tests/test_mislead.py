@@ -44,7 +44,7 @@ def reference():
 
 
 def _d2d(sizes: list[int], l2: float | None, note: str = "") -> pd.DataFrame:
-    return pd.DataFrame({"op": "d2d", "src": "cuda:0", "dst": "cuda:0", "size_bytes": sizes, "note": note,
+    return pd.DataFrame({"suite": "copy", "op": "d2d", "src": "cuda:0", "dst": "cuda:0", "size_bytes": sizes, "note": note,
                          "l2_bytes": l2})
 
 
@@ -58,23 +58,26 @@ def test_resident_note_names_the_working_set_and_the_l2():
     assert cache.resident_note(4096, 0) == ""                                     # L2 unknown: no claim
 
 
+CATALOG = catalog()
+
+
 def test_known_l2_decides_resident_and_the_hbm_floor():
     rows = _d2d([16 * MIB, 32 * MIB, 128 * MIB, 256 * MIB, 1024 * MIB], 50 * MIB)
-    assert cache.cache_resident(rows).tolist() == [True, False, False, False, False]
+    assert cache.cache_resident(rows, CATALOG).tolist() == [True, False, False, False, False]
     # HBM figures from 4 x L2 = 200 MiB on: 32 and 128 MiB are past L2 but not well past it
-    assert cache.short_of_hbm(rows).tolist() == [True, True, True, False, False]
+    assert cache.short_of_hbm(rows, CATALOG).tolist() == [True, True, True, False, False]
 
 
 def test_unknown_l2_keeps_d2d_below_256mib_out_and_other_ops_in():
     rows = _d2d([16 * MIB, 128 * MIB, 256 * MIB], None)
-    assert cache.cache_resident(rows).tolist() == [False, False, False]      # no L2: no claim of residency
-    assert cache.short_of_hbm(rows).tolist() == [True, True, False]
+    assert cache.cache_resident(rows, CATALOG).tolist() == [False, False, False]      # no L2: no claim of residency
+    assert cache.short_of_hbm(rows, CATALOG).tolist() == [True, True, False]
     h2d = rows.assign(op="h2d", src="host")
-    assert not cache.short_of_hbm(h2d).any()
+    assert not cache.short_of_hbm(h2d, CATALOG).any()
     peer = rows.assign(dst="cuda:1")                                          # across GPUs: the link bounds it
-    assert not cache.short_of_hbm(peer).any()
+    assert not cache.short_of_hbm(peer, CATALOG).any()
     noted = rows.assign(op="whatever", note="cache-resident: 2 x 16MiB fits in the 50MiB L2")
-    assert cache.short_of_hbm(noted).all()                                    # a suite's note is taken as said
+    assert cache.short_of_hbm(noted, CATALOG).all()                                    # a suite's note is taken as said
 
 
 def test_summary_peaks_skip_l2_and_say_graph_d2d_has_none(x2, cat):

@@ -132,7 +132,7 @@ def test_ops_pass_the_headers_arguments():
 def test_a_prepared_op_launches_with_only_a_stream():
     c = _fake_comm()
     x = torch.zeros(4)
-    launch = c.prepare("all_reduce", x)
+    launch = c.prepare(c.all_reduce_calls(x))
     launch(7)
     launch(8)
     assert [call[-1] for call in c.lib.calls] == [7, 8] and c.lib.calls[0][1] == x.data_ptr()
@@ -140,9 +140,9 @@ def test_a_prepared_op_launches_with_only_a_stream():
 
 def test_ops_refuse_buffers_nccl_would_overrun():
     c = _fake_comm()
-    with pytest.raises(ValueError, match="all_gather"):
+    with pytest.raises(ValueError, match="ncclAllGather"):
         c.all_gather(torch.zeros(7), torch.zeros(4), stream=0)
-    with pytest.raises(ValueError, match="reduce_scatter"):
+    with pytest.raises(ValueError, match="ncclReduceScatter"):
         c.reduce_scatter(torch.zeros(4), torch.zeros(8, dtype=torch.float16), stream=0)
     with pytest.raises(ValueError, match="equal chunks"):
         c.all_to_all(torch.zeros(5), torch.zeros(5), stream=0)

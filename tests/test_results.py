@@ -308,10 +308,12 @@ def test_files_get_the_users_umask(tmp_path, umask):
 
 
 def test_schema_1_runs_still_load_with_their_implicit_values(tmp_path):
-    """A committed schema-1 run: no api/engine/numa (nor params) columns; its collectives went through torch."""
+    """A committed schema-1 run: no api/engine/numa (nor params) columns; its ranks (the collectives,
+    on nccl or gloo: schema 1 had no other suite of ranks) went through torch."""
     run = tmp_path / "old"
     run.mkdir()
-    frame = pd.DataFrame([Sample("collectives", "all_reduce", 8, trial=0, time_s=1e-5, verified=True).__dict__,
+    frame = pd.DataFrame([Sample("collectives", "all_reduce", 8, trial=0, time_s=1e-5, verified=True,
+                                 backend="nccl").__dict__,
                           Sample("copy", "h2d", 8, trial=0, time_s=1e-5, verified=True).__dict__])
     old = frame.drop(columns=["api", "engine", "numa", "params", "time_fastest_rank_s"])
     old.to_csv(run / "samples.csv", index=False)

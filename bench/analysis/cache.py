@@ -2,7 +2,8 @@
 
 A d2d copy of 16 MiB on an H200 (50 MiB L2) reads and writes 32 MiB that stay in L2 from one
 copy to the next: it shows about 2,970 GB/s where HBM gives about 2,100. Such a figure is
-real, but it is no HBM peak. So, for on-GPU copies (op d2d, source and destination on one GPU):
+real, but it is no HBM peak. So, for on-GPU copies (the ops whose declarations say `on_one_gpu`,
+bench/ops.py, with source and destination on one GPU):
 
 - cache-resident: the working set (source + destination = 2 x size) fits in L2. The copy
   suite says so in the row's note when it measures (`resident_note`); for runs without the note,
@@ -15,7 +16,9 @@ Graph-mode d2d stops at timing.graph_max_size (16 MiB by default), so it has no 
 from __future__ import annotations
 
 from bench import lazy
+from bench.ops import every
 from bench.sizes import format_size
+from bench.suite_view import Catalog
 
 np = lazy.module("numpy")
 pd = lazy.module("pandas")
@@ -38,9 +41,11 @@ def resident_note(size_bytes: int, l2_bytes: int) -> str:
     return f"{NOTE}: 2 x {format_size(size_bytes)} fits in the {_mib(l2_bytes)} L2"
 
 
-def _on_gpu(rows: pd.DataFrame) -> np.ndarray:
+def _on_gpu(rows: pd.DataFrame, catalog: Catalog) -> np.ndarray:
+    copies = {(suite, op.name) for suite, op in every(catalog) if op.on_one_gpu}
+    declared = np.array([key in copies for key in zip(rows["suite"], rows["op"])], bool)
     src = rows["src"].astype(str)
-    return ((rows["op"] == "d2d") & (src == rows["dst"].astype(str)) & src.str.startswith("cuda:")).to_numpy()
+    return declared & ((src == rows["dst"].astype(str)) & src.str.startswith("cuda:")).to_numpy()
 
 
 def _l2(rows: pd.DataFrame) -> np.ndarray:
@@ -49,23 +54,23 @@ def _l2(rows: pd.DataFrame) -> np.ndarray:
     return pd.to_numeric(rows["l2_bytes"], errors="coerce").to_numpy(float)
 
 
-def cache_resident(rows: pd.DataFrame) -> np.ndarray:
+def cache_resident(rows: pd.DataFrame, catalog: Catalog) -> np.ndarray:
     """Per row: its note says it is cache-resident, or it copies within one GPU and 2 x size fits in L2."""
     noted = rows["note"].fillna("").astype(str).str.contains(NOTE, regex=False).to_numpy() \
         if "note" in rows.columns else np.zeros(len(rows), bool)
-    fits = _on_gpu(rows) & (2 * rows["size_bytes"].to_numpy(float) <= _l2(rows))
+    fits = _on_gpu(rows, catalog) & (2 * rows["size_bytes"].to_numpy(float) <= _l2(rows))
     return noted | fits
 
 
-def short_of_hbm(rows: pd.DataFrame) -> np.ndarray:
+def short_of_hbm(rows: pd.DataFrame, catalog: Catalog) -> np.ndarray:
     """Per row: an on-GPU copy too small to be an HBM figure (cache-resident, or below PAST_L2 x L2;
     below UNKNOWN_L2_FROM where L2 is unknown). Such rows are drawn apart and kept out of peaks."""
     l2 = _l2(rows)
     size = rows["size_bytes"].to_numpy(float)
     floor = np.where(np.isnan(l2), UNKNOWN_L2_FROM, PAST_L2 * np.nan_to_num(l2))
-    return cache_resident(rows) | (_on_gpu(rows) & (size < floor))
+    return cache_resident(rows, catalog) | (_on_gpu(rows, catalog) & (size < floor))
 
 
-def hbm_rows(rows: pd.DataFrame) -> pd.DataFrame:
+def hbm_rows(rows: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     """The rows that may give a peak: every row but on-GPU copies short of HBM."""
-    return rows[~short_of_hbm(rows)]
+    return rows[~short_of_hbm(rows, catalog)]

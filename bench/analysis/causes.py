@@ -25,7 +25,9 @@ from typing import Callable, Mapping
 
 from bench.analysis import ncclog
 from bench.links import nvlink_links, pcie_gbps
+from bench.ops import NVLINK, PCIE
 from bench.sizes import format_size
+from bench.suite_view import Catalog, view
 
 CLOCKS = Path(__file__).with_name("clocks.csv")   # per class and reason: the largest share healthy runs showed
 PACES = Path(__file__).with_name("paces.csv")     # per class and healthy host: its usual pace (host_pace_s)
@@ -211,18 +213,19 @@ def gpu_of(end: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def subject(key: Mapping, links: Mapping[str, str], notes: tuple[str, ...] = (), gbps: float = math.nan,
-            launch_path: bool = False) -> Subject:
-    """The Subject of a family's variant (its POINT_KEYS but the size), its measured GB/s (both
-    directions of a bidirectional op: halved here, per direction) and whether it is a launch path."""
-    suite, mode, n = key["suite"], key["mode"], int(key["world_size"])
+def subject(key: Mapping, links: Mapping[str, str], catalog: Catalog, notes: tuple[str, ...] = (),
+            gbps: float = math.nan, launch_path: bool = False) -> Subject:
+    """The Subject of a family's variant (its POINT_KEYS but the size), its measured GB/s (per
+    direction: of an op moving both ways at once, halved here; else of host copies of every GPU
+    at once, per GPU) and whether it is a launch path; its op as its suite declares it (the catalog)."""
+    op, mode, n = view(catalog, key["suite"]).op(key["op"]), key["mode"], int(key["world_size"])
     src, dst = str(key["src"]), str(key["dst"])
     nccl = key["backend"] == "nccl"
     if nccl or "all" in (src, dst):
         gpus = tuple(range(n)) if int(key["nnodes"]) == 1 else ()
     else:
         gpus = tuple(sorted({g for g in (gpu_of(src), gpu_of(dst)) if g is not None}))
-    peer = nccl or (suite == "p2p" and mode != "staged")
+    peer = nccl or (op.link == NVLINK and mode != "staged")   # between GPUs, unless staged through the host
     if not peer:
         pairs: tuple = ()
     elif nccl or "all" in (src, dst):
@@ -233,7 +236,8 @@ def subject(key: Mapping, links: Mapping[str, str], notes: tuple[str, ...] = (),
     host = "host" in (src, dst) or mode == "staged"
     kinds = [links.get(f"{i},{j}") or links.get(f"{j},{i}") or "" for i, j in pairs]
     no_nvlink = any(kind and not nvlink_links(kind) for kind in kinds)   # unknown: not assumed PCIe
-    per_direction = gbps / 2 if key["op"] == "bidir" else gbps / n if "all" in (src, dst) and suite == "copy" else gbps
+    every_gpu = "all" in (src, dst) and op.link == PCIE   # host copies of every GPU at once: per GPU
+    per_direction = gbps / op.directions if op.directions > 1 else gbps / n if every_gpu else gbps
     return Subject(gpus, pairs, pcie=host or (peer and no_nvlink), host_memory=host, nccl=nccl,
                    world_size=n, nnodes=int(key["nnodes"]), mode=mode, numa=str(key.get("numa", "")), notes=notes,
                    gbps=per_direction, launch_path=launch_path)

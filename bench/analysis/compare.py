@@ -48,14 +48,14 @@ from bench.analysis.cache import cache_resident, short_of_hbm
 from bench.analysis.noise import (PRIOR_DF, default_noise, family_sigma, launch_path, launch_path_noise,
                                   median_factor, run_noise)
 from bench.config.settings import Launch
-from bench.suite_view import Catalog, bandwidth_column, view
+from bench.suite_view import LATENCY_BOUND, Catalog, bandwidth_column, view
 from bench.points import POINT_KEYS, VARIANT_KEYS, point_label, variant_label
 from bench.results import ResultsError, find_runs, load, slow_throughout, usable_rows
 from bench.sizes import format_size
 
 BANDWIDTH_SHARE = 0.5
 LATENCY_RATIO = 1.5
-JUDGED_CLASSES = ("latency", "bandwidth")
+JUDGED_CLASSES = (LATENCY_BOUND, "bandwidth")
 # An eager latency-bound family with a side that never read the host's pace (runs before schema 4)
 # holds the host's moods in its trials: its declared noise, which is of trials read at the usual pace, twice.
 UNPACED_NOISE = 2.0
@@ -222,8 +222,8 @@ def point_levels(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     out["pairs"] = [_pair_differences(y) for y in np.split(per_run["y"].to_numpy(), ends[:-1])]
     first = np.unique(point, return_index=True)[1]
     keys = rows.iloc[first][POINT_KEYS].set_axis(out.index)
-    out["cache_resident"] = pd.Series(cache_resident(rows)).groupby(point).any().to_numpy()
-    out["short_of_hbm"] = pd.Series(short_of_hbm(rows)).groupby(point).any().to_numpy()
+    out["cache_resident"] = pd.Series(cache_resident(rows, catalog)).groupby(point).any().to_numpy()
+    out["short_of_hbm"] = pd.Series(short_of_hbm(rows, catalog)).groupby(point).any().to_numpy()
     out["host_slow"] = pd.Series(slow_throughout(rows).to_numpy()).groupby(point).any().to_numpy()
     out["paced"] = rows["host_pace_s"].notna().groupby(point).any().to_numpy()
     has_bw = out["bw"] > 0
@@ -247,7 +247,7 @@ def size_classes(levels: pd.DataFrame, y: str = "y") -> np.ndarray:
     # A figure of time alone (a dependent load's latency) is latency-bound at any size.
     metric = levels.get("metric" + y[1:])       # metric_base in a joined frame
     timed = (metric == "time_s").to_numpy() if metric is not None else np.zeros(len(levels), bool)
-    return np.select([timed, bandwidth, latency], ["latency", "bandwidth", "latency"], "middle")
+    return np.select([timed, bandwidth, latency], [LATENCY_BOUND, "bandwidth", LATENCY_BOUND], "middle")
 
 
 def family_z(alpha: float, families: int) -> float:
@@ -294,7 +294,7 @@ def _prior(rows: list[dict], key: dict, size_class: str, catalog: Catalog) -> fl
     (not the launch path: its noise is the host's already)."""
     launch = launch_path(key, size_class)
     prior = launch_path_noise(catalog, key) if launch else default_noise(catalog, key, size_class)
-    eager_latency = size_class == "latency" and key.get("launch") == Launch.eager.value
+    eager_latency = size_class == LATENCY_BOUND and key.get("launch") == Launch.eager.value
     if eager_latency and not all(r["paced_base"] and r["paced_cur"] for r in rows):
         prior *= UNPACED_NOISE
     if not launch and any(r["host_slow_base"] or r["host_slow_cur"] for r in rows):
@@ -361,7 +361,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, catalog: Catalog, tol
     # A copy the L2 holds measures the cache's state from one run to the next, not the link: it
     # is shown but not gated, as it is kept out of peaks.
     # A held op stops at timing.held_max_size: at its largest still a short op, timed on the device.
-    classes = np.where(joined["launch"] == Launch.held.value, "latency", size_classes(joined, "y_base"))
+    classes = np.where(joined["launch"] == Launch.held.value, LATENCY_BOUND, size_classes(joined, "y_base"))
     joined["size_class"] = np.where(joined["cache_resident_base"] | joined["cache_resident_cur"], "cache", classes)
     records = joined.to_dict("records")
     families_of: dict[tuple, list[dict]] = {}
@@ -434,7 +434,7 @@ def _verdict_table(result: Comparison) -> list[str]:
         by_variant.setdefault(f.label, {})[f.size_class] = f
     order = sorted(by_variant, key=lambda label: (min(f.change for f in by_variant[label].values()), label))
     lines = ["| op | latency-bound sizes | bandwidth-bound sizes |", "| --- | --- | --- |"]
-    lines += [f"| {label} | {_family_cell(by_variant[label].get('latency'))} | "
+    lines += [f"| {label} | {_family_cell(by_variant[label].get(LATENCY_BOUND))} | "
               f"{_family_cell(by_variant[label].get('bandwidth'))} |" for label in order]
     return lines
 

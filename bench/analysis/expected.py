@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from bench.hosts import host_id
-from bench.suite_view import Catalog, view
+from bench.suite_view import LATENCY_BOUND, Catalog, view
 from bench.analysis.compare import BANDWIDTH_SHARE, LATENCY_RATIO, PLATEAU, point_levels
 from bench.links import NVLINK_LINK_GBPS, hbm_gbps
 from bench.points import ROLE_KEYS
@@ -156,9 +156,9 @@ def alternatives(role: dict) -> list[dict]:
     collectives (no api) as NCCL called directly, then through torch; nvbandwidth's peer reads and
     writes as peer copies."""
     out = [role]
-    if role["suite"] == "collectives" and role["api"] == "" and role["backend"] == "nccl":
+    if role["api"] == "" and role["backend"] == "nccl":
         out += [{**role, "api": "nccl"}, {**role, "api": "torch"}]
-    if role["suite"] == "p2p" and role["mode"] in ("read", "write"):
+    if role["mode"] in ("read", "write"):
         out.append({**role, "mode": "peer"})
     return out
 
@@ -221,7 +221,7 @@ class Curve:
         if size >= first:
             return "bandwidth"
         log_time, _ = self.at(size)
-        return "latency" if log_time <= math.log(LATENCY_RATIO) + self.log_time.min() else "middle"
+        return LATENCY_BOUND if log_time <= math.log(LATENCY_RATIO) + self.log_time.min() else "middle"
 
 
 @dataclass(frozen=True)

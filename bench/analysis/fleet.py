@@ -40,7 +40,7 @@ from bench.analysis.noise import GPU_BACKENDS, default_noise, family_sigma, laun
 from bench.analysis.point_expectations import HOST_SLOW, OLDEST_JUDGED, JudgedPoint, judged_points
 from bench.points import ROLE_KEYS, VARIANT_KEYS, variant_label
 from bench.results import ResultsError, read_meta
-from bench.suite_view import Catalog
+from bench.suite_view import LATENCY_BOUND, Catalog
 
 MIN_NODES = 3          # a family is judged against its peers where this many nodes measured it
 MAD_TO_SIGMA = 1.4826  # a normal distribution's sigma over its median absolute deviation
@@ -85,7 +85,7 @@ def _aside(matrix: RunMatrix, survey: Survey, points: list[JudgedPoint]) -> np.n
     """runs x points: 0 where a run's figure is judged, else the ASIDE code of why not, as the
     judge sets a run's points aside: on a host backend, a latency-bound point whose every trial
     caught the host slow (a GPU's launch path is judged, moods and all); a run of schema 1."""
-    latency = np.array([p.size_class == "latency" for p in points])
+    latency = np.array([p.size_class == LATENCY_BOUND for p in points])
     host = ~matrix.points["backend"].isin(GPU_BACKENDS).to_numpy()
     codes = np.zeros(matrix.y.shape, dtype=np.int8)
     codes[matrix.slow & latency & host] = 1
@@ -235,7 +235,7 @@ def judge_fleet(survey: Survey, matrix: RunMatrix, catalog: Catalog, table: Expe
     table_sigmas = [_table_sigma(f, points, catalog, table, noise, machine) for f in fams]
     stats, z = _limits(fams, peer, tab, table_sigmas, catalog, tolerance, alpha)
     ctx = FleetContext(survey, matrix, node, hosts, points, y_runs, y, fleet_y, fams, stats, peer, tab, widen,
-                       widen_tab, z, tolerance, links)
+                       widen_tab, z, tolerance, links, catalog)
     ctx.judge(~np.isnan(raw), by_node(aside, node, len(hosts), np.max))
     moved, missing = ctx.moved(), ctx.missing(~np.isnan(raw))
     nodes = [ctx.node(n, min_judged, moved.get(n, []), missing.get(n, [])) for n in range(len(hosts))]
@@ -271,6 +271,7 @@ class FleetContext:
     z: float
     tolerance: float
     links: dict
+    catalog: Catalog
     state: np.ndarray = None      # families x nodes: ABSENT ... FEW (judge())
     aside: np.ndarray = None      # families x nodes: the ASIDE code of a family set aside
 

@@ -32,6 +32,7 @@ class FleetView(Protocol):
     stats: list           # per family: fleet_verdicts.FleetFamily (peer_limit)
     peer: np.ndarray      # families x nodes: each node's change against the fleet
     links: dict
+    catalog: Any          # the suites' declarations (bench.suite_view.Catalog)
     tolerance: float
 
 
@@ -69,7 +70,7 @@ def _place(k: int, n: int, ctx: FleetView) -> Place | None:
     the node to tell it from (places() settles it)."""
     if ctx.fams[k].launch_path:
         return Place(LAUNCH, ())
-    s = causes.subject(ctx.fams[k].key, ctx.links)
+    s = causes.subject(ctx.fams[k].key, ctx.links, ctx.catalog)
     apart = _stands_out(k, n, ctx)
     if apart is not False:
         if len(s.pairs) == 1 and not s.host_memory:
@@ -93,7 +94,7 @@ def places(low: list[int], n: int, ctx: FleetView) -> list[Place]:
     out = []
     for k, place in zip(low, found):
         if place is None:
-            s = causes.subject(ctx.fams[k].key, ctx.links)
+            s = causes.subject(ctx.fams[k].key, ctx.links, ctx.catalog)
             if s.host_memory and HOST_SIDE in shared:
                 place = Place(HOST_SIDE, ())
             elif len(s.pairs) == 1 and not s.host_memory:
@@ -125,7 +126,7 @@ class NodeCauses:
         lowest = int(rows[seen][np.argmin(np.nanmean(y[seen], axis=1))] if seen.any() else rows[0])
         gbps = float(np.nanmedian(self.ctx.matrix.value[lowest, cols])) if bandwidth and seen.any() else math.nan
         facts = self._of(lowest)
-        return causes.explain(facts, causes.subject(key, facts.links, (), gbps, launch_path))
+        return causes.explain(facts, causes.subject(key, facts.links, self.ctx.catalog, (), gbps, launch_path))
 
     @staticmethod
     def summary(low: list) -> list[str]:

@@ -51,7 +51,7 @@ from bench.analysis.verdicts import (FAILED, HIGH, INCONSISTENT, JUDGED, LOW, MI
                                      THEORY_TOLERANCE, Judgement, Verdict, short_number)
 from bench.points import ROLE_KEYS, VARIANT_KEYS, variant_label
 from bench.results import PACE_SLACK, SCHEMA_VERSION, run_status, status_said
-from bench.suite_view import Catalog, view
+from bench.suite_view import LATENCY_BOUND, Catalog, view
 
 TOLERANCE = 0.05          # as xferbench-compare: a smaller drop never counts
 ALPHA = 0.01
@@ -225,7 +225,7 @@ def _noise(f: _Family, key: dict, catalog: Catalog, table: Expected, noise: Expe
         return max(widened, OTHER_WORLDS), (f"never measured on this class, its share learned from other world sizes: "
                                             f"at least {OTHER_WORLDS}")
     times = ""
-    if f.size_class == "latency" and any(p.learned is not None for p in f.expected):
+    if f.size_class == LATENCY_BOUND and any(p.learned is not None for p in f.expected):
         widened, times = widened * lp.OTHER_HOSTS, f" x {lp.OTHER_HOSTS} (other hosts' launch paths)"
     between = [p.learned.spread for p in f.expected if p.learned is not None and math.isfinite(p.learned.spread)]
     if between:
@@ -294,7 +294,7 @@ def _siblings_verdict(f: _Family, v: Verdict, sigma: float, z: float, tolerance:
         return
     # A latency's host-bound moods come and go between siblings measured at other moments:
     # they are judged with the noise between runs at least.
-    sibling_sigma = max(f.sibling_sigma, sigma) if f.size_class == "latency" else f.sibling_sigma
+    sibling_sigma = max(f.sibling_sigma, sigma) if f.size_class == LATENCY_BOUND else f.sibling_sigma
     f.sibling_limit = math.log1p(-tolerance) - z * _spread(sibling_sigma, f.peers)
     ratio = math.exp(f.sibling_change)
     v.siblings = f"median of {_noun(f.role, f.peers)}: {ratio:.2f}x"
@@ -335,7 +335,7 @@ def _verdict(f: _Family, rows: pd.DataFrame, facts: causes.Facts, links: Mapping
             v.unit, v.at_size, v.measured = "GB/s", top.size, top.value
     elif v.verdict == LOW:
         judged_value = float(np.median([p.value for p in (judged or f.points)])) if f.size_class == "bandwidth" else math.nan
-        v.causes = causes.explain(facts, causes.subject(key, links, _notes(rows, key), judged_value, f.launch_path))
+        v.causes = causes.explain(facts, causes.subject(key, links, catalog, _notes(rows, key), judged_value, f.launch_path))
         slow = [p for p in judged if p.host_slow]
         if f.launch_path and slow:
             v.causes.append(f"every trial at {len(slow)} of its {len(judged)} sizes ran while the host was slow "
@@ -441,7 +441,7 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
     verdicts: list[Verdict] = []
     z = math.nan
     if not levels.empty:
-        short = rows[short_of_hbm(rows)]
+        short = rows[short_of_hbm(rows, catalog)]
         in_cache = frozenset(zip(short["op"], short["src"], short["size_bytes"]))
         families = _families(judged_points(levels, meta, catalog, table, in_cache, facts))
         _siblings(families)

@@ -21,6 +21,7 @@ from typing import Mapping, Sequence
 from bench.analysis.expected import Expected
 from bench.analysis.noise import GPU_BACKENDS, family_sigma, run_noise
 from bench.points import VARIANT_KEYS
+from bench.suite_view import LATENCY_BOUND
 
 DEVICE_LAUNCHES = ("graph", "held")   # launches whose ops the host cannot space out: the device's own time
 MIN_HOSTS = 3        # a class standing on fewer hosts says so, and its launch paths are judged wider
@@ -34,7 +35,7 @@ _FREE = ("launch", "api", "engine", "memory")
 def launch_path(key: Mapping, size_class: str, bandwidth: bool) -> bool:
     """Whether a family (its variant keys and size class; `bandwidth`: it has a bandwidth, not a
     dependent load's time) is a launch path."""
-    return size_class == "latency" and key["launch"] == "eager" and bandwidth and key["backend"] in GPU_BACKENDS
+    return size_class == LATENCY_BOUND and key["launch"] == "eager" and bandwidth and key["backend"] in GPU_BACKENDS
 
 
 def host_bound(key: Mapping, size_class: str, bandwidth: bool) -> bool:

@@ -21,7 +21,7 @@ from typing import Mapping
 import numpy as np
 
 from bench.config.settings import Launch
-from bench.suite_view import Catalog, view
+from bench.suite_view import LATENCY_BOUND, Catalog, view
 
 GPU_BACKENDS = ("cuda", "nccl")
 PRIOR_DF = 4
@@ -51,13 +51,13 @@ def default_noise(catalog: Catalog, variant: Mapping, size_class: str) -> float:
 def launch_path(variant: Mapping, size_class: str) -> bool:
     """Whether a family (its variant keys and size class) times the host's launch path: latency-bound,
     launched eagerly, on a GPU backend."""
-    return size_class == "latency" and variant.get("launch") == Launch.eager.value and platform(variant["backend"]) == "gpu"
+    return size_class == LATENCY_BOUND and variant.get("launch") == Launch.eager.value and platform(variant["backend"]) == "gpu"
 
 
 def launch_path_noise(catalog: Catalog, variant: Mapping) -> float:
     """A launch path's sigma of one run: its suite's ("gpu", "launch") entry (a suite without
     one: the largest declared), at least its latency-bound one."""
-    return max(default_noise(catalog, variant, "launch"), default_noise(catalog, variant, "latency"))
+    return max(default_noise(catalog, variant, "launch"), default_noise(catalog, variant, LATENCY_BOUND))
 
 
 def run_noise(differences: np.ndarray) -> float:

@@ -19,8 +19,9 @@ from bench.analysis.launch_path import MIN_HOSTS, hosts_said
 from bench.analysis.noise import GPU_BACKENDS
 from bench.analysis.verdicts import HOST_OWN, RESIDENT, short_number
 from bench.links import pcie_gbps
+from bench.ops import NVLINK, PCIE, Op
 from bench.points import ALL, ROLE_KEYS, VARIANT_KEYS
-from bench.suite_view import Catalog, view
+from bench.suite_view import LATENCY_BOUND, Catalog, view
 from bench.sizes import format_size
 
 HOST_SLOW = "every trial ran while the host was slow (host_pace_s): it measured the host's mood"
@@ -90,7 +91,7 @@ def _reference(point: JudgedPoint, role: dict, table: Expected, machine: str) ->
     log_time, point.runs = curve.at(point.size)
     point.hosts, point.on_ramp = curve.hosts_at(point.size), curve.on_ramp(point.size)
     point.y_expected = -log_time
-    point.size_class = curve.size_class(point.size) if point.bandwidth else "latency"
+    point.size_class = curve.size_class(point.size) if point.bandwidth else LATENCY_BOUND
     few = f" from {hosts_said(point.hosts)}" if point.hosts < MIN_HOSTS else ""
     point.source = f"{table.origins[machine]} {curve.instances}, {point.runs} healthy run{'s' * (point.runs != 1)}{few}"
     return ""
@@ -117,7 +118,7 @@ def _learned(point: JudgedPoint, role: dict, table: Expected, machine: str, theo
     if learned is None:
         return "no other class has this variant at this size" + ("" if theory else ", nor link theory")
     point.y_expected, point.learned = -learned.value, learned
-    point.size_class = own_class if point.bandwidth else "latency"
+    point.size_class = own_class if point.bandwidth else LATENCY_BOUND
     point.source = f"the time {learned.source} take"
     return ""
 
@@ -131,19 +132,20 @@ def _same_gpu(point: JudgedPoint, role: dict, table: Expected, machine: str) -> 
         point.model_y, point.model_source = -learned.value, ", ".join(learned.classes)
 
 
-def _recorded_limit(f: causes.Facts, record: dict, theory) -> tuple[float, str]:
+def _recorded_limit(f: causes.Facts, record: dict, theory, op: Op) -> tuple[float, str]:
     """What the link this point crossed could carry as the run recorded it (GB/s, its name):
     a host copy's PCIe link at its generation and width while busy (else its slot's); a peer copy
-    between GPUs with peer access recorded off, PCIe through the host; else the link theory."""
-    src, dst, op = str(record["src"]), str(record["dst"]), str(record["op"])
-    both = 2 if op == "bidir" else 1
+    between GPUs with peer access recorded off, PCIe through the host; else the link theory.
+    `op`: the point's op as its suite declares it."""
+    src, dst = str(record["src"]), str(record["dst"])
+    both = op.directions
     gpu = causes.gpu_of(dst if src == "host" else src)
-    if "host" in (src, dst) and gpu is not None and record["suite"] == "copy":
+    if "host" in (src, dst) and gpu is not None and op.link == PCIE:
         gen, width, when = causes.recorded_pcie(f, gpu)
         gbps = pcie_gbps(gen, width)
         if gbps > 0:
             return gbps * both, f"PCIe Gen{gen} x{width} as recorded {when}"
-    through = _through_host(f, record)
+    through = _through_host(f, record, op)
     if through is not None:
         gen, width, _ = causes.recorded_pcie(f, through)
         gbps = pcie_gbps(gen, width)
@@ -152,12 +154,12 @@ def _recorded_limit(f: causes.Facts, record: dict, theory) -> tuple[float, str]:
     return (theory[0], theory[2]) if theory else (math.nan, "")
 
 
-def _through_host(f: causes.Facts, record: dict) -> int | None:
+def _through_host(f: causes.Facts, record: dict, op: Op) -> int | None:
     """The GPU whose PCIe link carries a peer copy's traffic when peer access is recorded off for
     every pair it crosses (staged through host memory), or None: a pair's first GPU; every GPU
     to or from one GPU (all_to_one, one_to_all), that one GPU's."""
     src, dst = str(record["src"]), str(record["dst"])
-    if record["suite"] != "p2p" or record["mode"] != "peer":
+    if op.link != NVLINK or record["mode"] != "peer":
         return None
     if pair := causes.peer_pair(src, dst):
         return pair[0] if causes.peer_access_off(f, *pair) else None
@@ -188,7 +190,8 @@ def judged_points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: 
         # A copy the GPU's L2 holds is rightly above HBM's limit: not a figure to hold against it.
         point.in_cache = (record["op"], record["src"], record["size_bytes"]) in in_cache
         if bandwidth and not point.in_cache:
-            point.physical, point.physical_link = _recorded_limit(facts, record, theory)
+            declared = view(catalog, record["suite"]).op(record["op"])
+            point.physical, point.physical_link = _recorded_limit(facts, record, theory, declared)
         point.reason = _reference(point, role, table, machine)
         if point.reason:
             _same_gpu(point, role, table, machine)
@@ -200,7 +203,7 @@ def judged_points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: 
         # its mood. A GPU's is judged: a launch path against the spread of hosts, moods and all
         # (its cause then says so), a device-side figure the device's whatever the host.
         point.host_slow = bool(record["host_slow"])
-        moody = point.host_slow and point.size_class == "latency" and record["backend"] not in GPU_BACKENDS
+        moody = point.host_slow and point.size_class == LATENCY_BOUND and record["backend"] not in GPU_BACKENDS
         aside = (older or resident or (HOST_OWN if record["op"] in view(catalog, record["suite"]).host_own else "")
                  or (HOST_SLOW if moody else ""))
         if aside:

@@ -77,9 +77,12 @@ def variants(data: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return [(name, curve) for _, name, curve in sorted(out, key=lambda t: (t[0], t[1]))]
 
 
+RANKED = ("nccl", "gloo")   # backends whose rows are one world of ranks (its size: world_size)
+
+
 def _ranks_note(curve: pd.DataFrame) -> list[str]:
     first = curve.iloc[0]
-    return [f"{first['world_size']} ranks, {first['dtype']}"] if first["suite"] == "collectives" else []
+    return [f"{first['world_size']} ranks, {first['dtype']}"] if first["backend"] in RANKED else []
 
 
 def _spread_note(curve: pd.DataFrame, size: int) -> list[str]:
@@ -88,7 +91,9 @@ def _spread_note(curve: pd.DataFrame, size: int) -> list[str]:
     per_device = at.groupby(["src", "dst"])["bandwidth_gbps"].median()
     if len(per_device) < 2 or per_device.max() <= 1.05 * per_device.min():
         return []
-    what = "pairs" if curve["suite"].iloc[0] == "p2p" else "GPUs"
+    src, dst = at["src"].astype(str), at["dst"].astype(str)
+    pairs = (src.str.startswith("cuda:") & dst.str.startswith("cuda:") & (src != dst)).all()
+    what = "pairs" if pairs else "GPUs"
     return [f"median of {len(per_device)} {what}: {per_device.min():.1f} to {per_device.max():.1f}"]
 
 
@@ -121,7 +126,7 @@ def bandwidth_cell(frame: pd.DataFrame, metric: Metric, catalog: Catalog) -> Cel
     data = data[data["launch"] == "eager"].dropna(subset=["bandwidth_gbps"])
     if data.empty:
         return None
-    hbm = hbm_rows(data)
+    hbm = hbm_rows(data, catalog)
     if hbm.empty:
         return Cell("—", [f"up to {format_size(int(data['size_bytes'].max()))} only: in or near L2, no HBM figure"])
     curves = variants(hbm)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 
 from bench import lazy
-from bench.suite_view import Catalog, view
+from bench.ops import PCIE, every
+from bench.suite_view import LATENCY_BOUND, Catalog
 from bench.results import usable_rows
 from bench.sizes import format_size
 
@@ -21,6 +22,7 @@ np = lazy.module("numpy")
 pd = lazy.module("pandas")
 
 ALL = "all"
+BUS = "busbw_gbps"
 FAMILY = ["suite", "op", "memory", "mode", "engine", "numa", "dtype", "launch", "api"]
 COLUMNS = [*FAMILY, "kind", "size_bytes", "gpus", "lanes", "figure", "per_gpu", "step", "of_first"]
 
@@ -28,14 +30,15 @@ COLUMNS = [*FAMILY, "kind", "size_bytes", "gpus", "lanes", "figure", "per_gpu", 
 def family_name(row) -> str:
     """A family's short name: 'collectives all_reduce float32 eager torch', 'copy h2d pinned ce'."""
     parts = [row["suite"], row["op"], row["memory"], row["mode"] if row["mode"] != "default" else "", row["engine"],
-             row["dtype"] if row["dtype"] != "uint8" else "", row["launch"] if row["suite"] == "collectives" else "",
+             row["dtype"] if row["dtype"] != "uint8" else "", row["launch"] if row["api"] else "",
              row["api"]]
     return " ".join(str(p) for p in parts if p not in ("", None) and not (isinstance(p, float) and math.isnan(p)))
 
 
-def _traffic(ok: pd.DataFrame) -> pd.DataFrame:
-    """Rows of several GPUs at once (src or dst 'all') and one-GPU copies as their count 1:
-    per point, its total's GB/s and its lanes (the parts other than the total)."""
+def _traffic(ok: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
+    """Rows of several GPUs at once (src or dst 'all') and one-GPU host copies (ops whose
+    declarations say PCIe bounds them) as their count 1: per point, its total's GB/s and its
+    lanes (the parts other than the total)."""
     at_once = ok[(ok.src == ALL) | (ok.dst == ALL)]
     lanes = (at_once[at_once.part != "total"].groupby(["run_id", *FAMILY, "src", "dst", "world_size", "size_bytes"],
                                                       dropna=False).part.nunique().rename("lanes"))
@@ -44,22 +47,25 @@ def _traffic(ok: pd.DataFrame) -> pd.DataFrame:
     # the ideal is that it stays full, so its figure per GPU is the total.
     one_gpu = total.src.str.startswith("cuda:") | total.dst.str.startswith("cuda:")
     total = total.assign(lanes=total.lanes.where(~one_gpu, 1))
-    copies = set(total.loc[total.suite == "copy", "op"])
-    alone = ok[(ok.suite == "copy") & ok.op.isin(copies) & (ok.world_size == 1) & (ok.part == "total")
+    host = {(suite, op.name) for suite, op in every(catalog) if op.link == PCIE}
+    copies = {key for key in zip(total.suite, total.op) if key in host}
+    alone = ok[np.array([key in copies for key in zip(ok.suite, ok.op)], bool) & (ok.world_size == 1) & (ok.part == "total")
                & (ok.launch == "eager") & (ok.src != ALL) & (ok.dst != ALL)]
     alone = alone.assign(lanes=1)
     both = pd.concat([total, alone], ignore_index=True)
     return both.assign(kind="bandwidth", value=both.algbw_gbps, gpus=both.world_size)
 
 
-def _collectives(ok: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
-    rows = usable_rows(ok[ok.suite == "collectives"])
+def _bus(ok: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
+    """Rows of the suites judged by bus bandwidth (busbw stays constant under ideal scaling): its
+    figure at each world size, and the time per op (small messages)."""
+    bus = [name for name, suite in catalog.items() if suite.bandwidth == BUS]
+    rows = usable_rows(ok[ok.suite.isin(bus)])
     if rows.empty:
         return rows.assign(kind="", value=np.nan, gpus=0, lanes=0)
-    column = view(catalog, "collectives").bandwidth
-    big = rows.assign(kind="bandwidth", value=rows[column], gpus=rows.world_size, lanes=1)
+    big = rows.assign(kind="bandwidth", value=rows[BUS], gpus=rows.world_size, lanes=1)
     big = big[big.value > 0]   # one rank moves nothing between GPUs: no bus bandwidth
-    small = rows.assign(kind="latency", value=rows.time_s * 1e6, gpus=rows.world_size, lanes=1)
+    small = rows.assign(kind=LATENCY_BOUND, value=rows.time_s * 1e6, gpus=rows.world_size, lanes=1)
     return pd.concat([big, small], ignore_index=True)
 
 
@@ -70,7 +76,7 @@ def scaling_table(frame: pd.DataFrame, catalog: Catalog, by: list[str] = ()) -> 
     if usable_rows(ok).empty:
         return pd.DataFrame(columns=[*by, *COLUMNS])
     ok = ok.assign(**{c: ok[c].fillna("") for c in FAMILY})
-    points = pd.concat([_traffic(ok), _collectives(ok, catalog)], ignore_index=True)
+    points = pd.concat([_traffic(ok, catalog), _bus(ok, catalog)], ignore_index=True)
     out = []
     for keys, group in points.groupby([*by, *FAMILY, "kind"], sort=False, dropna=False):
         counts = sorted(set(group.gpus))
@@ -79,7 +85,7 @@ def scaling_table(frame: pd.DataFrame, catalog: Catalog, by: list[str] = ()) -> 
         common = set.intersection(*(set(group.size_bytes[group.gpus == n]) for n in counts))
         if not common:
             continue
-        size = min(common) if keys[-1] == "latency" else max(common)
+        size = min(common) if keys[-1] == LATENCY_BOUND else max(common)
         at = group[group.size_bytes == size]
         base = dict(zip([*by, *FAMILY, "kind"], keys))
         first = previous = None
@@ -87,7 +93,7 @@ def scaling_table(frame: pd.DataFrame, catalog: Catalog, by: list[str] = ()) -> 
             here = at[at.gpus == n]
             figure, lanes = float(here.value.median()), int(here.lanes.median())
             per_gpu = figure / lanes if keys[-1] == "bandwidth" else figure
-            if keys[-1] == "latency":   # a time: the ideal is no more of it
+            if keys[-1] == LATENCY_BOUND:   # a time: the ideal is no more of it
                 step = previous / per_gpu if previous else math.nan
                 of_first = first / per_gpu if first else 1.0
             else:

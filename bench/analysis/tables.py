@@ -3,12 +3,14 @@ helpers suites build their own tables with, and the whole summary (`format_summa
 from __future__ import annotations
 
 import math
+from typing import Iterable
 
 from bench import lazy
 from bench.analysis.cache import short_of_hbm
 from bench.suite_view import Catalog, view
 from bench.analysis.scaling import TITLE as SCALING_TITLE
 from bench.analysis.scaling import format_scaling, scaling_table
+from bench.ops import every
 from bench.points import AT_ONCE_KEYS, SERIES_KEYS, VARIANT_KEYS
 from bench.results import PACE_SLACK, host_slow, usable_rows
 from bench.sizes import format_size
@@ -35,7 +37,9 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     size says so in peak_note."""
     ok = usable_rows(frame)
     ok = ok.assign(host_slow=host_slow(ok))   # kept only where a point ran slow throughout
-    ok = ok[ok["op"] != "latency"]   # no bandwidth: the suites' latency tables have them
+    timed = {(suite, op.name) for suite, op in every(catalog) if not op.bandwidth}
+    # no bandwidth: the suites' latency tables have them
+    ok = ok[[key not in timed for key in zip(ok["suite"], ok["op"])]]
     if ok.empty:
         return pd.DataFrame()
     rows = []
@@ -43,7 +47,7 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
         suite = view(catalog, keys[0])
         medians = group.groupby("size_bytes").agg(bw=(suite.bandwidth, "median"), t=("time_s", "median"))
         row = dict(zip(SERIES_KEYS, keys))
-        peaks = medians.bw[medians.index.isin(group["size_bytes"][~short_of_hbm(group)])].dropna()
+        peaks = medians.bw[medians.index.isin(group["size_bytes"][~short_of_hbm(group, catalog)])].dropna()
         if len(peaks):
             row["peak_gbps"] = round(float(peaks.max()), 2)
             row["at_size"] = format_size(int(peaks.idxmax()))
@@ -112,10 +116,11 @@ def median_by(rows: pd.DataFrame, key: np.ndarray) -> pd.Series:
     return rows.groupby(np.asarray(key))["algbw_gbps"].median()
 
 
-def latency_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Link load latency (op latency): median ns per dependent load, per memory and GPU pair."""
+def latency_table(frame: pd.DataFrame, timed: Iterable[str]) -> pd.DataFrame:
+    """Link load latency (the ops `timed`: a time per access, no bandwidth): median ns per
+    dependent load, per memory and GPU pair."""
     ok = usable_rows(frame)
-    ok = ok[ok.op == "latency"]
+    ok = ok[ok.op.isin(list(timed))]
     keys = ["suite", "memory", "mode", "numa", "src", "dst"]
     table = (ok.groupby(keys, sort=False).time_s.median() * 1e9).round(1).rename("ns_per_access").reset_index()
     return table[[c for c in table.columns if c in ("src", "dst", "ns_per_access") or table[c].nunique() > 1]]

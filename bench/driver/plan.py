@@ -26,7 +26,8 @@ from pathlib import Path
 from bench import lazy
 from bench.driver.machine import Machine
 from bench.driver.sweep import Planned
-from bench.links import Speeds, bus_factor
+from bench import suites
+from bench.links import Speeds
 from bench.points import SERIES_KEYS
 from bench.measure import timing
 from bench.measure.latch import HOLD_MARGIN_S, HeldClock
@@ -223,7 +224,8 @@ class Reference:
         if ref_n != point.world_size:
             # Latency stays; the time that moves bytes grows with what each rank must move (a
             # collective's bus factor; 1 for copies, whatever the GPU count).
-            old, new = bus_factor(point.op, ref_n), bus_factor(point.op, point.world_size)
+            declared = suites.get(point.suite).op(point.op)
+            old, new = declared.bus_factor(ref_n), declared.bus_factor(point.world_size)
             latency = min(float(best.times[0]), t)
             t = latency + (t - latency) * (new / old if old > 0 else 1.0)
         return t

@@ -7,31 +7,42 @@ the table is µs, bandwidths GB/s. A row with #wrong > 0 is recorded as failed; 
 """
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 from typing import Iterable
 
+from bench import suites
 from bench.importers.run_folder import Imported, read_text, write_import
+from bench.ops import Op, named
 from bench.results import ResultsError, Sample
 from bench.sizes import format_size
 
-# nccl-tests binary -> our op name
-NCCL_OPS = {"all_reduce": "all_reduce", "all_gather": "all_gather", "reduce_scatter": "reduce_scatter",
-            "broadcast": "broadcast", "reduce": "reduce", "alltoall": "all_to_all", "sendrecv": "sendrecv",
-            "gather": "gather", "scatter": "scatter", "hypercube": "hypercube"}
 NCCL_TYPES = {"float": "float32", "half": "float16", "double": "float64", "int": "int32", "char": "int8"}
-# busbw / algbw, as nccl-tests computes it (n = ranks); ops of factor 1 tell nothing about n
-_BUS_FACTOR_TO_RANKS = {"all_reduce": lambda f: 2 / (2 - f), "all_gather": lambda f: 1 / (1 - f),
-                        "reduce_scatter": lambda f: 1 / (1 - f), "all_to_all": lambda f: 1 / (1 - f)}
+
+
+@functools.cache
+def _declared() -> dict[str, tuple[str, Op]]:
+    """nccl-tests' name of each op (all_reduce for all_reduce_perf) -> (suite, op), from the ops'
+    declarations (bench/ops.py: nccl_tests)."""
+    return named({suite.name: suite for suite in suites.all()}, "nccl_tests")
+
+
+def op_name(binary: str) -> str:
+    """Our name of nccl-tests' op (its binary's stem, alltoall); an op we do not measure keeps its own."""
+    found = _declared().get(binary)
+    return found[1].name if found else binary
+
+
+def _suite() -> str:
+    """The suite nccl-tests' rows belong to: the one whose ops nccl-tests names."""
+    return next(suite for suite, _ in _declared().values())
+
 
 _PERF_BINARY = re.compile(r"\b([a-z_]+?)_perf(?:_mpi)?\b")
 _RANK_LINE = re.compile(r"^#\s*Rank\s+(\d+)\s.*?\bon\s+(\S+)\s+device\s+(\d+)\s+\[[^\]]*\]\s+(.+?)\s*$")
 _NCCL_VERSION = re.compile(r"^NCCL version (\d+\.\d+\.\d+)(?:\+cuda(\d+\.\d+))?")
 _TESTS_VERSION = re.compile(r"^# nccl-tests version (\S+)(?:.*nccl-library=(\d+))?")
-
-
-def _nccl_op(binary: str) -> str:
-    return NCCL_OPS.get(binary, binary)
 
 
 def _number(text: str) -> float | None:
@@ -47,18 +58,27 @@ def _nccl_version_from_code(code: int) -> str:
     return f"{major}.{rest // 100}.{rest % 100}"
 
 
+def _ranks_of(op: Op, factor: float) -> int | None:
+    """The rank count whose bus factor (busbw / algbw) is `factor`, rounded; None for an op whose
+    factor tells nothing of it (1 at any count). The factors climb with the count: bisection."""
+    if op.bus(2) == op.bus(1 << 20):
+        return None
+    lo, hi = 1.0, float(1 << 20)
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if op.bus(mid) < factor else (lo, mid)
+    return round(lo)
+
+
 def _infer_ranks(op: str, rows: list[tuple[int, float, float]]) -> int | None:
     """Ranks from the busbw/algbw ratio of the largest row (the most digits), when the op tells."""
-    to_ranks = _BUS_FACTOR_TO_RANKS.get(op)
+    declared = next((found for _, found in _declared().values() if found.name == op), None)
     usable = [(size, alg, bus) for size, alg, bus in rows if alg > 0]
-    if to_ranks is None or not usable:
+    if declared is None or not usable:
         return None
     _, alg, bus = max(usable)
-    try:
-        ranks = round(to_ranks(bus / alg))
-    except ZeroDivisionError:
-        return None
-    return ranks if ranks >= 2 else None
+    ranks = _ranks_of(declared, bus / alg)
+    return ranks if ranks is not None and ranks >= 2 else None
 
 
 class _NcclBlock:
@@ -132,7 +152,7 @@ def parse_nccl_tests(text: str, op: str | None = None, world_size: int | None = 
             if blocks[-1].rows:
                 blocks.append(_NcclBlock(blocks[-1].op))
             if binary:
-                blocks[-1].op = _nccl_op(binary.group(1))
+                blocks[-1].op = op_name(binary.group(1))
         if (m := _TESTS_VERSION.match(line)):
             version = m.group(1)
             nccl = nccl or (_nccl_version_from_code(int(m.group(2))) if m.group(2) else "")
@@ -175,7 +195,7 @@ def _nccl_sample(block: _NcclBlock, p: dict, ranks: int, nnodes: int, trial: int
     if failed:
         note = f"{placement}; {int(n_wrong)} wrong elements (nccl-tests #wrong)"
     return Sample(
-        suite="collectives", op=block.op, size_bytes=int(p["size"]), time_s=float(t_us) * 1e-6,
+        suite=_suite(), op=block.op, size_bytes=int(p["size"]), time_s=float(t_us) * 1e-6,
         iters=block.iters, trial=trial, memory="", mode="default", backend="nccl", world_size=ranks,
         nnodes=nnodes, dtype=NCCL_TYPES.get(p.get("type", ""), p.get("type", "")), launch=block.launch,
         algbw_gbps=float("nan") if failed else float(algbw), busbw_gbps=float("nan") if failed else float(busbw),

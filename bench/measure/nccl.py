@@ -271,13 +271,13 @@ class Communicator:
             raise ValueError(f"{what}: {a.dtype} x {na} and {b.dtype} x {nb} don't fit")
         return pa, pb, nb, ta
 
-    def prepare(self, op: str, *args, **kwargs) -> Callable[[int], None]:
-        """The op with its buffers checked once, as a function of a cudaStream_t handle.
+    def prepare(self, calls: list) -> Callable[[int], None]:
+        """Library calls (an op's, from the *_calls builders below) as one function of a
+        cudaStream_t handle, their buffers checked once by the builder; several calls go as one group.
 
         Back-to-back small collectives are bound by the host: checks repeated at every launch
-        would show in their time. The public methods below are prepare(...)(stream).
+        would show in their time. The public methods below are prepare(<op>_calls(...))(stream).
         """
-        calls = getattr(self, f"_{op}")(*args, **kwargs)
         if len(calls) == 1:
             (fn, fixed), = calls
             return lambda stream: fn(*fixed, stream)
@@ -296,60 +296,60 @@ class Communicator:
     def all_reduce(self, inp: torch.Tensor, out: torch.Tensor | None = None, op: str = "sum",
                    stream: StreamLike = None) -> None:
         """Reduce inp over the ranks into out (by default in place, into inp)."""
-        self.prepare("all_reduce", inp, out, op)(self._stream(stream))
+        self.prepare(self.all_reduce_calls(inp, out, op))(self._stream(stream))
 
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, stream: StreamLike = None) -> None:
         """out[r*k:(r+1)*k] = rank r's inp, where k = inp.numel()."""
-        self.prepare("all_gather", out, inp)(self._stream(stream))
+        self.prepare(self.all_gather_calls(out, inp))(self._stream(stream))
 
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, op: str = "sum", stream: StreamLike = None) -> None:
         """out = block `rank` (of out.numel() elements) of inp reduced over the ranks."""
-        self.prepare("reduce_scatter", out, inp, op)(self._stream(stream))
+        self.prepare(self.reduce_scatter_calls(out, inp, op))(self._stream(stream))
 
     def broadcast(self, buf: torch.Tensor, root: int = 0, stream: StreamLike = None) -> None:
         """buf = root's buf, in place."""
-        self.prepare("broadcast", buf, root)(self._stream(stream))
+        self.prepare(self.broadcast_calls(buf, root))(self._stream(stream))
 
     def reduce(self, buf: torch.Tensor, root: int = 0, op: str = "sum", stream: StreamLike = None) -> None:
         """root's buf = buf reduced over the ranks, in place; the others' buf is left as it was."""
-        self.prepare("reduce", buf, root, op)(self._stream(stream))
+        self.prepare(self.reduce_calls(buf, root, op))(self._stream(stream))
 
     def all_to_all(self, out: torch.Tensor, inp: torch.Tensor, stream: StreamLike = None) -> None:
         """Block r of inp goes to rank r, whose block `rank` of out receives it; as nccl-tests'
         alltoall: one group of a send and a receive of equal chunks with every rank."""
-        self.prepare("all_to_all", out, inp)(self._stream(stream))
+        self.prepare(self.all_to_all_calls(out, inp))(self._stream(stream))
 
     def sendrecv(self, send: torch.Tensor, recv: torch.Tensor, peer_send: int, peer_recv: int,
                  stream: StreamLike = None) -> None:
         """Send `send` to peer_send while receiving `recv` from peer_recv, grouped (as nccl-tests'
         sendrecv, so a ring of them cannot deadlock)."""
-        self.prepare("sendrecv", send, recv, peer_send, peer_recv)(self._stream(stream))
+        self.prepare(self.sendrecv_calls(send, recv, peer_send, peer_recv))(self._stream(stream))
 
-    # Each _op returns its library calls as (function, arguments but the trailing stream).
-    def _all_reduce(self, inp: torch.Tensor, out: torch.Tensor | None = None, op: str = "sum") -> list:
-        pi, po, n, t = self._pair(inp, inp if out is None else out, 1, "all_reduce")
+    # Each *_calls returns its library calls as (function, arguments but the trailing stream).
+    def all_reduce_calls(self, inp: torch.Tensor, out: torch.Tensor | None = None, op: str = "sum") -> list:
+        pi, po, n, t = self._pair(inp, inp if out is None else out, 1, "ncclAllReduce")
         return [(self.lib.ncclAllReduce, (pi, po, n, t, REDUCE_OPS[op], self._comm))]
 
-    def _all_gather(self, out: torch.Tensor, inp: torch.Tensor) -> list:
-        po, pi, k, t = self._pair(out, inp, self.nranks, "all_gather")
+    def all_gather_calls(self, out: torch.Tensor, inp: torch.Tensor) -> list:
+        po, pi, k, t = self._pair(out, inp, self.nranks, "ncclAllGather")
         return [(self.lib.ncclAllGather, (pi, po, k, t, self._comm))]
 
-    def _reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, op: str = "sum") -> list:
-        pi, po, k, t = self._pair(inp, out, self.nranks, "reduce_scatter")
+    def reduce_scatter_calls(self, out: torch.Tensor, inp: torch.Tensor, op: str = "sum") -> list:
+        pi, po, k, t = self._pair(inp, out, self.nranks, "ncclReduceScatter")
         return [(self.lib.ncclReduceScatter, (pi, po, k, t, REDUCE_OPS[op], self._comm))]
 
-    def _broadcast(self, buf: torch.Tensor, root: int = 0) -> list:
+    def broadcast_calls(self, buf: torch.Tensor, root: int = 0) -> list:
         p, n, t = self._buf(buf)
         return [(self.lib.ncclBroadcast, (p, p, n, t, root, self._comm))]
 
-    def _reduce(self, buf: torch.Tensor, root: int = 0, op: str = "sum") -> list:
+    def reduce_calls(self, buf: torch.Tensor, root: int = 0, op: str = "sum") -> list:
         p, n, t = self._buf(buf)
         return [(self.lib.ncclReduce, (p, p, n, t, REDUCE_OPS[op], root, self._comm))]
 
-    def _all_to_all(self, out: torch.Tensor, inp: torch.Tensor) -> list:
-        po, pi, n, t = self._pair(out, inp, 1, "all_to_all")
+    def all_to_all_calls(self, out: torch.Tensor, inp: torch.Tensor) -> list:
+        po, pi, n, t = self._pair(out, inp, 1, "all to all")
         if n % self.nranks:
-            raise ValueError(f"all_to_all: {n} elements don't split into {self.nranks} equal chunks")
+            raise ValueError(f"all to all: {n} elements don't split into {self.nranks} equal chunks")
         chunk = n // self.nranks
         step = chunk * inp.element_size()
         calls = []
@@ -358,11 +358,18 @@ class Communicator:
             calls.append((self.lib.ncclRecv, (po + peer * step, chunk, t, peer, self._comm)))
         return calls
 
-    def _sendrecv(self, send: torch.Tensor, recv: torch.Tensor, peer_send: int, peer_recv: int) -> list:
-        ps, ns, ts = self._buf(send)
-        pr, nr, tr = self._buf(recv)
-        return [(self.lib.ncclSend, (ps, ns, ts, peer_send, self._comm)),
-                (self.lib.ncclRecv, (pr, nr, tr, peer_recv, self._comm))]
+    def send_call(self, send: torch.Tensor, peer: int) -> tuple:
+        """ncclSend of `send` to `peer`: one call of a group (an op's calls go as one)."""
+        p, n, t = self._buf(send)
+        return self.lib.ncclSend, (p, n, t, peer, self._comm)
+
+    def recv_call(self, recv: torch.Tensor, peer: int) -> tuple:
+        """ncclRecv into `recv` from `peer`: one call of a group."""
+        p, n, t = self._buf(recv)
+        return self.lib.ncclRecv, (p, n, t, peer, self._comm)
+
+    def sendrecv_calls(self, send: torch.Tensor, recv: torch.Tensor, peer_send: int, peer_recv: int) -> list:
+        return [self.send_call(send, peer_send), self.recv_call(recv, peer_recv)]
 
 
 def join(rank: int, world_size: int, device: int) -> Communicator:

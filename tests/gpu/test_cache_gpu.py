@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from bench.cli.common import catalog
 from bench.results import load
 
 pytestmark = pytest.mark.gpu
@@ -24,4 +25,4 @@ def test_l2_recorded_and_cache_resident_d2d_noted(xferbench):
     fits = rows[2 * rows["size_bytes"] <= l2]
     assert len(fits) and fits["note"].str.startswith("cache-resident: 2 x ").all()
     assert not rows.loc[2 * rows["size_bytes"] > l2, "note"].str.contains("cache-resident").any()
-    assert (cache_resident(rows) == (2 * rows["size_bytes"] <= l2).to_numpy()).all()
+    assert (cache_resident(rows, catalog()) == (2 * rows["size_bytes"] <= l2).to_numpy()).all()

@@ -10,6 +10,17 @@ if not torch.cuda.is_available():
 multigpu = pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 or more GPUs")
 
 
+def test_d2d_transpose_is_a_checked_copy_within_one_gpu(xferbench):
+    proc, runs = xferbench("suite=copy", "copy.ops=[d2d_transpose,d2d]", "copy.gpus=[0]", "sizes.max=64MiB",
+                           "timing.trials=2")
+    assert proc.returncode == 0, proc.stderr
+    df = load(runs)
+    assert (df.status == "ok").all() and df.verified.all()
+    t = df[df.op == "d2d_transpose"]
+    assert len(t) and set(t.engine) == {"sm"} and set(t.src) == set(t.dst) == {"cuda:0"} and set(t.memory) == {"device"}
+    assert t.note.str.startswith("cache-resident").any()   # small ones fit in L2, as d2d's do
+
+
 def test_copy_suite_on_gpu(xferbench):
     proc, runs = xferbench("suite=copy", "sizes.max=4MiB", "timing.trials=3", "launch=all")
     assert proc.returncode == 0, proc.stderr
@@ -95,6 +106,22 @@ def test_more_ranks_than_gpus_are_capped_with_a_note(xferbench):
                            "sizes.max=64B", "timing.trials=1", timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert f"capped at the {n} GPU(s) present" in proc.stderr and set(load(runs).world_size) == {n}
+
+
+@multigpu
+def test_all_to_allv_through_both_apis_eager_held_and_graph(xferbench):
+    """Uneven blocks between each pair (every GPU: 3 or more make them uneven), through
+    torch.distributed and NCCL's grouped sends and receives, checked against the exact answer."""
+    n = torch.cuda.device_count()
+    proc, runs = xferbench("suite=collectives", f"collectives.nproc={n}", "collectives.ops=[all_to_allv,all_to_all]",
+                           "sizes.max=16MiB", "sizes.factor=16", "sizes.collectives.ladder=[]", "timing.trials=2",
+                           "launch=all", "collectives.nccl_launch=[eager,held,graph]", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    df = load(runs)
+    assert (df.status == "ok").all() and df.verified.all(), df[~df.verified].note.unique()
+    v = df[df.op == "all_to_allv"]
+    assert set(zip(v.api, v.launch)) == {(api, launch) for api in ("torch", "nccl") for launch in ("eager", "held", "graph")}
+    assert (v.busbw_gbps / v.algbw_gbps).round(6).eq(round((n - 1) / n, 6)).all()
 
 
 @multigpu

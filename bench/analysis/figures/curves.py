@@ -20,9 +20,10 @@ from matplotlib.lines import Line2D
 
 from bench.analysis.cache import short_of_hbm
 from bench.suite_view import Catalog, bandwidth_column, view
-from bench.analysis.figures.style import (DASHES, LOG_SPAN, OP_ORDER, PANEL_IN, SERIES, SMALL_BYTES, VALUE_ORDER, Canvas,
+from bench.analysis.figures.style import (DASHES, LOG_SPAN, PANEL_IN, SERIES, SMALL_BYTES, VALUE_ORDER, Canvas,
                                           add_legend, log_y_axis, in_order, rank_in, size_axis, file_slug, suptitle,
                                           with_bandwidth)
+from bench.ops import op_order
 from bench.points import CURVE_KEYS
 from bench.results import usable_rows
 from bench.sizes import format_size
@@ -84,11 +85,11 @@ def _is_total(panel: tuple) -> bool:
     return any(str(v).startswith("total of ") for v in panel[1:])
 
 
-def _panels(data: pd.DataFrame, facets: list[str]) -> list[tuple]:
-    """(op, facet values...) of every panel, ops in OP_ORDER, an op's totals of every GPU at once
+def _panels(data: pd.DataFrame, facets: list[str], ops: list[str]) -> list[tuple]:
+    """(op, facet values...) of every panel, ops in `ops`' order (bench.ops.op_order), an op's totals of every GPU at once
     after its own panels, facet values in VALUE_ORDER."""
     present = data[["op"] + facets].astype(str).drop_duplicates().itertuples(index=False, name=None)
-    return sorted(present, key=lambda p: ([rank_in(p[0], OP_ORDER), _is_total(p)] + [rank_in(v, VALUE_ORDER) for v in p[1:]],
+    return sorted(present, key=lambda p: ([rank_in(p[0], ops), _is_total(p)] + [rank_in(v, VALUE_ORDER) for v in p[1:]],
                                           p))
 
 
@@ -218,11 +219,11 @@ def _panel_title(panel: tuple, one_size: int | None = None) -> str:
 
 
 def _size_figure(data: pd.DataFrame, y: str, ylabel: str, title: str, colours: dict, facets: list[str],
-                 style_key: str | None = None, log_y: bool | None = None):
+                 style_key: str | None = None, log_y: bool | None = None, ops: list[str] = ()):
     """One panel per op and facet values, x = message size, one colour per series (bars where a
     panel holds one size); the one legend holds the series drawn (the first few), the style
     key's dash styles, and the marks drawn: above the link's limit, in or near L2."""
-    panels = _panels(data, facets)
+    panels = _panels(data, facets, list(ops))
     nrows, ncols, cells = _layout(panels)
     fig, axes = plt.subplots(nrows, ncols, figsize=(PANEL_IN[0] * ncols + 0.4, PANEL_IN[1] * nrows + 1.0),
                              squeeze=False, layout="constrained")
@@ -295,13 +296,13 @@ def bandwidth_figures(frame: pd.DataFrame, canvas: Canvas) -> list[Path]:
     """Bandwidth against size, one figure per suite, a panel per op and variant; totals of every
     GPU at once in panels of their own."""
     data = _curves(frame, canvas).dropna(subset=["bandwidth_gbps"])
-    data = data.assign(**{SHORT: short_of_hbm(data), LIMIT: link_limits(data, frame, canvas.catalog)})
+    data = data.assign(**{SHORT: short_of_hbm(data, canvas.catalog), LIMIT: link_limits(data, frame, canvas.catalog)})
     paths = []
     for suite, d in _suite_groups(data, canvas):
         facets = _facets(d, FACET_KEYS) + ([GPUS] if (d[GPUS] != "").any() else [])
         title = f"{_title(canvas, suite)}: bandwidth vs message size\n{_band_note(d)}"
         fig = _size_figure(d, "bandwidth_gbps", BANDWIDTH_LABEL[bandwidth_column(canvas.catalog, suite)], title,
-                           canvas.colours, facets, _line_style_key(d, facets))
+                           canvas.colours, facets, _line_style_key(d, facets), ops=op_order(canvas.catalog))
         paths += canvas.save(fig, f"bandwidth_{file_slug(suite)}",
                              f"{_title(canvas, suite)}: {BANDWIDTH_LABEL[bandwidth_column(canvas.catalog, suite)].lower()} "
                              "against message size.")
@@ -321,7 +322,7 @@ def latency_figures(frame: pd.DataFrame, canvas: Canvas) -> list[Path]:
         facets = [k for k in _facets(d, FACET_KEYS) if k != "launch"]
         title = f"{_title(canvas, suite)}: time per operation at small sizes\n{_band_note(d)}"
         fig = _size_figure(d, "time_us", "Time per operation (µs)", title, canvas.colours, facets,
-                           style_key="launch", log_y=True)
+                           style_key="launch", log_y=True, ops=op_order(canvas.catalog))
         paths += canvas.save(fig, f"latency_{file_slug(suite)}", f"{_title(canvas, suite)} at small sizes: solid lines "
                              "are eager launches, dashed lines CUDA-graph replays.")
     return paths

@@ -9,17 +9,18 @@ import seaborn as sns
 
 import pandas as pd
 
-from bench.analysis.figures.style import OP_ORDER, SERIES, Canvas, device_key, file_slug
+from bench.analysis.figures.style import SERIES, Canvas, device_key, file_slug, rank_in
 from bench.analysis.runs import unmarked
+from bench.ops import op_order
 
 
 def heatmaps(peaks: pd.DataFrame, canvas: Canvas, stem: str, title: str) -> list[Path]:
     """Source x destination matrices (`peaks`: SERIES, op, mode, src, dst, algbw_gbps): one figure
     per series, <stem>_<series>, a panel per op and mode; `title` may name {series}."""
-    paths = []
+    paths, ops = [], op_order(canvas.catalog)
     for series, d in peaks.groupby(SERIES):
         panels = sorted({(op, mode) for op, mode in zip(d["op"], d["mode"])},
-                        key=lambda p: (OP_ORDER.index(p[0]) if p[0] in OP_ORDER else 99, p))
+                        key=lambda p: (rank_in(p[0], ops), p))
         devices = sorted(set(d["src"]) | set(d["dst"]), key=device_key)
         ncols = min(4, len(panels))
         nrows = math.ceil(len(panels) / ncols)

@@ -10,7 +10,8 @@ import pandas as pd
 from bench.analysis.cache import hbm_rows
 from bench.suite_view import Catalog, view
 from bench.analysis.figures.bars import dot_bars
-from bench.analysis.figures.style import OP_ORDER, SERIES, VALUE_ORDER, Canvas, rank_in, with_bandwidth
+from bench.analysis.figures.style import SERIES, VALUE_ORDER, Canvas, rank_in, with_bandwidth
+from bench.ops import op_order
 from bench.points import SERIES_KEYS, variant_label
 from bench.results import usable_rows
 
@@ -27,7 +28,7 @@ def peak_table(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     # Every GPU at once is many links' traffic: concurrent_figure shows it, not one link's share.
     # On-GPU copies in or near L2 measure the cache (bench.analysis.cache): no HBM peak.
     data = data[(data["launch"] == "eager") & (data["api"] != "nccl") & (data["src"] != "all") & (data["dst"] != "all")]
-    data = hbm_rows(data)
+    data = hbm_rows(data, catalog)
     if data.empty:
         return pd.DataFrame(columns=["instance", "run_id", SERIES, "label", "peak_gbps", "link", "link_gbps",
                                      "percent", "usd_per_hour"])
@@ -41,8 +42,8 @@ def peak_table(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     peaks["percent"] = 100 * peaks["peak_gbps"] / peaks["link_gbps"]
     peaks["usd_per_hour"] = pd.to_numeric(peaks["usd_per_hour"], errors="coerce")
     peaks["label"] = peaks.apply(variant_label, axis=1)
-    suites = list(catalog)
-    order = peaks.apply(lambda r: (rank_in(r["suite"], suites), r["link"], rank_in(r["op"], OP_ORDER),
+    suites, ops = list(catalog), op_order(catalog)
+    order = peaks.apply(lambda r: (rank_in(r["suite"], suites), r["link"], rank_in(r["op"], ops),
                                    rank_in(r["memory"], VALUE_ORDER), rank_in(r["mode"], VALUE_ORDER), r["label"]), axis=1)
     return peaks.loc[order.sort_values().index].reset_index(drop=True)
 

@@ -12,20 +12,28 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from bench.analysis.figures.style import DASHES, PANEL_IN, Canvas, legend_columns, series_handles
-from bench.analysis.scaling import family_name, scaling_table
+from bench.analysis.scaling import BUS, family_name, scaling_table
+from bench.suite_view import LATENCY_BOUND, view
 
-PANELS = (("Collectives: busbw per GPU", lambda t: (t.suite == "collectives") & (t.kind == "bandwidth")),
-          ("Every GPU at once: GB/s per GPU or peer", lambda t: (t.suite != "collectives") & (t.kind == "bandwidth")),
-          ("Collectives: smallest message, time per op", lambda t: t.kind == "latency"))
+def _panels(table: pd.DataFrame, catalog) -> list[tuple[str, pd.DataFrame]]:
+    """(title, rows) of each panel drawn: the bus-bandwidth suites' busbw (their titles name them),
+    every GPU at once, and the bus-bandwidth suites' smallest message."""
+    bus = table.suite.isin([name for name, suite in catalog.items() if suite.bandwidth == BUS])
+    named = ", ".join(dict.fromkeys(view(catalog, s).title or s for s in table.suite[bus]))
+    picks = ((f"{named}: busbw per GPU", bus & (table.kind == "bandwidth")),
+             ("Every GPU at once: GB/s per GPU or peer", ~bus & (table.kind == "bandwidth")),
+             (f"{named}: smallest message, time per op", table.kind == LATENCY_BOUND))
+    return [(title, table[pick]) for title, pick in picks if pick.any()]
 
 
 def scaling_figure(frame: pd.DataFrame, canvas: Canvas) -> list[Path]:
     table = scaling_table(frame, canvas.catalog, [canvas.SERIES])
     # collectives as a PyTorch job runs them; the table has every api and launch
-    table = table[(table.suite != "collectives") | ((table.api == "torch") & (table.launch == "eager"))]
+    bus = table.suite.isin([name for name, suite in canvas.catalog.items() if suite.bandwidth == BUS])
+    table = table[~bus | ((table.api == "torch") & (table.launch == "eager"))]
     if table.empty:
         return []
-    panels = [(title, table[pick(table)]) for title, pick in PANELS if pick(table).any()]
+    panels = _panels(table, canvas.catalog)
     fig, axes = plt.subplots(1, len(panels), figsize=(PANEL_IN[0] * 1.25 * len(panels), PANEL_IN[1] * 1.6),
                              layout="constrained", squeeze=False)
     counts = sorted(set(table.gpus))

@@ -1,5 +1,6 @@
-"""What every figure shares: where it goes and in which formats (Canvas), colours, the
-orders of ops and values, size and log axes, legends (a few series, then 'and N more')."""
+"""What every figure shares: where it goes and in which formats (Canvas), colours, the order of
+values (of ops: their declarations, bench.ops.op_order), size and log axes, legends (a few
+series, then 'and N more')."""
 from __future__ import annotations
 
 import math
@@ -25,8 +26,6 @@ from bench.sizes import format_size  # noqa: E402
 
 
 SMALL_BYTES = 1 << 20           # the latency figure's upper size
-OP_ORDER = ["h2d", "d2h", "uni", "bidir", "d2d", "h2h", "all_reduce", "all_gather", "reduce_scatter",
-            "broadcast", "reduce", "all_to_all", "sendrecv"]
 VALUE_ORDER = ["pinned", "pageable", "device", "host", "peer", "staged", "default", "socket", "eager", "graph",
                "float32", "bfloat16", "float16", "torch", "nccl", "ce", "sm", "local", "remote", "none"]
 DASHES = ["-", "--", ":", "-."]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from bench import ConfigError
 from bench.config.settings import SizeRange
 from bench.contract import Context, Distribution, Overhead, Point, Suite
-from bench.links import Speeds, bus_factor
+from bench.links import Speeds
 from bench.measure import nccl
 from bench.measure.consensus import Consensus
 from bench.measure.memory import local_rank_limit
@@ -23,7 +23,7 @@ from bench.results import Sample
 from bench.suites.collectives.measure import CollectivesState, measure_point, rank_device
 from bench.suites.collectives.points import apis, backend, check_worlds, sweep, transport_env, world_sizes
 from bench.suites.collectives.reading import CollectivesView
-from bench.suites.collectives.settings import Api, Settings
+from bench.suites.collectives.settings import OPS, Api, Settings
 
 
 class Collectives(CollectivesView, Suite):
@@ -87,7 +87,7 @@ class Collectives(CollectivesView, Suite):
     def op_time(self, point: Point, speeds: Speeds) -> float:
         size, graph = point.size_bytes, point.launch == "graph"
         n = max(point.world_size, 1)
-        factor = max(bus_factor(point.op, n), 1 / n)
+        factor = max(OPS[point.op].bus_factor(n), 1 / n)
         if point.backend == "gloo":
             return 0.5e-3 + size * factor / 0.7e9
         nvlink = speeds.nvlink()

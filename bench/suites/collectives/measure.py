@@ -11,18 +11,15 @@ from dataclasses import dataclass, replace
 
 from bench import lazy
 from bench.contract import Context, Point, trial_rows
-from bench.links import bus_factor, split_op
 from bench.measure import nccl, timing
 from bench.measure.consensus import Consensus
 from bench.measure.timing import HostClock
 from bench.results import Sample
-from bench.suites.collectives.settings import ELEMENT_BYTES, Api
+from bench.suites.collectives.ops import Collective
+from bench.suites.collectives.settings import ELEMENT_BYTES, OPS, Api
 
 torch = lazy.module("torch")
 tdist = lazy.module("torch.distributed")
-
-_REDUCING = {"all_reduce", "reduce_scatter", "reduce"}
-
 
 def _dtype(name: str):
     return getattr(torch, name)
@@ -69,27 +66,30 @@ class CollectivesState:
 
 
 class _Op:
-    """Buffers and one call of a collective through one api; `correct` checks a single call's result."""
+    """Buffers and one call of a collective (its declaration, ops.py) through one api; `correct`
+    checks a single call's result. What the declaration's calls and checks read: inp, out, rank,
+    n, next, prev, count, chunk, counts, and the patterns (`pattern`, `total`, `blocks`, `matches`)."""
 
-    def __init__(self, op: str, nbytes: int, dtype: str, api: str, ctx: Context, state: CollectivesState) -> None:
-        self.op, self.ctx, self.n, self.rank = op, ctx, ctx.world_size, ctx.rank
+    def __init__(self, spec: Collective, nbytes: int, dtype: str, api: str, ctx: Context,
+                 state: CollectivesState) -> None:
+        self.spec, self.ctx, self.n, self.rank = spec, ctx, ctx.world_size, ctx.rank
+        self.next, self.prev = (self.rank + 1) % self.n, (self.rank - 1) % self.n
         self.comm = state.communicator() if api == Api.nccl else None
         self.dtype, self.device = _dtype(dtype), rank_device(ctx)
         count = nbytes // ELEMENT_BYTES[dtype]
-        self.chunk = count // self.n if split_op(op) else count
-        size_in = {"all_gather": self.chunk}.get(op, count)
-        size_out = {"all_gather": count, "reduce_scatter": self.chunk, "all_to_all": count}.get(op, 0)
+        self.chunk = count // self.n if spec.split else count
         self.count = count
-        self.inp = torch.empty(size_in, dtype=self.dtype, device=self.device)
+        self.counts = spec.counts(count, self.n, self.rank) if spec.counts else None
+        size_out = spec.out(count, self.n)
+        self.inp = torch.empty(spec.inp(count, self.n), dtype=self.dtype, device=self.device)
         self.out = torch.empty(size_out, dtype=self.dtype, device=self.device) if size_out else None
-        if op == "sendrecv":
-            self.out = torch.empty(count, dtype=self.dtype, device=self.device)
-        self._launch = self._nccl_launch() if self.comm is not None else None
+        # This op's NCCL calls, its buffers checked once (eager small ops are host-bound).
+        self._launch = self.comm.prepare(spec.nccl(self.comm, self)) if self.comm is not None else None
 
     def fill(self) -> None:
         for lo in range(0, self.inp.numel(), _CHECK_CHUNK):
             count = min(_CHECK_CHUNK, self.inp.numel() - lo)
-            self.inp[lo:lo + count] = _pattern(self.rank, lo, count, self.dtype, self.device, self.op in _REDUCING)
+            self.inp[lo:lo + count] = _pattern(self.rank, lo, count, self.dtype, self.device, self.spec.reduces)
         if self.out is not None:
             self.out.zero_()
 
@@ -99,69 +99,30 @@ class _Op:
             for _ in range(n):
                 self._launch(stream)
             return
+        call = self.spec.torch
         for _ in range(n):
-            self._once()
+            call(tdist, self)
 
-    def _nccl_launch(self):
-        """This op's NCCL call, its buffers checked once (eager small ops are host-bound)."""
-        op, comm = self.op, self.comm
-        if op == "all_reduce":
-            return comm.prepare("all_reduce", self.inp)
-        if op in ("all_gather", "reduce_scatter", "all_to_all"):
-            return comm.prepare(op, self.out, self.inp)
-        if op in ("broadcast", "reduce"):
-            return comm.prepare(op, self.inp, 0)
-        # the same ring as torch's: send to the next rank, receive from the previous
-        return comm.prepare("sendrecv", self.inp, self.out, (self.rank + 1) % self.n, (self.rank - 1) % self.n)
+    def pattern(self, rank: int, offset: int = 0):
+        """Rank's data from element `offset` on, as a function of (start, count)."""
+        return lambda lo, count: _pattern(rank, offset + lo, count, self.dtype, self.device, self.spec.reduces)
 
-    def _once(self) -> None:
-        op = self.op
-        if op == "all_reduce":
-            tdist.all_reduce(self.inp)
-        elif op == "all_gather":   # torch 2.13 renamed the tensor form; older releases have only the old name
-            (getattr(tdist, "all_gather_single", None) or tdist.all_gather_into_tensor)(self.out, self.inp)
-        elif op == "reduce_scatter":
-            (getattr(tdist, "reduce_scatter_single", None) or tdist.reduce_scatter_tensor)(self.out, self.inp)
-        elif op == "broadcast":
-            tdist.broadcast(self.inp, src=0)
-        elif op == "reduce":
-            tdist.reduce(self.inp, dst=0)
-        elif op == "all_to_all":
-            tdist.all_to_all_single(self.out, self.inp)
-        else:  # sendrecv: a ring, every rank sends to the next and receives from the previous
-            nxt, prv = (self.rank + 1) % self.n, (self.rank - 1) % self.n
-            reqs = tdist.batch_isend_irecv([tdist.P2POp(tdist.isend, self.inp, nxt),
-                                            tdist.P2POp(tdist.irecv, self.out, prv)])
-            for r in reqs:
-                r.wait()
+    def total(self, offset: int = 0):
+        """The sum over the ranks of their data from `offset` on."""
+        return lambda lo, count: sum(self.pattern(r, offset)(lo, count).double() for r in range(self.n))
+
+    def blocks(self, source_offset: int) -> bool:
+        """Block r of the output holds rank r's data from `source_offset` on."""
+        return all(_matches(self.out[r * self.chunk:(r + 1) * self.chunk], self.pattern(r, source_offset))
+                   for r in range(self.n))
+
+    @staticmethod
+    def matches(tensor: torch.Tensor, expected) -> bool:
+        return _matches(tensor, expected)
 
     def correct(self) -> bool:
         """This rank's result of one call on fresh data equals the exact answer."""
-        red = self.op in _REDUCING
-
-        def pat(r: int, offset: int = 0):
-            return lambda lo, count: _pattern(r, offset + lo, count, self.dtype, self.device, red)
-
-        def total(offset: int = 0):
-            return lambda lo, count: sum(pat(r, offset)(lo, count).double() for r in range(self.n))
-
-        def blocks(source_offset: int):  # block r of the output holds rank r's data
-            return all(_matches(self.out[r * self.chunk:(r + 1) * self.chunk], pat(r, source_offset))
-                       for r in range(self.n))
-
-        if self.op == "all_reduce" or (self.op == "reduce" and self.rank == 0):
-            return _matches(self.inp, total())
-        if self.op == "reduce":
-            return True  # only the root's buffer is defined after a reduce
-        if self.op == "reduce_scatter":
-            return _matches(self.out, total(self.rank * self.chunk))
-        if self.op == "all_gather":
-            return blocks(0)
-        if self.op == "all_to_all":
-            return blocks(self.rank * self.chunk)
-        if self.op == "broadcast":
-            return _matches(self.inp, pat(0))
-        return _matches(self.out, pat((self.rank - 1) % self.n))
+        return self.spec.correct(self)
 
 
 def _graph_correct(op: _Op, ranks: Consensus) -> bool:
@@ -184,7 +145,7 @@ def _graph_correct(op: _Op, ranks: Consensus) -> bool:
 def measure_point(point: Point, ctx: Context, state: CollectivesState) -> list[Sample]:
     ranks = state.ranks
     try:
-        op = _Op(point.op, point.size_bytes, point.dtype, point.api, ctx, state)
+        op = _Op(OPS[point.op], point.size_bytes, point.dtype, point.api, ctx, state)
         oom = ""
     except torch.cuda.OutOfMemoryError as exc:
         op, oom = None, str(exc).splitlines()[0]
@@ -216,4 +177,4 @@ def measure_point(point: Point, ctx: Context, state: CollectivesState) -> list[S
     # Else the slowest rank sets the pace of a collective: each trial keeps the maximum over
     # ranks, and the minimum beside it, so a straggler shows.
     trials = [replace(t, time_s=hi, fastest_rank_s=lo) for t, hi, lo in zip(trials, slowest, fastest)]
-    return trial_rows(point, trials, point.size_bytes, bus_factor(point.op, ctx.world_size), verified)
+    return trial_rows(point, trials, point.size_bytes, OPS[point.op].bus_factor(ctx.world_size), verified)

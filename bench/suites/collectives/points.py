@@ -6,11 +6,10 @@ import sys
 
 from bench import ConfigError
 from bench.contract import Context, Point
-from bench.links import split_op
 from bench.measure.memory import check_fits, format_bytes
 from bench.sizes import parse_size
 from bench.suites.collectives.reading import CollectivesView
-from bench.suites.collectives.settings import ELEMENT_BYTES, Api, Settings
+from bench.suites.collectives.settings import ELEMENT_BYTES, OPS, Api, Settings
 
 
 def backend(ctx: Context) -> str:
@@ -65,7 +64,7 @@ def transport_env(transport: str, nnodes: int) -> dict[str, str]:
 
 def message_bytes(op: str, size: int, dtype: str, n: int) -> int:
     """The size actually measured: whole elements, and for split ops whole elements per rank."""
-    unit = ELEMENT_BYTES[dtype] * (n if split_op(op) else 1)
+    unit = ELEMENT_BYTES[dtype] * (n if OPS[op].split else 1)
     return max(unit, size // unit * unit)
 
 

@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 
 from bench import lazy
+from bench.ops import op_order
 from bench.results import usable_rows
 from bench.sizes import format_size
 from bench.suite_view import Metric, SuiteView
+from bench.suites.collectives.ops import OPS
 
 pd = lazy.module("pandas")
 
@@ -81,7 +83,7 @@ def scaling_figure(frame: pd.DataFrame, canvas) -> list:
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    from bench.analysis.figures.style import DASHES, OP_ORDER, PANEL_IN, VALUE_ORDER, add_legend, in_order
+    from bench.analysis.figures.style import DASHES, PANEL_IN, VALUE_ORDER, add_legend, in_order
 
     series = canvas.SERIES
     data = usable_rows(frame)
@@ -89,7 +91,7 @@ def scaling_figure(frame: pd.DataFrame, canvas) -> list:
     data = data[data.groupby(series)["world_size"].transform("nunique") > 1]
     if data.empty:
         return []
-    ops = in_order(data["op"], OP_ORDER)
+    ops = in_order(data["op"], op_order(canvas.catalog))
     styles = dict(zip(in_order(data["api"].astype(str), VALUE_ORDER), DASHES))
     fig, axes = plt.subplots(2, len(ops), figsize=(PANEL_IN[0] * len(ops) + 0.4, PANEL_IN[1] * 2 + 1.0),
                              squeeze=False, layout="constrained")
@@ -139,10 +141,7 @@ class CollectivesView(SuiteView):
     # (docs/plots-and-gate.md).
     noise = {("cpu", "latency"): 1.143, ("cpu", "bandwidth"): 0.400,
              ("gpu", "latency"): 0.10, ("gpu", "bandwidth"): 0.014, ("gpu", "launch"): 0.16}
-    # busbw as a share of NVLink one way (docs/judging.md): 2x H200 over NV18, torch.distributed,
-    # 1 and 4 GiB, two runs (the curves still climb below 1 GiB: no share there).
-    efficiency = {"all_reduce": 0.74, "all_gather": 0.60, "reduce_scatter": 0.61, "all_to_all": 0.73,
-                  "broadcast": 0.81, "reduce": 0.82, "sendrecv": 0.79}
+    ops = OPS
     headline = (
         Metric("all_reduce, bus bandwidth", "collectives", "all_reduce", NCCL),
         Metric("all_reduce latency: eager / on the device", "collectives", "all_reduce", NCCL, latency=True),

@@ -1,26 +1,22 @@
-"""The collectives suite's settings (config section `collectives`): its ops, dtypes, worlds of
-ranks, transport and apis."""
+"""The collectives suite's settings (config section `collectives`): its ops (their names, from
+their declarations in ops.py), dtypes, worlds of ranks, transport and apis."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import List, Optional
 
 from bench.config.settings import Choice, Launch, nonempty, positive, require
+from bench.ops import choices, defaults
 from bench.sizes import parse_size
+from bench.suites.collectives.ops import OPS as DECLARED
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8")
 ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4, "int64": 8, "int8": 1,
                  "uint8": 1}
 
 
-class CollectiveOp(Choice):
-    all_reduce = "all_reduce"
-    all_gather = "all_gather"
-    reduce_scatter = "reduce_scatter"
-    broadcast = "broadcast"
-    reduce = "reduce"
-    all_to_all = "all_to_all"
-    sendrecv = "sendrecv"
+OPS = {op.name: op for op in DECLARED}
+CollectiveOp = Choice("CollectiveOp", choices(DECLARED))
 
 
 DType = Choice("DType", [(name, name) for name in DTYPES])
@@ -38,7 +34,7 @@ class Api(Choice):
 
 @dataclass
 class Settings:
-    ops: List[CollectiveOp] = field(default_factory=lambda: list(CollectiveOp))
+    ops: List[CollectiveOp] = field(default_factory=lambda: [CollectiveOp(op) for op in defaults(DECLARED)])
     dtypes: List[DType] = field(default_factory=lambda: [DType.float32])
     # ranks on this node; [] (or auto) = one per GPU (2 on a CPU)
     nproc: List[int] = field(default_factory=list, metadata={"auto": "[]"})

@@ -19,6 +19,7 @@ from bench.measure.timing import EventClock, HostClock
 from bench.results import Sample
 from bench.suites.copy.buffers import CopyState, Store
 from bench.suites.copy.points import gpus_of
+from bench.suites.copy.settings import OPS
 
 torch = lazy.module("torch")
 
@@ -107,9 +108,13 @@ def measure_h2h(point: Point, ctx: Context, state: CopyState) -> list[Sample]:
 
 def _legs(store: Store, gpu: int, point: Point) -> list[tuple]:
     """(dst, src) of each direction the point copies, sliced to its size."""
-    n = point.size_bytes
-    if point.op == "d2d":
-        return [(store.device(gpu, "dst")[:n], store.device(gpu, "src")[:n])]
+    n, op = point.size_bytes, OPS[point.op]
+    if op.on_one_gpu:
+        dst, src = store.device(gpu, "dst")[:n], store.device(gpu, "src")[:n]
+        if op.views:   # of whole elements: the sweep has sizes of whole elements only
+            elements = getattr(torch, f"int{8 * op.element}")
+            dst, src = op.views(dst.view(elements), src.view(elements))
+        return [(dst, src)]
     host = partial(store.host, gpu, point.numa, point.memory)
     h2d = (store.device(gpu, "dst")[:n], host("src")[:n])
     d2h = (host("dst")[:n], store.device(gpu, "src")[:n])
@@ -122,8 +127,11 @@ def measure_alone(point: Point, ctx: Context, state: CopyState) -> list[Sample]:
     legs = _legs(store, gpu, point)
     for dst, _ in legs:
         dst.zero_()
-    place = None if point.op == "d2d" else store.plan.places[gpu, point.numa]
-    copy = copier(point.engine)
+    op = OPS[point.op]
+    on_gpu = op.on_one_gpu
+    place = None if on_gpu else store.plan.places[gpu, point.numa]
+    # Views are copied by Tensor.copy_, which runs torch's copy kernel on the SMs for them.
+    copy = kernels.ce_copy if op.views else copier(point.engine)
     if point.op == "bidir":
         enqueue = partial(_bidir, legs[0], legs[1], tuple(state.streams(gpu)[1:3]), copy)
     else:
@@ -136,7 +144,7 @@ def measure_alone(point: Point, ctx: Context, state: CopyState) -> list[Sample]:
         torch.cuda.synchronize()
     verified = all(same_data(dst, src) for dst, src in legs)
     note = resident_note(point.size_bytes, torch.cuda.get_device_properties(gpu).L2_cache_size) \
-        if point.op == "d2d" else place_note(place)
+        if on_gpu else place_note(place)
     return trial_rows(point, trials, point.size_bytes * len(legs), 1.0, verified, note)
 
 

@@ -14,7 +14,7 @@ from bench.measure.chase import RING_BYTES
 from bench.points import ALL
 from bench.sizes import machine_sizes
 from bench.suites.copy.reading import CopyView
-from bench.suites.copy.settings import EACH, HOST_OPS, CopyOp, NumaMode, Settings
+from bench.suites.copy.settings import EACH, HOST_OPS, ON_ONE_GPU, OPS, CopyOp, NumaMode, Settings
 
 
 @dataclass(frozen=True)
@@ -174,9 +174,10 @@ def sweep(s: Settings, ctx: Context) -> list[Point]:
         first = selection.alone[0] if selection.alone else 0
         if CopyOp.h2h in s.ops and (first, mode) in plan.places:
             out += _host_memory_points(ctx, mode, first, plan.places[first, mode])
-    if selection.alone and CopyOp.d2d in s.ops:
+    for op in (OPS[o] for o in s.ops if o in ON_ONE_GPU and selection.alone):
         dev = f"cuda:{selection.alone[0]}"
-        out += [Point(CopyView.name, "d2d", size, memory="device", backend="cuda", src=dev, dst=dev, launch=launch,
-                      engine="ce")
-                for size in ctx.sizes for launch in ctx.launches_at(size)]
+        # a view's copy goes through torch's copy kernel, on the SMs
+        out += [Point(CopyView.name, op.name, size, memory="device", backend="cuda", src=dev, dst=dev, launch=launch,
+                      engine="sm" if op.views else "ce")
+                for size in ctx.sizes if size % op.element == 0 for launch in ctx.launches_at(size)]
     return out

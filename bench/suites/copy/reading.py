@@ -11,6 +11,7 @@ from bench.points import ALL, AT_ONCE_KEYS
 from bench.results import usable_rows
 from bench.sizes import format_size
 from bench.suite_view import Metric, SuiteView
+from bench.suites.copy.ops import OPS as DECLARED
 from bench.suites.copy.settings import HOST_OPS
 
 np = lazy.module("numpy")
@@ -124,13 +125,7 @@ class CopyView(SuiteView):
     # The host's own memory is a property of the host, not of the machine's kind (hosts of
     # nvidia-h200-x4 read 22 to 193 GB/s on all threads, docs/judging.md): reported, never judged.
     host_own = ("h2h",)
-    # Shares of link theory (docs/judging.md): the median over the reference machines (H100, H200
-    # x1, H200 x2) at sizes from PLATEAU on. Pinned copies 0.863-0.881 of PCIe, SM copies
-    # 0.782-0.824, bidir 0.67-0.80 (the H100 host the lowest), d2d 0.84-0.90 of HBM. Pageable
-    # copies (the host's memcpy: 0.12-0.27) and every GPU at once (the host's bridges) get none.
-    efficiency = {("h2d", "pinned", "ce"): 0.87, ("d2h", "pinned", "ce"): 0.87, ("bidir", "pinned", "ce"): 0.78,
-                  ("h2d", "pinned", "sm"): 0.80, ("d2h", "pinned", "sm"): 0.80, ("bidir", "pinned", "sm"): 0.61,
-                  ("d2d", "device", "ce"): 0.85}
+    ops = DECLARED
     headline = (
         Metric("Host → device, pinned", "copy", "h2d", PINNED),
         Metric("Device → host, pinned", "copy", "d2h", PINNED),
@@ -158,7 +153,7 @@ class CopyView(SuiteView):
             out.append(("host memory (STREAM-like, on the first GPU's NUMA node): GB/s copied, read or written",
                         table.round(1).rename("gbps").reset_index().assign(
                             size_bytes=lambda t: t.size_bytes.map(lambda v: format_size(int(v))))))
-        latency = latency_table(frame[frame.suite == self.name])
+        latency = latency_table(frame[frame.suite == self.name], [o.name for o in self.ops if not o.bandwidth])
         if not latency.empty:
             out.append(("host link latency: ns per dependent 8-byte load by dst's SMs of pinned host memory", latency))
         return out
@@ -178,8 +173,8 @@ class CopyView(SuiteView):
 
     def expectation(self, row) -> tuple[float, float, str] | None:
         op, size = row["op"], int(row["size_bytes"])
-        share = self.efficiency.get((op, row["memory"], row["engine"]), math.nan)
-        if op == "d2d":
+        share = self.op(op).share(row["memory"], row["engine"])
+        if self.op(op).on_one_gpu:
             hbm = float(row.get("hbm_gbps", math.nan))   # each byte copied is read and written
             return (hbm / 2, share if size >= D2D_PLATEAU else math.nan, "HBM, read and write") if hbm > 0 else None
         if op not in HOST_OPS:

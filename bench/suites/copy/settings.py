@@ -1,4 +1,5 @@
-"""The copy suite's settings (the config section `copy`) and the names of its ops."""
+"""The copy suite's settings (the config section `copy`) and the names of its ops (from their
+declarations in ops.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,19 +7,15 @@ from typing import List
 
 from bench import ConfigError
 from bench.config.settings import Choice, Engine, HostMemory, nonempty, require
+from bench.ops import PCIE, choices, defaults
 from bench.points import ALL
+from bench.suites.copy.ops import OPS as DECLARED
 
 EACH = "each"
-HOST_OPS = ("h2d", "d2h", "bidir")
-
-
-class CopyOp(Choice):
-    h2d = "h2d"
-    d2h = "d2h"
-    bidir = "bidir"
-    d2d = "d2d"
-    latency = "latency"
-    h2h = "h2h"
+OPS = {op.name: op for op in DECLARED}
+HOST_OPS = tuple(op.name for op in DECLARED if op.link == PCIE and op.bandwidth)   # host <-> one GPU or all
+ON_ONE_GPU = tuple(op.name for op in DECLARED if op.on_one_gpu)
+CopyOp = Choice("CopyOp", choices(DECLARED))
 
 
 class NumaMode(Choice):
@@ -29,7 +26,7 @@ class NumaMode(Choice):
 
 @dataclass
 class Settings:
-    ops: List[CopyOp] = field(default_factory=lambda: list(CopyOp))
+    ops: List[CopyOp] = field(default_factory=lambda: [CopyOp(op) for op in defaults(DECLARED)])
     memory: List[HostMemory] = field(default_factory=lambda: list(HostMemory))
     # each (every GPU alone), all (every GPU at once) or GPU indices: strings, as the items mix kinds
     gpus: List[str] = field(default_factory=lambda: [EACH, ALL])

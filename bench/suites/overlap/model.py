@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import List
 
 from bench.config.settings import Choice, HostMemory, nonempty, positive, require
+from bench.ops import Op, choices, reduce_bus
 from bench.sizes import parse_size
 
 SYNCS = ("device", "item", "event", "stream")
@@ -14,13 +15,10 @@ PAIR_PARTS = ("copy_alone", "compute_alone", "copy_during_compute", "compute_dur
               "one_stream", "total")
 
 
-class OverlapOp(Choice):
-    h2d = "h2d"
-    d2h = "d2h"
-    peer = "peer"
-    all_reduce = "all_reduce"
-    sync = "sync"
-    make_tensor = "make_tensor"
+# Its ops, declared once (bench/ops.py): all_reduce's bus bandwidth as nccl-tests counts it.
+ALL_REDUCE = Op(name="all_reduce", bus=reduce_bus)
+OPS = (Op(name="h2d"), Op(name="d2h"), Op(name="peer"), ALL_REDUCE, Op(name="sync"), Op(name="make_tensor"))
+OverlapOp = Choice("OverlapOp", choices(OPS))
 
 
 @dataclass

@@ -15,12 +15,12 @@ from typing import Callable
 
 from bench import lazy
 from bench.contract import Context, Point
-from bench.links import bus_factor
 from bench.measure import timing
 from bench.measure.checks import same_data
 from bench.measure.consensus import Consensus
 from bench.measure.timing import EventClock, HostClock, Trial
 from bench.results import Sample
+from bench.suites.overlap.model import ALL_REDUCE
 from bench.suites.overlap.state import OverlapState
 from bench.suites.overlap.trials import median_op, settle
 from bench.suites.overlap.work import Matmul, Transfer, rank_device
@@ -172,7 +172,7 @@ def _all_reduce(buf, ctx: Context, ranks: Consensus, state: OverlapState) -> Tra
     """A bf16 all_reduce of buf (holding rank + 1) through NCCL on the current stream; checked once,
     before timing (the timed ones sum in place, so their values grow)."""
     comm, n = state.communicator(), ctx.world_size
-    launch = comm.prepare("all_reduce", buf)
+    launch = comm.prepare(comm.all_reduce_calls(buf))
     launch(torch.cuda.current_stream().cuda_stream)
     torch.cuda.synchronize()
     ok = ranks.all(bool((buf == n * (n + 1) // 2).all()))   # exact in bf16 up to 22 ranks
@@ -182,4 +182,4 @@ def _all_reduce(buf, ctx: Context, ranks: Consensus, state: OverlapState) -> Tra
         for _ in range(k):
             launch(stream)
 
-    return Transfer(run, lambda: ok, bus_factor=bus_factor("all_reduce", n))
+    return Transfer(run, lambda: ok, bus_factor=ALL_REDUCE.bus_factor(n))

@@ -9,7 +9,7 @@ from bench import lazy
 from bench.results import params, usable_rows
 from bench.sizes import format_size
 from bench.suite_view import SuiteView
-from bench.suites.overlap.model import PAIR_OPS, PAIR_PARTS, SYNCS, Product
+from bench.suites.overlap.model import OPS, PAIR_OPS, PAIR_PARTS, SYNCS, Product
 
 pd = lazy.module("pandas")
 
@@ -168,6 +168,7 @@ def sync_figure(frame: pd.DataFrame, canvas) -> list:
 
 class OverlapView(SuiteView):
     name = "overlap"
+    ops = OPS
     title = "Overlap"
     curves = False          # its own figures say what its rows mean
     # Between-run sigma of log time: 3 identical runs on nvidia-h200 (results/noise/h200-x1-fit,

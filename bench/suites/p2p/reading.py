@@ -10,6 +10,7 @@ from bench.links import NVLINK_LINK_GBPS, nvlink_links, pcie_gbps
 from bench.points import ALL, AT_ONCE_KEYS
 from bench.results import usable_rows
 from bench.suite_view import Metric, SuiteView
+from bench.suites.p2p.ops import OPS as DECLARED
 from bench.suites.p2p.settings import CONCURRENT_OPS, PAIR_OPS
 
 np = lazy.module("numpy")
@@ -67,13 +68,7 @@ class P2PView(SuiteView):
     # The launch path (eager at latency-bound sizes; analysis/noise.py): as the copy suite's, which
     # covers the 2x its eager 4 KiB copies move between runs of one 4x H200 host (docs/plots-and-gate.md).
     noise = {("gpu", "latency"): 0.07, ("gpu", "bandwidth"): 0.009, ("gpu", "launch"): 0.16}
-    # Shares of link theory (docs/judging.md), from 256 MiB on, 2x H200 over NV18: peer copies
-    # 0.86-0.88 of NVLink one way, 0.82-0.85 both ways; SM kernels 0.81 and 0.74; all_to_one and
-    # one_to_all 0.86 (ce) and 0.82 (sm); staged through the host 0.43-0.44 of PCIe.
-    efficiency = {("uni", "peer", "ce"): 0.86, ("bidir", "peer", "ce"): 0.82, ("uni", "peer", "sm"): 0.81,
-                  ("bidir", "peer", "sm"): 0.74, ("all_to_one", "peer", "ce"): 0.86, ("one_to_all", "peer", "ce"): 0.86,
-                  ("all_to_one", "peer", "sm"): 0.82, ("one_to_all", "peer", "sm"): 0.82,
-                  ("uni", "staged", "ce"): 0.43, ("bidir", "staged", "ce"): 0.43}
+    ops = DECLARED
     headline = (
         Metric("P2P one way, peer", "p2p", "uni", DIRECT),
         Metric("P2P both ways, peer (sum)", "p2p", "bidir", DIRECT),
@@ -85,7 +80,7 @@ class P2PView(SuiteView):
         concurrent = concurrent_table(frame)
         if not concurrent.empty:
             out.append(("every GPU with one GPU at once: GB/s into or out of the one GPU", format_concurrent(concurrent)))
-        latency = latency_table(frame[frame.suite == self.name])
+        latency = latency_table(frame[frame.suite == self.name], [o.name for o in self.ops if not o.bandwidth])
         if not latency.empty:
             out.append(("peer link latency: ns per dependent 8-byte load by dst's SMs of memory on src", latency))
         return out
@@ -110,7 +105,7 @@ class P2PView(SuiteView):
             return None
         both = 2 if row["op"] == "bidir" else 1
         mode = "staged" if row["mode"] == "staged" else "peer"   # imported: nvbandwidth's read and write
-        share = self.efficiency.get((row["op"], mode, row["engine"]), math.nan)
+        share = self.op(row["op"]).share(mode, row["engine"])
         share = share if int(row["size_bytes"]) >= PLATEAU else math.nan
         pcie = pcie_gbps(row["pcie_gen"], row["pcie_width"]) * both
         pcie_name = f"PCIe Gen{int(row['pcie_gen'])} x{int(row['pcie_width'])}" if pcie > 0 else ""

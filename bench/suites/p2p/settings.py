@@ -1,4 +1,5 @@
-"""The p2p suite's settings (the config section `p2p`) and the names of its ops and modes."""
+"""The p2p suite's settings (the config section `p2p`) and the names of its ops (from their
+declarations in ops.py) and modes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -6,14 +7,12 @@ from typing import Any, List
 
 from bench import ConfigError
 from bench.config.settings import Choice, Engine, nonempty, require
+from bench.ops import choices, defaults
+from bench.suites.p2p.ops import OPS as DECLARED
 
 
-class P2POp(Choice):
-    uni = "uni"
-    bidir = "bidir"
-    all_to_one = "all_to_one"
-    one_to_all = "one_to_all"
-    latency = "latency"
+OPS = {op.name: op for op in DECLARED}
+P2POp = Choice("P2POp", choices(DECLARED))
 
 
 PAIR_OPS = ("uni", "bidir")
@@ -34,7 +33,7 @@ class Settings:
     # auto: every ordered pair at the smallest and the largest whole-machine size, one pair per link
     # class at the others (see points())
     pairs: Any = "auto"
-    ops: List[P2POp] = field(default_factory=lambda: list(P2POp))
+    ops: List[P2POp] = field(default_factory=lambda: [P2POp(op) for op in defaults(DECLARED)])
     modes: List[P2PMode] = field(default_factory=lambda: list(P2PMode))
     engine: List[Engine] = field(default_factory=lambda: list(Engine))
     # GPU counts of all_to_one and one_to_all (the first N GPUs); [] (or auto): every GPU. Counts
