@@ -61,8 +61,8 @@ CURVE_KEYS = [k for k in SERIES_KEYS if k not in ("suite", "op")]
 # the GPU count is their `gpu` column, and they are eager copies of bytes.
 AT_ONCE_KEYS = [k for k in SERIES_KEYS if k not in ("backend", "world_size", "nnodes", "dtype", "launch", "api")]
 # A family measured at several GPU counts (the scaling table): a series but its ranks and nodes,
-# which are its GPU count, and its backend.
-SCALING_KEYS = [k for k in SERIES_KEYS if k not in ("backend", "world_size", "nnodes")]
+# which are its GPU count.
+SCALING_KEYS = [k for k in SERIES_KEYS if k not in ("world_size", "nnodes")]
 # A variant's role on a machine (expected.csv's columns): GPUs read as 'gpu', a pair's link class
 # in `link` (analysis/expected.py).
 ROLE_KEYS = [*VARIANT_KEYS[:VARIANT_KEYS.index("dst") + 1], "link", *VARIANT_KEYS[VARIANT_KEYS.index("dst") + 1:]]
