@@ -29,7 +29,7 @@ from bench import ConfigError
 from bench.config.settings import SizeRange
 from bench.measure.timing import TimingConfig, Trial
 from bench.results import Sample, params_text
-from bench.points import point_label
+from bench.points import PointKey, point_label
 from bench.suite_view import SuiteView
 
 if TYPE_CHECKING:
@@ -85,30 +85,13 @@ class Context:
 
 
 @dataclass(frozen=True)
-class Point:
-    """One sweep step: the fields that identify it in the results (points.POINT_KEYS).
+class Point(PointKey):
+    """One sweep step: the fields that identify it in the results (`points.PointKey`).
 
     `params` is the suite's own typed description of the step (a frozen dataclass), for what the
     common fields do not name; `mode` then carries its short human name. It is stored as JSON in
     the `params` column, which the suite's tables read back (`results.params`).
     """
-
-    suite: str
-    op: str
-    size_bytes: int
-    memory: str = ""
-    mode: str = ""
-    backend: str = ""
-    src: str = ""
-    dst: str = ""
-    world_size: int = 1
-    nnodes: int = 1
-    dtype: str = "uint8"
-    launch: str = "eager"
-    api: str = ""
-    engine: str = ""
-    numa: str = ""
-    params: Any = None
 
     def sample(self, **values: Any) -> Sample:
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "params"}

@@ -13,14 +13,40 @@ No pandas, numpy or torch here: the plan, the contract and the analysis all impo
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Mapping, get_type_hints
 
 from bench.sizes import format_size
 
-# What identifies a point (one sweep step); trials and parts are rows within it. contract.Point
-# and results.Sample hold these fields (tests/test_points.py checks it).
-POINT_KEYS = ["suite", "op", "memory", "mode", "backend", "src", "dst", "world_size", "nnodes",
-              "dtype", "launch", "api", "engine", "numa", "params", "size_bytes"]
+
+@dataclass(frozen=True)
+class PointKey:
+    """What identifies a point (one sweep step); trials and parts are rows within it. A suite's
+    `contract.Point` and a result's `results.Sample` are this with more: neither lists these
+    fields again."""
+
+    suite: str
+    op: str
+    size_bytes: int
+    memory: str = ""             # pinned | pageable | device | host
+    mode: str = ""               # p2p: peer | staged; collectives: default | socket
+    backend: str = ""            # cuda | cpu | nccl | gloo
+    src: str = ""
+    dst: str = ""
+    world_size: int = 1
+    nnodes: int = 1
+    dtype: str = "uint8"
+    launch: str = "eager"        # eager | graph | held
+    api: str = ""                # collectives: torch (torch.distributed) | nccl (the library, directly)
+    engine: str = ""             # copies: ce (copy engine) | sm (a copy kernel)
+    numa: str = ""               # host copies: local | remote | none (where the host buffer lives)
+    params: Any = None           # the suite's own description of the point (a Point's frozen dataclass)
+
+
+# The point's keys in the order rows are grouped and sorted by: its size last.
+POINT_KEYS = [f.name for f in fields(PointKey) if f.name != "size_bytes"] + ["size_bytes"]
+# Its whole numbers (read back from text as numbers).
+INT_KEYS = [k for k in POINT_KEYS if get_type_hints(PointKey)[k] is int]
 # A variant: a point but its size (the gate's and the doctor's families are a variant's sizes).
 VARIANT_KEYS = [k for k in POINT_KEYS if k != "size_bytes"]
 # The GPUs or the pair a point runs on.
@@ -34,6 +60,9 @@ CURVE_KEYS = [k for k in SERIES_KEYS if k not in ("suite", "op")]
 # What tells apart copies made on every GPU at once (the copy and p2p suites' concurrent tables):
 # the GPU count is their `gpu` column, and they are eager copies of bytes.
 AT_ONCE_KEYS = [k for k in SERIES_KEYS if k not in ("backend", "world_size", "nnodes", "dtype", "launch", "api")]
+# A family measured at several GPU counts (the scaling table): a series but its ranks and nodes,
+# which are its GPU count.
+SCALING_KEYS = [k for k in SERIES_KEYS if k not in ("world_size", "nnodes")]
 # A variant's role on a machine (expected.csv's columns): GPUs read as 'gpu', a pair's link class
 # in `link` (analysis/expected.py).
 ROLE_KEYS = [*VARIANT_KEYS[:VARIANT_KEYS.index("dst") + 1], "link", *VARIANT_KEYS[VARIANT_KEYS.index("dst") + 1:]]

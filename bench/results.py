@@ -18,12 +18,12 @@ import socket
 import sys
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, get_type_hints
 
 from bench import lazy
 from bench.commits import edited_at, last_commit
 from bench.hosts import host_id
-from bench.points import POINT_KEYS
+from bench.points import POINT_KEYS, PointKey
 from bench.row_checks import first_refused
 
 # Loaded when rows are first read or written: the registry, the schema and a plan need none of them.
@@ -41,31 +41,17 @@ SCHEMA_VERSION = 4
 READABLE_SCHEMAS = (1, 2, 3, 4)
 
 
-@dataclass
-class Sample:
-    """One measured trial (status 'ok'), or one point that could not be measured."""
+@dataclass(frozen=True)
+class Sample(PointKey):
+    """One measured trial (status 'ok'), or one point that could not be measured: its point's
+    fields (`points.PointKey`), then what was measured."""
 
-    suite: str
-    op: str
-    size_bytes: int
+    params: str = ""             # the suite's own description of the point, as JSON (results.params reads it)
     time_s: float = math.nan
     iters: int = 0
     trial: int = -1
     round: int = 0               # the round of interleaved measurement the trial belongs to (pipeline); else 0
     part: str = "total"          # bidirectional rows: one per direction plus 'total' (their sum)
-    memory: str = ""             # pinned | pageable | device | host
-    mode: str = ""               # p2p: peer | staged; collectives: nccl | socket | gloo
-    backend: str = ""            # cuda | cpu | nccl | gloo
-    src: str = ""
-    dst: str = ""
-    world_size: int = 1
-    nnodes: int = 1
-    dtype: str = "uint8"
-    launch: str = "eager"        # eager | graph
-    api: str = ""                # collectives: torch (torch.distributed) | nccl (the library, directly)
-    engine: str = ""             # copies: ce (copy engine) | sm (a copy kernel)
-    numa: str = ""               # host copies: local | remote | none (where the host buffer lives)
-    params: str = ""             # the suite's own description of the point, as JSON (results.params reads it)
     time_fastest_rank_s: float = math.nan   # collectives: the fastest rank's time per op (stragglers show)
     algbw_gbps: float = math.nan
     busbw_gbps: float = math.nan
@@ -79,8 +65,8 @@ class Sample:
 
 
 COLUMNS = [f.name for f in fields(Sample)]
-_INT_COLUMNS = {"size_bytes", "iters", "trial", "round", "world_size", "nnodes"}
-_FLOAT_COLUMNS = {"time_s", "time_fastest_rank_s", "algbw_gbps", "busbw_gbps", "host_pace_s", "page_faults", "cpu_s"}
+_INT_COLUMNS = {name for name, kind in get_type_hints(Sample).items() if kind is int}
+_FLOAT_COLUMNS = {name for name, kind in get_type_hints(Sample).items() if kind is float}
 # Older files lack these columns: the values they had implicitly.
 _SCHEMA1_DEFAULTS = {"api": "", "engine": "", "numa": "", "time_fastest_rank_s": math.nan}
 _SCHEMA2_DEFAULTS = {"params": ""}

@@ -5,11 +5,13 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import math
 import os
 import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -260,12 +262,12 @@ def test_noise_study_report_on_runs_already_made(tmp_path, capsys):
 def _samples(seed: int, change=None) -> list:
     rng = np.random.default_rng(seed)
     samples = copy_samples(rng, noise=0.015) + collective_samples(rng, noise=0.015)
+    changed = []
     for s in samples:
         factor = change(s) if change else 1.0
-        s.algbw_gbps *= factor
-        s.busbw_gbps *= factor
-        s.time_s /= factor
-    return samples
+        changed.append(replace(s, algbw_gbps=s.algbw_gbps * factor, busbw_gbps=s.busbw_gbps * factor,
+                               time_s=s.time_s / factor))
+    return changed
 
 
 def _h2d_big_drop(sample) -> float:
@@ -347,15 +349,8 @@ def test_baseline_store_is_seeded_grows_on_a_pass_and_not_on_a_fail(runs, tmp_pa
 
 
 def test_a_point_whose_data_check_now_fails_exits_1(runs, tmp_path):
-    def broken(sample):
-        if sample.suite == "copy" and sample.op == "d2d" and sample.size_bytes == 4 * MiB:
-            sample.status, sample.verified = "failed", False
-        return 1.0
-
-    samples = _samples(12, broken)
-    for s in samples:
-        if s.status == "failed":
-            s.algbw_gbps = s.busbw_gbps = float("nan")
+    samples = [replace(s, status="failed", verified=False, algbw_gbps=math.nan, busbw_gbps=math.nan)
+               if s.suite == "copy" and s.op == "d2d" and s.size_bytes == 4 * MiB else s for s in _samples(12)]
     run = write_run(tmp_path / "broken", samples)
     result = compare_paths(runs["base0"], run, CATALOG)
     assert result.regressions == [] and result.failed_now == ["copy d2d device eager cuda:0->cuda:0 4MiB"]

@@ -2,6 +2,7 @@
 progress bar, the summary's peaks, the report, the gate and the doctor all name a variant so."""
 from __future__ import annotations
 
+import ast
 import dataclasses
 import re
 
@@ -12,8 +13,9 @@ from bench.analysis.report import variants
 from bench.analysis.runs import with_series
 from bench.contract import Point
 from bench.cli.common import catalog
-from bench.points import POINT_KEYS, VARIANT_KEYS, point_label, variant_label
-from bench.results import COLUMNS, load, read_meta
+from bench.driver import reference_times
+from bench.points import POINT_KEYS, VARIANT_KEYS, PointKey, point_label, variant_label
+from bench.results import COLUMNS, Sample, load, read_meta
 from conftest import ROOT
 
 RUN = ROOT / "results" / "reference" / "h200-x2" / "20261123-044635"   # torch and raw NCCL, ce and sm, eager and graph
@@ -23,8 +25,26 @@ TORCH = dict(suite="collectives", op="all_reduce", memory="device", mode="defaul
 
 
 def test_the_point_and_the_sample_hold_the_declared_keys():
+    assert issubclass(Point, PointKey) and issubclass(Sample, PointKey)
     assert {f.name for f in dataclasses.fields(Point)} == set(POINT_KEYS)
     assert set(POINT_KEYS) <= set(COLUMNS)
+    assert set(reference_times.KEYS) == set(POINT_KEYS) - {"params"}
+
+
+def test_no_module_lists_the_points_keys_by_hand():
+    # an identity (more than a third of a point's keys) is points.py's or derived from it; a suite's
+    # own tables choose their columns (bench/suites/ is theirs)
+    keys = set(POINT_KEYS)
+    by_hand = []
+    for path in sorted((ROOT / "bench").rglob("*.py")):
+        if path.name == "points.py" and path.parent.name == "bench" or "suites" in path.relative_to(ROOT).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+                named = [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in keys]
+                if len(named) > len(keys) // 3:
+                    by_hand.append(f"{path.relative_to(ROOT)}:{node.lineno}: {named}")
+    assert not by_hand, by_hand
 
 
 def test_api_launch_and_engine_are_named():

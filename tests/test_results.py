@@ -4,10 +4,12 @@ import socket
 import stat
 import subprocess
 import sys
+import zlib
 
 import pandas as pd
 import pytest
 
+from bench.commits import commit_line
 from bench.journal import ResultsWriteError, RunWriter, write_json, write_meta
 from bench.results import (COLUMNS, SCHEMA_VERSION, ResultsError, Sample, load, read_meta, read_samples, run_status,
                            samples_file, slow_throughout, usable_rows)
@@ -86,6 +88,21 @@ def test_a_point_cut_short_is_not_read_and_is_measured_again(tmp_path):
     assert read_samples(tmp_path / "samples.csv").groupby("size_bytes").trial.count().to_dict() == {8: 3, 16: 3}
     # Plain CSV for any reader: the header and the rows, nothing else.
     assert len(pd.read_csv(tmp_path / "samples.csv")) == 6
+
+
+def test_a_journal_begun_in_another_column_order_is_resumed_whole(tmp_path):
+    # a run begun by a version that wrote its columns in another order, resumed by this one
+    RunWriter(tmp_path, "r").add_point([Sample("copy", "d2d", 8, time_s=1e-6, trial=0, note="first")])
+    journal = tmp_path / "samples.csv"
+    older = pd.read_csv(journal, keep_default_na=False)
+    older = older[[*reversed(COLUMNS)]].to_csv(index=False).encode()
+    journal.write_bytes(older)
+    (tmp_path / "samples.commit").write_bytes(commit_line(len(older), zlib.crc32(older)))
+    (tmp_path / "samples.parquet").unlink(missing_ok=True)
+    w = RunWriter(tmp_path, "r")
+    w.add_point([Sample("copy", "d2d", 16, time_s=2e-6, trial=0, note="second")])
+    rows = read_samples(journal)
+    assert rows[["size_bytes", "time_s", "note"]].values.tolist() == [[8, 1e-6, "first"], [16, 2e-6, "second"]]
 
 
 def test_a_journal_without_commits_reads_by_whole_lines(tmp_path):

@@ -8,12 +8,14 @@ inside a venv (the README's command in one), torch is in that venv, which a venv
 system_site_packages would not see (it sees the base interpreter's).
 """
 import os
+import re
 import shutil
 import site
 import subprocess
 import sys
 import sysconfig
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -52,7 +54,9 @@ def make_venv(where: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
+def wheel(tmp_path_factory) -> tuple[Path, Path]:
+    """The wheel built offline (no build isolation: nothing is downloaded) from a copy of the
+    repository's package, its conf/ link kept; (the wheel, the copy's root)."""
     base = tmp_path_factory.mktemp("wheel")
     # built from a copy: a build in place leaves build/ and *.egg-info in the repository, and a
     # stale build/lib (a module since removed) would ride along into the wheel
@@ -61,14 +65,20 @@ def installed(tmp_path_factory):
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
     for name in ("bench", "conf"):
-        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ROOT / name, source / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                             "-w", str(base / "dist"), str(source)], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr
-    wheel = next((base / "dist").glob("xferbench-*.whl"))
+    return next((base / "dist").glob("xferbench-*.whl")), source
+
+
+@pytest.fixture(scope="module")
+def installed(wheel):
+    """The wheel in a fresh venv; (its bin/, an empty folder outside the repository)."""
+    base = wheel[0].parent.parent
     bin_dir = make_venv(base / "venv")
     install = subprocess.run([sys.executable, "-m", "pip", "--python", str(bin_dir / "python"), "install",
-                              "--no-deps", "-q", str(wheel)], capture_output=True, text=True, timeout=300)
+                              "--no-deps", "-q", str(wheel[0])], capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr
     elsewhere = base / "elsewhere"
     elsewhere.mkdir()
@@ -98,6 +108,18 @@ def test_a_venv_made_inside_a_venv_sees_that_venvs_packages(tmp_path):
     assert "No module named 'bench'" in repo.stderr
 
 
+def test_the_wheel_carries_every_file_of_the_package(wheel):
+    # every module and every file read at run time (configs, tables), packages found, not listed
+    built, source = wheel
+    package = {str(Path(folder, name).relative_to(source))
+               for folder, _, names in os.walk(source / "bench", followlinks=True) for name in names}
+    with zipfile.ZipFile(built) as archive:
+        carried = {name for name in archive.namelist() if name.startswith("bench/")}
+    assert package == carried, f"left out: {sorted(package - carried)}; extra: {sorted(carried - package)}"
+    assert {"bench/importers/nccl_tests.py", "bench/config/conf/config.yaml", "bench/analysis/expected.csv",
+            "bench/driver/reference_times.json"} <= carried
+
+
 def test_the_wheel_holds_its_configs_and_runs_from_anywhere(installed):
     bin_dir, cwd = installed
     where = _run(bin_dir, cwd, "python", "-c", "import bench.config.files as c; print(c.__file__); print(c.CONF_DIR)")
@@ -125,6 +147,54 @@ def test_the_wheel_holds_its_configs_and_runs_from_anywhere(installed):
     plot = _run(bin_dir, cwd, "xferbench-plot", str(out), "--out", str(cwd / "plots"))
     assert plot.returncode == 0, plot.stderr
     assert any(p.suffix == ".png" for p in (cwd / "plots").iterdir())
-    compare = _run(bin_dir, cwd, "python", "-m", "bench.cli.compare", str(runs[0]), str(runs[1]))
+    compare = _run(bin_dir, cwd, "xferbench-compare", str(runs[0]), str(runs[1]))
     assert compare.returncode in (0, 1), compare.stderr
     assert "xferbench comparison" in compare.stdout
+    summary = _run(bin_dir, cwd, "xferbench-summary", str(runs[0]))
+    assert summary.returncode == 0 and "h2h" in summary.stdout, summary.stderr
+    doctor = _run(bin_dir, cwd, "xferbench-doctor", str(runs[0]))
+    assert doctor.returncode in (0, 1, 3) and "verdict:" in doctor.stdout, doctor.stderr
+    report = _run(bin_dir, cwd, "xferbench-report", str(out), "--out", str(cwd / "report.html"))
+    assert report.returncode == 0 and "xferbench report" in (cwd / "report.html").read_text(), report.stderr
+
+
+def test_every_console_script_answers_help(installed):
+    bin_dir, cwd = installed
+    listed = _run(bin_dir, cwd, "python", "-c", "from importlib.metadata import entry_points; "
+                  "print(*sorted(e.name for e in entry_points(group='console_scripts') if e.value.startswith('bench.')))")
+    scripts = listed.stdout.split()
+    assert {"xferbench", "xferbench-compare", "xferbench-doctor", "xferbench-plot", "xferbench-report",
+            "xferbench-summary"} <= set(scripts), listed.stderr
+    for script in scripts:
+        answer = _run(bin_dir, cwd, script, "--help")
+        assert answer.returncode == 0 and answer.stdout.strip() and not answer.stderr.strip(), (script, answer.stderr)
+
+
+# What the README's `python scripts/...` commands are run with here: the smallest real input, or
+# --help where the real command needs the repository's results.
+README_SCRIPTS = {"import_nccl_tests.py", "make_reference_times.py"}
+
+
+def test_every_script_the_readme_names_runs_with_the_wheel(installed):
+    bin_dir, cwd = installed
+    readme = (ROOT / "README.md").read_text()
+    # rows of tables name commands removed, not ones to run
+    named = {m for line in readme.splitlines() if not line.startswith("|")
+             for m in re.findall(r"python scripts/(\w+\.py)", line)}
+    assert named == README_SCRIPTS
+
+    def script(name: str, *args: str) -> subprocess.CompletedProcess:   # its folder first on sys.path, not the repository
+        return _run(bin_dir, cwd, "python", str(ROOT / "scripts" / name), *args)
+
+    imported = script("import_nccl_tests.py", str(ROOT / "tests" / "data" / "nccl_tests_h200x8.log"),
+                      "--out", str(cwd / "imported"))
+    assert imported.returncode == 0, imported.stderr
+    summary = _run(bin_dir, cwd, "xferbench-summary", str(cwd / "imported"))
+    assert summary.returncode == 0 and "collectives all_reduce" in summary.stdout, summary.stderr
+
+    assert script("make_reference_times.py", "--help").returncode == 0
+    table = _run(bin_dir, cwd, "python", "-c", "from bench.driver.reference_times import TABLE; print(TABLE)")
+    shipped = Path(table.stdout.strip()).read_bytes()
+    remade = script("make_reference_times.py")   # no results/ beside an installed package: it keeps its table
+    assert remade.returncode == 2 and "no reference runs" in remade.stderr, remade.stderr
+    assert Path(table.stdout.strip()).read_bytes() == shipped

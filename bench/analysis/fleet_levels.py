@@ -30,7 +30,7 @@ import numpy as np
 
 from bench import lazy
 from bench.analysis.compare import point_levels
-from bench.points import POINT_KEYS, VARIANT_KEYS, variant_label
+from bench.points import INT_KEYS, POINT_KEYS, VARIANT_KEYS, variant_label
 from bench.results import ResultsError, load
 from bench.suite_view import Catalog
 
@@ -43,7 +43,6 @@ CACHE_ENV = "XFERBENCH_CACHE"
 SUITES_ENV = "XFERBENCH_SUITES"
 SAMPLES = ("samples.parquet", "samples.csv", "samples.commit")
 FLAGS = ("host_slow", "cache_resident", "short_of_hbm")
-INT_KEYS = ("world_size", "nnodes", "size_bytes")
 SEP = "\x1f"      # between a key's fields: no field holds it
 POOL_FROM = 24     # fewer runs are read in this process: a pool's start costs more than it saves
 CHUNK = 8          # runs per task handed to a worker

@@ -14,6 +14,7 @@ import math
 
 from bench import lazy
 from bench.ops import PCIE, every
+from bench.points import SCALING_KEYS, variant_label
 from bench.suite_view import LATENCY_BOUND, Catalog
 from bench.results import usable_rows
 from bench.sizes import format_size
@@ -23,16 +24,8 @@ pd = lazy.module("pandas")
 
 ALL = "all"
 BUS = "busbw_gbps"
-FAMILY = ["suite", "op", "memory", "mode", "engine", "numa", "dtype", "launch", "api"]
+FAMILY = SCALING_KEYS
 COLUMNS = [*FAMILY, "kind", "size_bytes", "gpus", "lanes", "figure", "per_gpu", "step", "of_first"]
-
-
-def family_name(row) -> str:
-    """A family's short name: 'collectives all_reduce float32 eager torch', 'copy h2d pinned ce'."""
-    parts = [row["suite"], row["op"], row["memory"], row["mode"] if row["mode"] != "default" else "", row["engine"],
-             row["dtype"] if row["dtype"] != "uint8" else "", row["launch"] if row["api"] else "",
-             row["api"]]
-    return " ".join(str(p) for p in parts if p not in ("", None) and not (isinstance(p, float) and math.isnan(p)))
 
 
 def _traffic(ok: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
@@ -112,7 +105,7 @@ def format_scaling(table: pd.DataFrame) -> pd.DataFrame:
     for _, group in table.groupby([*FAMILY, "kind"], sort=False):
         first = group.iloc[0]
         unit = "GB/s" if first.kind == "bandwidth" else "us"
-        row = {"family": family_name(first), "size": format_size(int(first.size_bytes)), "unit": unit}
+        row = {"family": variant_label(first[FAMILY]), "size": format_size(int(first.size_bytes)), "unit": unit}
         previous = None
         for r in group.itertuples():
             row[f"{r.gpus} GPU{'s' * (r.gpus > 1)}"] = round(r.figure, 1 if unit == "GB/s" else 2)

@@ -11,7 +11,7 @@ from bench.suite_view import Catalog, view
 from bench.analysis.scaling import TITLE as SCALING_TITLE
 from bench.analysis.scaling import format_scaling, scaling_table
 from bench.ops import every
-from bench.points import AT_ONCE_KEYS, SERIES_KEYS, VARIANT_KEYS
+from bench.points import AT_ONCE_KEYS, ENDS, SERIES_KEYS, VARIANT_KEYS
 from bench.results import PACE_SLACK, host_slow, usable_rows
 from bench.sizes import format_size
 
@@ -121,7 +121,7 @@ def latency_table(frame: pd.DataFrame, timed: Iterable[str]) -> pd.DataFrame:
     dependent load, per memory and GPU pair."""
     ok = usable_rows(frame)
     ok = ok[ok.op.isin(list(timed))]
-    keys = ["suite", "memory", "mode", "numa", "src", "dst"]
+    keys = [*SERIES_KEYS, *ENDS]
     table = (ok.groupby(keys, sort=False).time_s.median() * 1e9).round(1).rename("ns_per_access").reset_index()
     return table[[c for c in table.columns if c in ("src", "dst", "ns_per_access") or table[c].nunique() > 1]]
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bench import lazy
 from bench.links import Speeds
+from bench.points import POINT_KEYS
 from bench.results import ResultsError, read_meta, read_samples, samples_file, usable_rows
 
 pd = lazy.module("pandas")
@@ -23,8 +24,7 @@ REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "results" / "reference"
 TABLE = Path(__file__).with_name("reference_times.json")
 # What a median is taken over (params apart: a suite's variants of one op share a series), then
 # the link class and the median itself.
-KEYS = ("suite", "op", "memory", "mode", "backend", "src", "dst", "world_size", "nnodes", "dtype", "launch",
-        "api", "engine", "numa", "size_bytes")
+KEYS = tuple(k for k in POINT_KEYS if k != "params")
 COLUMNS = (*KEYS, "link", "time_s")
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -27,11 +27,12 @@ class Imported:
 def number_trials(samples: list[Sample]) -> list[Sample]:
     """Renumber trials per point and part in order of appearance, so repeated tests add trials."""
     seen: dict[tuple, int] = defaultdict(int)
+    numbered = []
     for s in samples:
         key = (point_key(s), s.part)
-        s.trial = seen[key]
+        numbered.append(replace(s, trial=seen[key]))
         seen[key] += 1
-    return samples
+    return numbered
 
 
 def instance_meta(name: str | None, label: str | None = None) -> dict:

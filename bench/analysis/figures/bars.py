@@ -11,6 +11,7 @@ import pandas as pd
 import seaborn as sns
 
 from bench.analysis.figures.style import PANEL_IN, SERIES, Canvas, device_key, legend_columns, series_handles
+from bench.points import AT_ONCE_KEYS
 from bench.sizes import format_size
 
 AT_ONCE, ALONE = "at once", "alone"
@@ -107,7 +108,7 @@ def concurrent(table: pd.DataFrame, canvas: Canvas, stem: str, title: str) -> li
     if table.empty:
         return []
     colours = canvas.colours
-    panels = list(table.groupby([SERIES, "suite", "op", "memory", "mode", "engine", "numa"], sort=False))
+    panels = list(table.groupby([SERIES, *AT_ONCE_KEYS], sort=False))
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(PANEL_IN[0] * 1.3 * ncols, PANEL_IN[1] * 1.4 * nrows),

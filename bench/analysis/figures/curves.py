@@ -24,7 +24,7 @@ from bench.analysis.figures.style import (DASHES, LOG_SPAN, PANEL_IN, SERIES, SM
                                           add_legend, log_y_axis, in_order, rank_in, size_axis, file_slug, suptitle,
                                           with_bandwidth)
 from bench.ops import op_order
-from bench.points import CURVE_KEYS
+from bench.points import CURVE_KEYS, SERIES_KEYS
 from bench.results import usable_rows
 from bench.sizes import format_size
 
@@ -65,8 +65,7 @@ def _parts(frame: pd.DataFrame) -> pd.Series:
 def link_limits(data: pd.DataFrame, frame: pd.DataFrame, catalog: Catalog) -> np.ndarray:
     """Per row of `data`, the most its link can carry (the suite's link_limit), times the GPUs
     whose parts a total of every GPU at once sums; NaN where no limit is known."""
-    columns = [c for c in ("suite", "op", "mode", "memory", "backend", "nnodes", "engine", "world_size", "pcie_gen",
-                           "pcie_width", "nvlink_gbps_per_gpu") if c in data.columns]
+    columns = [c for c in (*SERIES_KEYS, "pcie_gen", "pcie_width", "nvlink_gbps_per_gpu") if c in data.columns]
     group = data[columns].astype(str).groupby(columns, sort=False, dropna=False).ngroup().to_numpy()
     firsts = data.iloc[np.unique(group, return_index=True)[1]]
     limit = np.array([view(catalog, row["suite"]).link_limit(row)[0] for row in firsts.to_dict("records")], float)

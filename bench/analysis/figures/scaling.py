@@ -12,7 +12,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
 from bench.analysis.figures.style import DASHES, PANEL_IN, Canvas, legend_columns, series_handles
-from bench.analysis.scaling import BUS, family_name, scaling_table
+from bench.analysis.scaling import BUS, FAMILY, scaling_table
+from bench.points import variant_label
 from bench.suite_view import LATENCY_BOUND, view
 
 def _panels(table: pd.DataFrame, catalog) -> list[tuple[str, pd.DataFrame]]:
@@ -39,9 +40,8 @@ def scaling_figure(frame: pd.DataFrame, canvas: Canvas) -> list[Path]:
     counts = sorted(set(table.gpus))
     styles: dict[str, str] = {}
     for ax, (title, part) in zip(axes[0], panels):
-        for (series, *_), family in part.groupby([canvas.SERIES, "suite", "op", "memory", "mode", "engine", "dtype",
-                                                  "launch", "api"], sort=False):
-            name = family_name(family.iloc[0])
+        for (series, *_), family in part.groupby([canvas.SERIES, *FAMILY], sort=False):
+            name = variant_label(family.iloc[0][FAMILY])
             op = str(family.op.iloc[0])
             styles.setdefault(op, DASHES[len(styles) % len(DASHES)])
             ax.plot(family.gpus, family.of_first, marker="o", color=canvas.colours.get(series, "0.3"),

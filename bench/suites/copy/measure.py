@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
+from dataclasses import replace
 from functools import partial
 from typing import Callable, ContextManager
 
@@ -166,9 +167,8 @@ def measure_together(point: Point, ctx: Context, state: CopyState) -> list[Sampl
     sync_all(range(point.world_size))
     verified = all(same_data(dst, src) for dst, src in checks)
     rows = trial_rows(point, trials, point.size_bytes * len(checks), 1.0, verified, together.note(trials))
-    for row in rows:   # each GPU's rows say where its host memory is
-        row.note = _join(row.note, place_note(places.get(row.part)))
-    return rows
+    # each GPU's rows say where its host memory is
+    return [replace(row, note=_join(row.note, place_note(places.get(row.part)))) for row in rows]
 
 
 def measure_latency(point: Point, ctx: Context, state: CopyState) -> list[Sample]:
