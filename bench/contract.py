@@ -67,6 +67,7 @@ class Context:
     size_cap: int | None = None      # without a GPU, sweeps stop here (sizes.cpu_max)
     numa: Topology | None = None     # the NUMA nodes (None: one node holding every CPU)
     gpu_nodes: tuple[int | None, ...] = ()   # each GPU's NUMA node, in CUDA's order (None: unknown)
+    cores: int | None = None         # the CPU cores of the machine planned for elsewhere (None: this one's)
     here: bool = True                # False when planning for another machine: probe nothing here
     planning: bool = False           # plan=true: nothing is measured, and no CUDA context started
     launcher: bool = False           # torchrun or srun started this process's ranks

@@ -154,12 +154,13 @@ class InstanceSettings:
     network_gbps: Optional[float] = None
     usd_per_hour: Optional[float] = None
     price_date: Optional[str] = None
+    cpu_cores: Optional[int] = None   # the host's CPU cores (vCPUs): a plan for it caps worker counts there
 
     def __post_init__(self) -> None:
         check_name("instance.name", self.name)   # the run folder's parent: <out_dir>/<name>/<run_id>
         # results/reference/<instance>/<run_id> holds the project's reference runs, where no run lands.
         require(self.name != "reference", "instance.name", self.name, "is kept for the project's reference runs")
         for key in ("gpu_count", "pcie_gen", "pcie_width", "nvlink_gen", "nvlink_gbps_per_gpu", "network_gbps",
-                    "usd_per_hour"):
+                    "usd_per_hour", "cpu_cores"):
             value = getattr(self, key)
             require(value is None or 0 <= value < math.inf, f"instance.{key}", value, "must be a finite number >= 0")

@@ -32,6 +32,7 @@ class Machine:
     here: bool = True
     numa: numa.Topology | None = None
     gpu_nodes: tuple[int | None, ...] = ()
+    cores: int | None = None                        # its CPU cores where not this machine (None: probed here)
 
     def describe(self) -> str:
         if self.device == "cpu":
@@ -109,7 +110,8 @@ def instance_machine(instance: InstanceSettings) -> Machine:
     classes = {f"{i},{j}": link for i in range(n) for j in range(n) if i != j}
     return Machine(instance.name, "cuda", n,
                    Speeds(instance.pcie_gen, instance.pcie_width, instance.nvlink_gbps_per_gpu, classes),
-                   slug(instance.gpu or "") if instance.gpu else "", here=False)
+                   slug(instance.gpu or "") if instance.gpu else "", here=False,
+                   cores=int(instance.cpu_cores) if instance.cpu_cores else None)
 
 
 def recorded_machine(meta: dict) -> Machine:
@@ -123,7 +125,7 @@ def recorded_machine(meta: dict) -> Machine:
                     instance.get("nvlink_gbps_per_gpu"), system.get("links") or {})
     label = str(instance.get("label") or instance.get("name") or "recorded")
     return Machine(label, "cuda" if gpus else "cpu", gpus, speeds, slug(str(first.get("name", ""))) if gpus else "",
-                   here=False)
+                   here=False, cores=system.get("cpu_count"))
 
 
 def identity() -> dict:

@@ -73,6 +73,7 @@ def context(cfg, suite: Suite, machine: Machine, explicit: frozenset[str] = froz
         links=dict(machine.speeds.classes), size_cap=size_cap(cfg, machine.device), here=machine.here,
         planning=bool(cfg.plan),
         launcher=layout is not None, explicit=explicit, numa=machine.numa, gpu_nodes=machine.gpu_nodes,
+        cores=machine.cores,
         rank=layout.rank if layout else 0, world_size=layout.world_size if layout else 1,
         nnodes=layout.nnodes if layout else 1)
 

@@ -96,7 +96,7 @@ def _check(p: Settings, ctx: Context) -> None:
     if p.step:
         _check_step(p.step, ctx)
     big = max(sizes)
-    ahead = max(lp.queued for s, _, _ in sampled for lp in loops(p, ctx.device, s))
+    ahead = max(lp.queued for s, _, _ in sampled for lp in loops(p, ctx.device, s, ctx.cores))
     shm, shared = _free_bytes("/dev/shm"), ahead * big
     if shared and shm is not None and shared > shm:
         raise ConfigError(f"pipeline.max_size: the workers pass up to {format_bytes(shared)} of batches "
@@ -122,7 +122,7 @@ def sweep(p: Settings, ctx: Context) -> list[Point]:
     device_side = (H2D, CONSUME, STEP) if gpu else ()
     out = []
     for sample, dtype, most in samples_of(p):
-        measured = loops(p, ctx.device, sample)
+        measured = loops(p, ctx.device, sample, ctx.cores)
         needed = dict.fromkeys(st for lp in measured for group in stages_of(lp, gpu).values() for st in group
                                if st.op not in LOOP_ONLY)
         order = sorted(needed, key=lambda st: (STAGES.index(st.op), st.memory, str(st.producer), st.workers, st.threads))

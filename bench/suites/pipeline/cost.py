@@ -2,24 +2,27 @@
 up and runs its trials; where the batches come from a user's dataset, what making them costs."""
 from __future__ import annotations
 
-import math
-
 from bench.contract import Context, Point
 from bench.suites.pipeline.measure import MIN_BATCHES, POOL
 from bench.suites.pipeline.model import COLLATE, Loop, Pace, Settings, usable_cores
-from bench.suites.pipeline.rounds import PACE_S
+from bench.suites.pipeline.rounds import PACE_S, round_timing
 
-# A segment costs this much besides its trials: its loader started (workers forked), the stream's
-# warm-up and, in its first round, calibration. With a GPU: segments of one trial of
-# pipeline.min_trial_s (0.05 s) took 0.21-0.25 s on H100, H200 and 4x H200 hosts (2026-11-26:
-# results/noise/pipeline-h*, suite_wall_s over points x rounds). Without one: segments of two
-# such trials took 0.35-0.37 s on the 2-core CPU machine (results/noise/pipeline-cpu/allocator).
-SETUP_S = {"cuda": 0.19, "cpu": 0.26}
+# A segment costs this much besides its trials: its loader started (workers forked) and stopped,
+# and the stream's warm-up. A point's first round costs FIRST_S more: calibrating its trials' N,
+# and what a point makes once. Fitted, with a GPU, to the quick default (48 points, 3 rounds) and
+# the exhaustive sweep (225 points, 5 rounds) on nvidia-h200 (2026-11-27,
+# results/noise/pipeline-h200-x1/quick): segments alone cannot give both (0.27 and 0.23 s a
+# segment besides min_trial_s each); the 4x H200 host's sweep of that day follows within 10%.
+# Without a GPU: segments of two trials took 0.35-0.37 s on the 2-core CPU machine
+# (results/noise/pipeline-cpu/allocator), whose runs are of one grid and do not tell the two apart.
+SETUP_S = {"cuda": 0.17, "cpu": 0.26}
+FIRST_S = {"cuda": 0.34, "cpu": 0.0}
 
 
 def trial_seconds(p: Settings, ctx: Context) -> tuple[int, float]:
-    """Trials a round (rounds.round_timing) and the least each lasts."""
-    return max(1, math.ceil(ctx.timing.trials / p.rounds)), max(ctx.timing.min_trial_s, p.min_trial_s)
+    """Trials a round and the least each lasts, as the rounds run them."""
+    cfg = round_timing(ctx, p)
+    return cfg.trials, cfg.min_trial_s
 
 
 def point_seconds(point: Point, p: Settings, ctx: Context, sample_s: float = 0.0, length: int = 0) -> float:
@@ -34,10 +37,10 @@ def point_seconds(point: Point, p: Settings, ctx: Context, sample_s: float = 0.0
     segment = setup + per_round * trial
     if sample_s and isinstance(what, Loop):
         batch = point.size_bytes // what.sample_size
-        made = batch * sample_s / max(1, min(what.workers, usable_cores()))   # workers make batches at once
+        made = batch * sample_s / max(1, min(what.workers, ctx.cores or usable_cores()))   # workers make batches at once
         batches = max(what.queued + 1, ctx.timing.warmup) + per_round * max(MIN_BATCHES, 2 * what.queued)
         epochs = batches * batch / max(1, length)   # each epoch's start starts the loader anew
         segment = setup * (1 + epochs) + max(batches * made, per_round * trial)
     elif sample_s and point.op == COLLATE:
         segment += POOL * point.size_bytes // what.sample_size * sample_s
-    return p.rounds * segment
+    return p.rounds * segment + FIRST_S[ctx.device]

@@ -43,7 +43,7 @@ def _spec_ok(spec: str) -> bool:
 class Settings:
     producers: List[Producer] = field(default_factory=lambda: [Producer.numpy])
     sample_sizes: List[str] = field(default_factory=lambda: ["64KiB"])   # one sample's bytes
-    workers: List[int] = field(default_factory=lambda: [0, 4, 8])     # DataLoader num_workers, capped at the cores
+    workers: List[int] = field(default_factory=lambda: [0, 8])     # DataLoader num_workers, capped at the cores
     pin_memory: List[bool] = field(default_factory=lambda: [False, True])
     non_blocking: List[bool] = field(default_factory=lambda: [False, True])
     prefetch: List[bool] = field(default_factory=lambda: [False, True])   # the next batch's copy on a side stream
@@ -300,7 +300,8 @@ QUICK_SWITCHES = ("workers", "threads", "sharing", "persistent_workers")
 
 def loops(p: Settings, device: str, sample_size: int, cores: int | None = None) -> list[Loop]:
     """The loops measured for each producer, for samples of sample_size: the grid of the switches
-    (on a CPU, the loader's alone), worker counts capped at the host's cores. The ablation and
+    (on a CPU, the loader's alone), worker counts capped at the host's cores (`cores`: those of
+    the machine planned for elsewhere; None: this one's). The ablation and
     quick grids also run the DataLoader's defaults at each thread setting: where the intra-op
     threads fight the loop, that loop shows it most."""
     gpu, cores = device == "cuda", cores or usable_cores()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from bench import lazy
 
-import math
 import time
 from dataclasses import replace
 from typing import Iterator
@@ -46,10 +45,11 @@ def _pace_row(point: Point, reading: int, pace: float, readings: int) -> Sample:
 
 
 def round_timing(ctx: Context, p: Settings) -> TimingConfig:
-    """A round's share of a point: the run's trials spread over the rounds (at least one a
-    round), each at least pipeline.min_trial_s long."""
+    """A round's share of a point: the run's trials spread over the rounds, no more in all (at
+    least one a round: the rounds are the repeats a figure's median and spread come from), each at
+    least pipeline.min_trial_s long."""
     cfg = ctx.timing
-    return TimingConfig(cfg.warmup, max(1, math.ceil(cfg.trials / p.rounds)), max(cfg.min_trial_s, p.min_trial_s),
+    return TimingConfig(cfg.warmup, max(1, cfg.trials // p.rounds), max(cfg.min_trial_s, p.min_trial_s),
                         cfg.min_iters, cfg.max_iters)
 
 
