@@ -11,7 +11,7 @@ from bench.suites.pipeline.rounds import PACE_S, round_timing
 # and the stream's warm-up. A point's first round costs FIRST_S more: calibrating its trials' N,
 # and what a point makes once. Fitted, with a GPU, to the quick default (48 points, 3 rounds) and
 # the exhaustive sweep (225 points, 5 rounds) on nvidia-h200 (2026-11-27,
-# results/noise/pipeline-h200-x1/quick): segments alone cannot give both (0.27 and 0.23 s a
+# results/noise/pipeline-h200-x1/quick/quick, full): segments alone cannot give both (0.27 and 0.23 s a
 # segment besides min_trial_s each); the 4x H200 host's sweep of that day follows within 10%.
 # Without a GPU: segments of two trials took 0.35-0.37 s on the 2-core CPU machine
 # (results/noise/pipeline-cpu/allocator), whose runs are of one grid and do not tell the two apart.
