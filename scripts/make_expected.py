@@ -17,6 +17,7 @@ repository root:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -44,21 +45,30 @@ def _label(meta: dict) -> str:
     return f"{instance.get('label') or instance.get('name', '')} ({suites or 'suites not recorded'})"
 
 
-def _commit(meta: dict) -> str:
-    return str((meta.get("tool") or {}).get("git_commit", ""))
+# The method of runs made before meta.json recorded it (tool.method), by folder under results/reference/.
+_LISTED = Path(__file__).resolve().parent.parent / "results" / "reference" / "methods.json"
+METHODS: dict[str, str] = json.loads(_LISTED.read_text())["runs"] if _LISTED.exists() else {}
+
+
+def _version(run: Path, meta: dict) -> str:
+    """The version a run's figures belong to: the method it measured with (bench.measure.METHOD),
+    recorded or listed in results/reference/methods.json; else its tool's commit."""
+    tool = meta.get("tool") or {}
+    return str(tool.get("method") or METHODS.get("/".join(Path(run).parts[-2:])) or tool.get("git_commit", ""))
 
 
 def versions(candidates: list[tuple[Path, dict]], label=_label) -> list[list[Path]]:
-    """Of (run, meta) pairs, per label (default: instance and set of suites), the runs of the tool
-    commit of its newest run, then of the commit before, and so on: the runs of each rank."""
+    """Of (run, meta) pairs, per label (default: instance and set of suites), the runs of the
+    version (_version: the method, else the commit) of its newest run, then of the one before, and
+    so on: the runs of each rank."""
     order: dict[str, list[str]] = {}   # label -> its commits, the newest first
     for run, meta in sorted(candidates, key=lambda c: str(c[1].get("start_time", "")), reverse=True):
         commits = order.setdefault(label(meta), [])
-        if _commit(meta) not in commits:
-            commits.append(_commit(meta))
+        if _version(run, meta) not in commits:
+            commits.append(_version(run, meta))
     ranks: list[list[Path]] = [[] for _ in range(max((len(c) for c in order.values()), default=0))]
     for run, meta in candidates:
-        ranks[order[label(meta)].index(_commit(meta))].append(run)
+        ranks[order[label(meta)].index(_version(run, meta))].append(run)
     return ranks
 
 

@@ -303,7 +303,7 @@ def test_plan_for_a_catalogued_machine_from_here(xferbench):
     assert proc.returncode == 0, proc.stderr
     assert not runs
     assert proc.stdout.startswith("xferbench plan for h200-x2: 2 GPU(s) (NV18); nothing measured")
-    assert "per-point cost h200-x2/x2a-default-2" in proc.stdout  # the newest main sweep
+    assert "per-point cost h200-x2/x2b-default-2" in proc.stdout  # the newest main sweep
 
 
 def test_every_run_prints_its_estimate_first(xferbench):

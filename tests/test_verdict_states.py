@@ -208,8 +208,9 @@ def test_a_launch_path_is_judged_by_the_spread_between_hosts_and_names_its_host(
     def launch_paths(f: pd.DataFrame) -> pd.Series:
         return (f.launch == "eager") & (f.size_bytes <= 64 << 10) & (f.op != "latency")
 
-    # every launch path 1.6x slower than the table's one host (the new host D: 0.63x): normal
-    code, lines = _doctor(capsys, _copy(H200X4, tmp_path / "slow", rows=lambda f: _scaled(f, launch_paths(f), 0.6)))
+    # every launch path 1.4x slower than this host's own (the new host D: 0.63x of the table
+    # then; this host's were already 1.1x the table's one host, x4b, now): normal
+    code, lines = _doctor(capsys, _copy(H200X4, tmp_path / "slow", rows=lambda f: _scaled(f, launch_paths(f), 0.7)))
     assert code == 0, "\n".join(lines)
 
     def with_load(meta: dict) -> None:
@@ -217,13 +218,16 @@ def test_a_launch_path_is_judged_by_the_spread_between_hosts_and_names_its_host(
                                      "cpu_s": {"all": 900.0, "own": 300.0, "others": 600.0, "steal": 0.0},
                                      "load_avg_1m": {"before": 3.0, "max": 40.0, "after": 35.0}}
 
-    def one_slow(f: pd.DataFrame) -> pd.DataFrame:   # one pair's launch path (up to 8 MiB) a quarter as fast
+    # One pair's launch path (up to 8 MiB) a tenth as fast: beyond what launch paths move between
+    # hosts (0.21 between the hosts of the classes with several, 1.5x for a class of one host, so a
+    # quarter as fast still passes: the held family judges the link).
+    def one_slow(f: pd.DataFrame) -> pd.DataFrame:
         pair = (f.suite == "p2p") & (f.op == "bidir") & (f["mode"] == "peer") & (f.engine == "ce") & (f.src == "cuda:0")
-        return _scaled(f, pair & (f.dst == "cuda:1") & (f.size_bytes <= 8 << 20), 0.25)
+        return _scaled(f, pair & (f.dst == "cuda:1") & (f.size_bytes <= 8 << 20), 0.1)
 
     code, lines = _doctor(capsys, _copy(H200X4, tmp_path / "low", meta=with_load, rows=one_slow))
     (low,) = _starting(lines, "LOW ")
-    assert code == 1 and low.startswith("LOW  p2p bidir device peer eager ce cuda:0->cuda:1 (launch path): 0.2")
+    assert code == 1 and low.startswith("LOW  p2p bidir device peer eager ce cuda:0->cuda:1 (launch path): 0.1")
     assert "from 1 host" in low and "cause: the launch path is the host's: its pace (host_pace_s" in low
     assert re.search(r"within the class's \d healthy hosts? \(", low) and "other processes took 600.0 CPU-s" in low
     assert "load average up to 40.0 on 64 CPUs" in low and "not the link: p2p bidir device peer eager ce" in low

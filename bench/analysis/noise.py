@@ -35,13 +35,14 @@ def platform(backend: str) -> str:
 
 
 def default_noise(catalog: Catalog, variant: Mapping, size_class: str) -> float:
-    """The suite's noise for a family (its variant keys): the largest entry tagged with one of
-    its values (e.g. ("gpu", "bandwidth", "pageable")), else its (platform, size class) entry; a
-    suite without its own figure gets the platform's largest."""
+    """The suite's noise for a family (its variant keys): the largest entry tagged with its values
+    (e.g. ("gpu", "bandwidth", "pageable"), or ("gpu", "bandwidth", "staged", "held"): every tag one
+    of them), else its (platform, size class) entry; a suite without its own figure gets the
+    platform's largest."""
     plat = platform(variant["backend"])
     declared = view(catalog, variant["suite"]).noise
     values = {str(v) for v in variant.values()}
-    tagged = [v for key, v in declared.items() if key[:2] == (plat, size_class) and key[2:] and key[2] in values]
+    tagged = [v for key, v in declared.items() if key[:2] == (plat, size_class) and key[2:] and set(key[2:]) <= values]
     if tagged:
         return max(tagged)
     known = [v for s in catalog.values() for key, v in s.noise.items() if key == (plat, size_class)]

@@ -26,6 +26,7 @@ from bench.driver.launcher import external_rank
 from bench.driver.machine import Machine, instance_machine, cuda_gpus, detect_device, instance_mismatch, this_machine
 from bench.driver.runner import run_suite
 from bench.driver.sweep import Planned, plan_suites, suite_ops
+from bench.measure import METHOD
 from bench.driver.inventory import Topology, describe, host
 from bench.gpus import Gpu, nvml_gpus
 from bench.journal import ResultsWriteError, RunWriter, write_json, write_meta
@@ -66,7 +67,7 @@ def _meta(cfg, argv: list[str], machine: Machine, run_dir: Path, system: dict, m
         "device": machine.device,
         "instance": instance,
         "system": system,
-        "tool": {"name": "xferbench", "version": bench.__version__, "git_commit": _git_commit()},
+        "tool": {"name": "xferbench", "version": bench.__version__, "git_commit": _git_commit(), "method": METHOD},
         "argv": list(argv),
         "config": {**config_dict(cfg), "run_id": run_dir.name},
     }
