@@ -5,7 +5,8 @@ Which runs count: each instance's sweeps at the defaults (of the suites they nam
 newest version, and for a role that version does not measure, of the newest version that does. A run counts when it completed, no NCCL variable held NCCL back
 (bench.analysis.causes.NCCL_LIMITS), and its command line set nothing that changes what is
 measured (only out_dir, run_id, progress, resume, instance, device, suite); of those, per
-instance and set of suites, the runs made by the tool commit of its newest one.
+instance and set of suites, the runs of the version of its newest one (the method it measured with,
+bench.measure.METHOD, recorded or listed in results/reference/methods.json; else its commit).
 Every other run is listed with the reason it was left out. Each class's table stands on the
 hosts its runs came from (bench.hosts.host_id; several runs of one host count as one host for the
 spread between hosts): it prints, per class and role, the runs and hosts behind it. Run from the
@@ -61,11 +62,11 @@ def versions(candidates: list[tuple[Path, dict]], label=_label) -> list[list[Pat
     """Of (run, meta) pairs, per label (default: instance and set of suites), the runs of the
     version (_version: the method, else the commit) of its newest run, then of the one before, and
     so on: the runs of each rank."""
-    order: dict[str, list[str]] = {}   # label -> its commits, the newest first
+    order: dict[str, list[str]] = {}   # label -> its versions, the newest first
     for run, meta in sorted(candidates, key=lambda c: str(c[1].get("start_time", "")), reverse=True):
-        commits = order.setdefault(label(meta), [])
-        if _version(run, meta) not in commits:
-            commits.append(_version(run, meta))
+        seen, version = order.setdefault(label(meta), []), _version(run, meta)
+        if version not in seen:
+            seen.append(version)
     ranks: list[list[Path]] = [[] for _ in range(max((len(c) for c in order.values()), default=0))]
     for run, meta in candidates:
         ranks[order[label(meta)].index(_version(run, meta))].append(run)
@@ -73,8 +74,8 @@ def versions(candidates: list[tuple[Path, dict]], label=_label) -> list[list[Pat
 
 
 def _newest(candidates: list[tuple[Path, dict]], label=_label) -> tuple[list[Path], list[str]]:
-    """Of (run, meta) pairs, per label, the runs of the tool commit of the newest one; a line per
-    run left out."""
+    """Of (run, meta) pairs, per label, the runs of the version of the newest one; a line per run
+    left out."""
     ranks = versions(candidates, label)
     return (ranks[0] if ranks else []), [f"{run}: an older version of its kind" for rank in ranks[1:] for run in rank]
 

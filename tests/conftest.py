@@ -153,3 +153,10 @@ def fill(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended and been reaped: it names no process now."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid

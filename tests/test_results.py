@@ -2,8 +2,6 @@ import math
 import os
 import socket
 import stat
-import subprocess
-import sys
 import zlib
 
 import pandas as pd
@@ -13,7 +11,7 @@ from bench.commits import commit_line
 from bench.journal import ResultsWriteError, RunWriter, write_json, write_meta
 from bench.results import (COLUMNS, SCHEMA_VERSION, ResultsError, Sample, load, read_meta, read_samples, run_status,
                            samples_file, slow_throughout, usable_rows)
-from conftest import fill
+from conftest import dead_pid, fill
 from bench.contract import Point, trial_rows
 from bench.measure.timing import Trial
 
@@ -271,12 +269,6 @@ def test_skipped_runs_warn_on_stderr_by_default(tmp_path, capsys):
     assert capsys.readouterr().err == f"xferbench: skipping {tmp_path / 'empty'}: no samples file\n"
 
 
-def _dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()  # reaped: the pid names no process now
-    return proc.pid
-
-
 @pytest.mark.parametrize("status, pid, host, expected", [
     ("running", "dead", "here", "interrupted"),     # killed before it could write its status
     ("running", "self", "here", "running"),         # still measuring
@@ -286,14 +278,14 @@ def _dead_pid() -> int:
     ("failed", "dead", "here", "failed"),
 ])
 def test_run_status_reads_a_dead_running_run_as_interrupted(status, pid, host, expected):
-    pids = {"dead": _dead_pid(), "self": os.getpid(), None: None}
+    pids = {"dead": dead_pid(), "self": os.getpid(), None: None}
     hostname = socket.gethostname() if host == "here" else "some-other-host.invalid"
     meta = {"status": status, "pid": pids[pid], "system": {"hostname": hostname}}
     assert run_status(meta) == expected
 
 
 def test_load_adds_run_status(tmp_path):
-    _run(tmp_path / "killed", status="running", pid=_dead_pid(),
+    _run(tmp_path / "killed", status="running", pid=dead_pid(),
          system={"hostname": socket.gethostname(), "gpus": []})
     _run(tmp_path / "done", status="complete")
     frame, _ = _load(tmp_path)

@@ -8,15 +8,13 @@ import os
 import re
 import shutil
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from bench.cli import doctor
-from conftest import ROOT
+from conftest import ROOT, dead_pid
 
 REF = ROOT / "results" / "reference"
 H200X1 = REF / "h200-x1" / "20261126-075737-default-1"
@@ -86,12 +84,6 @@ def test_every_figure_halved_is_low_wherever_it_is_judged(tmp_path, capsys):
     assert "its link is low: " in summary
 
 
-def _dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()   # reaped: the pid names no process now
-    return proc.pid
-
-
 @pytest.mark.parametrize("status, pid, said", [
     ("failed", None, "failed: the points after it stopped were never measured"),
     ("interrupted", None, "interrupted: the points after it stopped were never measured"),
@@ -100,7 +92,7 @@ def _dead_pid() -> int:
 ], ids=["failed", "interrupted", "killed", "live"])
 def test_a_run_that_did_not_complete_is_not_normal_and_its_line_names_it_truly(tmp_path, capsys, status, pid, said):
     def this_host(meta: dict) -> None:
-        meta.update(status=status, pid={"dead": _dead_pid(), "live": os.getpid(), None: meta.get("pid")}[pid])
+        meta.update(status=status, pid={"dead": dead_pid(), "live": os.getpid(), None: meta.get("pid")}[pid])
         meta["system"]["hostname"] = socket.gethostname()
 
     run = _copy(H200X1, tmp_path / "run", meta=this_host)
