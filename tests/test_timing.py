@@ -277,3 +277,24 @@ def test_a_host_that_stays_slow_costs_a_bounded_wait_and_keeps_the_trials(host, 
     timing._clock["waited"] = 100.0   # the run's share of waiting spent: no more waiting
     assert len(measure(work.enqueue, ScriptedEvents(work), replace(CFG, warmup=3))) == 9
     assert timing._clock["waited"] == 100.0   # it did not wait
+
+
+def test_ranks_that_judge_the_hosts_pace_apart_still_wait_together(host, monkeypatch):
+    """Each rank's quickest reading is its own (rank 0 alone measures some points of the overlap
+    suite), so two ranks can judge one agreed reading apart: they must still wait, poll and
+    measure again together, or their collectives fall out of step (a hang on four GPUs)."""
+    monkeypatch.setattr(timing, "WAIT_FOR_HOST_S", 0.02)
+    slow_on_rank_0 = threading.local()
+    monkeypatch.setattr(timing, "at_pace", lambda pace: not getattr(slow_on_rank_0, "yes", False))
+    ranks = Ranks(2)
+
+    def rank(r: int) -> list:
+        slow_on_rank_0.yes = r == 0
+        work = ScriptedWork(1e-5)
+        return measure(work.enqueue, ScriptedEvents(work), replace(CFG, warmup=3), ranks.agree(r))
+
+    with ThreadPoolExecutor(2) as pool:
+        results = [f.result() for f in [pool.submit(rank, r) for r in range(2)]]
+    assert ranks.calls[0] == ranks.calls[1]
+    assert len(results[0]) == len(results[1]) == 9   # rank 0 never found the host back: neither measured again
+    assert timing._clock["waited"] >= timing.WAIT_FOR_HOST_S   # but both waited for it

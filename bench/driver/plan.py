@@ -58,9 +58,14 @@ class SuiteEstimate:
 
 
 # A run's own cost besides its suites: the interpreter and imports, CUDA's and NVML's start, the
-# machine's description, the plan, the summary and the exit. Measured as wall time less the
-# suites' times: 8.0-9.2 s on 2x H200 (three runs of 2026-11-23), 3.5 s on a 2-core CPU machine.
-RUN_START_S = {"cuda": 8.5, "cpu": 3.5}
+# machine's description, the plan, the exit (RUN_START_S), and its summary and verdicts, which
+# grow with its points (SUMMARY_S a point). Measured as wall time less the suites' times on 4x
+# H200 (2026-11-27, host 3e836531b4f2, results/noise/pipeline-h200-x4/x4d): 5.1 s for the
+# pipeline's quick default (40 points), 9.0 s for the default sweep (553), 7.3 s for the
+# pipeline's exhaustive sweep (230); 8.1 s for the default sweep on another host (a602f7bc8561);
+# 3.5 s on a 2-core CPU machine.
+RUN_START_S = {"cuda": 4.8, "cpu": 3.5}
+SUMMARY_S = {"cuda": 0.0067, "cpu": 0.0}
 
 
 @dataclass
@@ -325,8 +330,10 @@ def estimate(cfg, planned: list[Planned], machine: Machine, skipped: list[str] =
     """The plan for suites already checked (sweep.plan_suites), on `machine`; its per-op times
     from the shipped reference table, or from the run folders under `root`."""
     reference = Reference.find(machine, root)
-    return Plan(machine, [estimate_suite(p, machine, reference, done) for p in planned], list(skipped),
-                RUN_START_S.get(machine.device, 0.0) if planned else 0.0)
+    suites = [estimate_suite(p, machine, reference, done) for p in planned]
+    points = sum(s.points for s in suites)
+    start = RUN_START_S.get(machine.device, 0.0) + SUMMARY_S.get(machine.device, 0.0) * points
+    return Plan(machine, suites, list(skipped), start if planned else 0.0)
 
 
 # ---------------------------------------------------------------- what is printed

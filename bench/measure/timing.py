@@ -228,6 +228,13 @@ def at_pace(pace: float) -> bool:
     return not pace > PACE_SLACK * _quickest[0]
 
 
+def _any_slow(paces: list[float], agree: Callable[[float], float]) -> bool:
+    """Whether no reading in `paces` was at the usual pace, agreed over the ranks: each rank's
+    quickest reading is its own (rank 0 alone measures some suites' points), so each rank may
+    judge the same agreed readings apart, and every rank must take the branch together."""
+    return agree(float(not any(at_pace(p) for p in paces))) > 0
+
+
 def _wait_for_host(agree: Callable[[float], float]) -> bool:
     """Polls the host's pace until it is back to usual (True) or WAIT_FOR_HOST_S passed (False).
     Every decision is taken on agreed readings, so every rank polls as often."""
@@ -237,7 +244,7 @@ def _wait_for_host(agree: Callable[[float], float]) -> bool:
     start = time.perf_counter()
     try:
         for _ in range(int(WAIT_FOR_HOST_S / _POLL_S)):
-            if at_pace(_paced(agree)):
+            if not _any_slow([_paced(agree)], agree):
                 return True
             time.sleep(_POLL_S)
         return False
@@ -301,7 +308,7 @@ def measure(
     # Only GPU work waits: the device's clock is what a slow host must not set; work the host does
     # itself (and tests on CPUs shared with other tests) keeps its readings for the readers to sort.
     waits = isinstance(clock, EventClock) and per_op < WAIT_BELOW_S
-    if paced and waits and not any(at_pace(t.host_pace_s) for t in trials) and _wait_for_host(agree):
+    if paced and waits and _any_slow([t.host_pace_s for t in trials], agree) and _wait_for_host(agree):
         trials += _trials(enqueue, clock, n, cfg, agree, paced)
     return trials
 

@@ -7,16 +7,18 @@ from bench.suites.pipeline.measure import MIN_BATCHES, POOL
 from bench.suites.pipeline.model import COLLATE, Loop, Pace, Settings, usable_cores
 from bench.suites.pipeline.rounds import PACE_S, round_timing
 
-# A segment costs this much besides its trials: its loader started (workers forked) and stopped,
-# and the stream's warm-up. A point's first round costs FIRST_S more: calibrating its trials' N,
-# and what a point makes once. Fitted, with a GPU, to the quick default (48 points, 3 rounds) and
-# the exhaustive sweep (225 points, 5 rounds) on nvidia-h200 (2026-11-27,
-# results/noise/pipeline-h200-x1/quick/quick, full): segments alone cannot give both (0.27 and 0.23 s a
-# segment besides min_trial_s each); the 4x H200 host's sweep of that day follows within 10%.
-# Without a GPU: segments of two trials took 0.35-0.37 s on the 2-core CPU machine
-# (results/noise/pipeline-cpu/allocator), whose runs are of one grid and do not tell the two apart.
-SETUP_S = {"cuda": 0.17, "cpu": 0.26}
-FIRST_S = {"cuda": 0.34, "cpu": 0.0}
+# A segment costs SETUP_S besides its trials: its loader started and stopped, and the stream's
+# warm-up; WORKERS_S more where its loader has workers (forked, and joined at its end). Fitted,
+# with a GPU, to the quick default (38 points, 3 rounds) and the exhaustive sweep (225 points, 5
+# rounds) on one 4x H200 host (3e836531b4f2, 2026-11-27, results/noise/pipeline-h200-x4/x4d):
+# 0.13 s a segment, 0.21 s more with workers; the exhaustive sweeps of two other hosts
+# (nvidia-h200 24846c139c94, 4x H200 62c71e6f4860) follow within 7%. FIRST_S: a point's first
+# round besides, calibrating its trials' N (no more than the fit's noise on a GPU). Without a GPU:
+# segments of two trials took 0.35-0.37 s on the 2-core CPU machine (results/noise/pipeline-cpu/
+# allocator), whose runs are of one grid and do not tell these apart.
+SETUP_S = {"cuda": 0.13, "cpu": 0.26}
+WORKERS_S = {"cuda": 0.21, "cpu": 0.0}
+FIRST_S = {"cuda": 0.0, "cpu": 0.0}
 
 
 def trial_seconds(p: Settings, ctx: Context) -> tuple[int, float]:
@@ -33,7 +35,7 @@ def point_seconds(point: Point, p: Settings, ctx: Context, sample_s: float = 0.0
     if isinstance(what, Pace):
         return (p.rounds + 1) * PACE_S
     per_round, trial = trial_seconds(p, ctx)
-    setup = SETUP_S[ctx.device]
+    setup = SETUP_S[ctx.device] + (WORKERS_S[ctx.device] if getattr(what, "workers", 0) > 0 else 0.0)
     segment = setup + per_round * trial
     if sample_s and isinstance(what, Loop):
         batch = point.size_bytes // what.sample_size
