@@ -62,9 +62,10 @@ class SuiteEstimate:
 # grow with its points (SUMMARY_S a point). Measured as wall time less the suites' times on 4x
 # H200 (2026-11-27, host 3e836531b4f2, results/noise/pipeline-h200-x4/x4d): 5.1 s for the
 # pipeline's quick default (40 points), 9.0 s for the default sweep (553), 7.3 s for the
-# pipeline's exhaustive sweep (230); 8.1 s for the default sweep on another host (a602f7bc8561);
-# 3.5 s on a 2-core CPU machine.
-RUN_START_S = {"cuda": 4.8, "cpu": 3.5}
+# pipeline's exhaustive sweep (230); 8.1 s for the default sweep on another host (a602f7bc8561).
+# On the project's 2-core CPU machine, idle: 2.5 s for the default sweep (94 points) and 2.6 s for
+# the pipeline's quick default (36).
+RUN_START_S = {"cuda": 4.8, "cpu": 2.5}
 SUMMARY_S = {"cuda": 0.0067, "cpu": 0.0}
 
 

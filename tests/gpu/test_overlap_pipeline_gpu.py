@@ -66,12 +66,14 @@ def test_pipeline_loops_stages_and_their_bottlenecks(xferbench):
     """A quick sweep: every stage row there and checked, every loop's bottleneck named, no loop
     above the link or far above its bound, and the free producer's loops at 80% of their bound
     or more (its stages are the DataLoader's own machinery: nothing else should limit them)."""
-    proc, runs = xferbench("suite=pipeline", "pipeline.workers=[0,2]", "pipeline.min_size=1MiB",
-                           "pipeline.max_size=4MiB", "timing.trials=3", timeout=300)
+    proc, runs = xferbench("suite=pipeline", "pipeline.producers=[numpy,free]", "pipeline.workers=[0,2]",
+                           "pipeline.min_size=1MiB", "pipeline.max_size=4MiB", "pipeline.size_factor=4",
+                           "timing.trials=3", timeout=300)
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
     assert (df.status == "ok").all() and df.verified.all(), df[~df.verified].note.unique()
-    assert set(df.op) == {"loader_to_gpu", pmodel.PACE_OP, *pmodel.STAGES} - set(pmodel.LOOP_ONLY)
+    # The user's step is a stage only where pipeline.step names one.
+    assert set(df.op) == {"loader_to_gpu", pmodel.PACE_OP, *pmodel.STAGES} - {*pmodel.LOOP_ONLY, pmodel.STEP}
     spent = df[(df.op == "loader_to_gpu") & (df.part != "total")]   # the stages as each loop ran them
     assert set(spent.part) == {"make", "collate", "handoff", "pin", "h2d", "launch", "consume"}
     assert (spent.algbw_gbps > 0).all()
@@ -85,7 +87,8 @@ def test_pipeline_loops_stages_and_their_bottlenecks(xferbench):
     assert set(stages.stage) == {"make", "collate", "handoff", "pin", "h2d", "consume"}
     assert set(stages[stages.stage == "h2d"].memory) == {"pinned", "pageable"}
     table = ptables.table(df)
-    settings = pmodel.Settings(workers=[0, 2])   # the loops of both producers: the base loop, each switch changed
+    # the loops of both producers: the base loop, each switch changed
+    settings = pmodel.Settings(producers=[pmodel.Producer.numpy, pmodel.Producer.free], workers=[0, 2])
     assert len(table) == 2 * len(pmodel.loops(settings, "cuda", 64 << 10))   # alone, the defaults; two sizes
     assert table.bottleneck.notna().all() and table.on.notna().all(), table
     assert (table.link_gbps[table["size"] == "4MiB"] > 10).all()
@@ -93,6 +96,7 @@ def test_pipeline_loops_stages_and_their_bottlenecks(xferbench):
     assert (table.of_bound < 1.05).all(), table  # nor more than its slowest stages, timed in the same trials, allow
     assert (table.alone_gbps > 0).all(), table
     free = table[table["mode"].str.startswith("free")]
+    assert len(free) == len(table) / 2
     assert (free.of_bound >= 0.8).all(), free[["memory", "mode", "size", "gbps", "bottleneck", "on", "bound_gbps"]]
     adv = padvice.advice(df)
     assert len(adv) == 2 * 2 and set(adv.limit) <= {"host", "link"} and adv.gain.notna().all()

@@ -12,13 +12,13 @@ from bench.suites.pipeline.rounds import PACE_S, round_timing
 # with a GPU, to the quick default (38 points, 3 rounds) and the exhaustive sweep (225 points, 5
 # rounds) on one 4x H200 host (3e836531b4f2, 2026-11-27, results/noise/pipeline-h200-x4/x4d):
 # 0.13 s a segment, 0.21 s more with workers; the exhaustive sweeps of two other hosts
-# (nvidia-h200 24846c139c94, 4x H200 62c71e6f4860) follow within 7%. FIRST_S: a point's first
-# round besides, calibrating its trials' N (no more than the fit's noise on a GPU). Without a GPU:
-# segments of two trials took 0.35-0.37 s on the 2-core CPU machine (results/noise/pipeline-cpu/
-# allocator), whose runs are of one grid and do not tell these apart.
-SETUP_S = {"cuda": 0.13, "cpu": 0.26}
+# (nvidia-h200 24846c139c94, 4x H200 62c71e6f4860) follow within 7%. A point's first round, which
+# also calibrates its trials' N, costs no more than the fit's noise. Without a GPU,
+# on the 2-core CPU machine, idle: the quick default (34 points, 102 segments) took 14.3 and 14.6 s
+# of suite, 0.09 s a segment besides its trial (results/noise/pipeline-cpu/idle); runs made while
+# other jobs shared its cores took 36-39 s (results/noise/pipeline-cpu/quick, allocator).
+SETUP_S = {"cuda": 0.13, "cpu": 0.09}
 WORKERS_S = {"cuda": 0.21, "cpu": 0.0}
-FIRST_S = {"cuda": 0.0, "cpu": 0.0}
 
 
 def trial_seconds(p: Settings, ctx: Context) -> tuple[int, float]:
@@ -45,4 +45,4 @@ def point_seconds(point: Point, p: Settings, ctx: Context, sample_s: float = 0.0
         segment = setup * (1 + epochs) + max(batches * made, per_round * trial)
     elif sample_s and point.op == COLLATE:
         segment += POOL * point.size_bytes // what.sample_size * sample_s
-    return p.rounds * segment + FIRST_S[ctx.device]
+    return p.rounds * segment
