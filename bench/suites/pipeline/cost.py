@@ -15,7 +15,7 @@ from bench.suites.pipeline.rounds import PACE_S, round_timing
 # (nvidia-h200 24846c139c94, 4x H200 62c71e6f4860) follow within 7%. A point's first round, which
 # also calibrates its trials' N, costs no more than the fit's noise. Without a GPU,
 # on the 2-core CPU machine, idle: the quick default (34 points, 102 segments) took 14.3 and 14.6 s
-# of suite, 0.09 s a segment besides its trial (results/noise/pipeline-cpu/idle); runs made while
+# of suite, 0.09 s a segment besides its trial (results/noise/cpu-idle); runs made while
 # other jobs shared its cores took 36-39 s (results/noise/pipeline-cpu/quick, allocator).
 SETUP_S = {"cuda": 0.13, "cpu": 0.09}
 WORKERS_S = {"cuda": 0.21, "cpu": 0.0}
