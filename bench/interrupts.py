@@ -115,12 +115,13 @@ def check() -> None:
         raise Interrupted(_seen[0])
 
 
-def handled() -> int:
+def handled() -> Interrupted:
     """The run has answered the signal (said so, settled its files): check() lets it be until
-    another comes. Returns the signal's number (SIGINT for a KeyboardInterrupt of no signal's)."""
+    another comes. Returns it, for its name and exit status (SIGINT for a KeyboardInterrupt of
+    no signal's)."""
     global _unhandled
     _unhandled = False
-    return _seen[0] if _seen else int(signal.SIGINT)
+    return Interrupted(_seen[0] if _seen else int(signal.SIGINT))
 
 
 @contextlib.contextmanager

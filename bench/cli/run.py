@@ -24,7 +24,7 @@ def main() -> None:
         if not code:
             interrupts.check()   # one that came after the run's last check (a plan, --help) ends it as one
     except KeyboardInterrupt:
-        stop = interrupts.Interrupted(interrupts.handled())
+        stop = interrupts.handled()
         print(f"xferbench: interrupted ({stop.name}); no run folder was made", file=sys.stderr)
         code = stop.code
     interrupts.closing("xferbench: interrupted ({name}) as it exited; nothing was lost")

@@ -231,7 +231,7 @@ def _run_suites(here: _Here, run_dir: Path, meta: dict, progress: bool) -> tuple
                 wall[p.suite.name] = round(wall.get(p.suite.name, 0) + time.perf_counter() - started, 1)
                 interrupts.check()   # one swallowed where it landed (a DataLoader iterator's __del__ ignores any)
     except KeyboardInterrupt:
-        stop = interrupts.Interrupted(interrupts.handled())
+        stop = interrupts.handled()
         status, code = "interrupted", stop.code
         print(f"\nxferbench: interrupted ({stop.name}); finished points are in {run_dir} (resume={run_dir})",
               file=sys.stderr)
@@ -241,7 +241,7 @@ def _run_suites(here: _Here, run_dir: Path, meta: dict, progress: bool) -> tuple
         # What failed, failed because the signal stopped it: Ctrl-C reaches DataLoader workers and
         # ranks too, and one that exits first can fail the run before this process raises.
         if interrupts.received() is not None:
-            stop = interrupts.Interrupted(interrupts.handled())
+            stop = interrupts.handled()
             status, code = "interrupted", stop.code
             print(f"\nxferbench: interrupted ({stop.name}: {exc}); finished points are in {run_dir} "
                   f"(resume={run_dir})", file=sys.stderr)
@@ -306,7 +306,7 @@ def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int 
 
 def _stopped_before(resumed: tuple[str, dict] | None) -> int:
     """An interrupt before the run's folder was made (or, resuming, before it was touched): said, its exit code."""
-    stop = interrupts.Interrupted(interrupts.handled())
+    stop = interrupts.handled()
     where = f"{resumed[0]} is as it was (resume={resumed[0]} finishes it)" if resumed else "no run folder was made"
     print(f"xferbench: interrupted ({stop.name}); {where}", file=sys.stderr)
     return stop.code
@@ -320,7 +320,7 @@ def _close(run_dir: Path, meta: dict, ended: tuple[str, int, ResultsWriteError |
         _summarize(run_dir, meta, status, failed_write is None, planned)
         interrupts.check()   # one that came while the verdicts were made
     except KeyboardInterrupt:
-        stop = interrupts.Interrupted(interrupts.handled())
+        stop = interrupts.handled()
         if code == 0:   # every point measured, and meta.json says so: only the summary is cut short
             print(f"\nxferbench: interrupted ({stop.name}) in the summary; the run is complete: "
                   f"xferbench-summary {run_dir} shows it", file=sys.stderr)

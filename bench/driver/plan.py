@@ -23,10 +23,9 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from bench import lazy
+from bench import lazy, suites
 from bench.driver.machine import Machine
 from bench.driver.sweep import Planned
-from bench import suites
 from bench.links import Speeds
 from bench.points import SERIES_KEYS
 from bench.measure import timing

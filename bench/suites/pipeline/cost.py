@@ -35,7 +35,7 @@ def point_seconds(point: Point, p: Settings, ctx: Context, sample_s: float = 0.0
     if isinstance(what, Pace):
         return (p.rounds + 1) * PACE_S
     per_round, trial = trial_seconds(p, ctx)
-    setup = SETUP_S[ctx.device] + (WORKERS_S[ctx.device] if getattr(what, "workers", 0) > 0 else 0.0)
+    setup = SETUP_S[ctx.device] + (WORKERS_S[ctx.device] if what.workers > 0 else 0.0)   # a Loop or a Stage
     segment = setup + per_round * trial
     if sample_s and isinstance(what, Loop):
         batch = point.size_bytes // what.sample_size
