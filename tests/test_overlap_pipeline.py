@@ -18,7 +18,8 @@ import pytest
 import torch
 
 from bench import ConfigError, suites
-from bench.measure.timing import Trial, TimingConfig, measure_stream
+from bench.measure.stream import measure_stream
+from bench.measure.timing import Trial, TimingConfig
 from bench.results import load, params_text
 from bench.suites import pipeline
 from bench.suites.overlap import (model as omodel, pairs as opairs, points as opoints, reading as oreading,

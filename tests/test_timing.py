@@ -63,12 +63,13 @@ def test_calibration_reaches_min_trial_by_the_median():
 
 
 def test_short_trial_is_measured_again_once_then_flagged():
-    # Calibration takes readings 0-3 (n=12, 12 ms each); trial 1 is short once, trial 2 twice.
-    work = ScriptedWork(1e-3, {5: 0.001, 7: 0.002, 8: 0.003})
+    # Calibration takes readings 0-2 (n=1, then two agreeing at n=12); the trials 3-5, then the
+    # short ones again: trial 1 is short once, trial 2 twice.
+    work = ScriptedWork(1e-3, {4: 0.001, 5: 0.002, 7: 0.003})
     trials = measure(work.enqueue, work, CFG)
     assert [(t.iters, t.time_s, t.short) for t in trials] == [(12, 0.012, False), (12, 0.012, False),
                                                               (12, 0.003, True)]
-    assert len(work.readings) == 4 + 3 + 2  # one retry each for the two short readings, no more
+    assert len(work.readings) == 3 + 3 + 2  # one retry each for the two short readings, no more
 
 
 def test_small_ops_get_more_shorter_trials_for_the_same_budget():
@@ -96,6 +97,38 @@ def test_warm_up_is_one_operation_when_one_alone_lasts_a_trial():
     assert len(short_op.readings) == 3 + cfg.trials
 
 
+def test_an_op_that_alone_lasts_several_trials_takes_no_calibration_reading():
+    cfg = TimingConfig(warmup=3, trials=3, min_trial_s=0.01)
+    huge = ScriptedWork(timing.ALONE_A_TRIAL * 0.01)   # a 1 GiB pageable copy: N is 1 whatever it reads
+    trials = measure(huge.enqueue, huge, cfg)
+    assert [n for n, _ in huge.readings] == [1] * (1 + cfg.trials)   # warm-up, then the trials
+    assert [t.iters for t in trials] == [1] * cfg.trials
+    near = ScriptedWork(timing.ALONE_A_TRIAL * 0.01 * 0.9)   # just under: a first call's setup may have slowed it
+    measure(near.enqueue, near, cfg)
+    assert len(near.readings) > 1 + cfg.trials
+
+
+def test_trials_are_agreed_at_once_and_keep_each_ranks_own_time(host):
+    """One round trip between the ranks for a point's trials and their paces, not two a trial;
+    the collectives suite reduces each trial's own time over the ranks itself (slowest, fastest)."""
+    seen = [[], []]
+    ranks = Ranks(2)
+
+    def rank(r: int) -> list:
+        work = ScriptedWork(1e-5 * (1 + r))   # rank 1's ops take twice as long
+        agree = ranks.agree(r)
+        return measure(work.enqueue, ScriptedEvents(work), replace(CFG, warmup=3),
+                       lambda values: seen[r].append(len(values)) or agree(values))
+
+    with ThreadPoolExecutor(2) as pool:
+        results = [f.result() for f in [pool.submit(rank, r) for r in range(2)]]
+    split = CFG.trials * timing.SMALL_OP_SPLIT
+    assert seen[0] == seen[1] and 2 * split in seen[0]   # every trial's time and pace in one call
+    assert sum(1 for k in seen[0] if k > 1) == 1
+    own = [{round(t.time_s / t.iters, 9) for t in trials} for trials in results]
+    assert own == [{1e-5}, {2e-5}]   # each rank's own time per op, not the agreed one
+
+
 def test_calibration_trusts_a_reading_only_where_the_warm_up_agrees():
     warmed = TimingConfig(warmup=3, trials=3, min_trial_s=0.01)
     steady = ScriptedWork(1e-3)
@@ -104,9 +137,9 @@ def test_calibration_trusts_a_reading_only_where_the_warm_up_agrees():
     hiccup = ScriptedWork(1e-3, {0: 0.03})   # the first reading at N=12 is 2.5x slow: not trusted
     assert calibrate(hiccup.enqueue, hiccup, warmed, per_op=1e-3) == 12
     assert [n for n, _ in hiccup.readings] == [12, 12, 12]   # the median of three overruled it
-    unknown = ScriptedWork(0.02)   # no warm-up rate: a long op is confirmed as before
+    unknown = ScriptedWork(0.02)   # no warm-up rate: a second reading that agrees confirms it
     calibrate(unknown.enqueue, unknown, warmed)
-    assert [n for n, _ in unknown.readings] == [1, 1, 1]
+    assert [n for n, _ in unknown.readings] == [1, 1]
 
 
 class Ranks:
@@ -118,12 +151,14 @@ class Ranks:
         self.calls = [0] * size
 
     def agree(self, rank: int):
-        def agree(x: float) -> float:
+        def agree(values: list[float]) -> list[float]:
             self.calls[rank] += 1
-            self.values[rank] = x
+            self.values[rank] = list(values)
             self.barrier.wait()
-            agreed = max(self.values)
+            agreed = [max(v) for v in zip(*self.values)]   # a rank out of step: lists differ, zip truncates
+            same_length = len({len(v) for v in self.values}) == 1
             self.barrier.wait()  # every rank has read before any writes its next value
+            assert same_length
             return agreed
 
         return agree
@@ -183,7 +218,7 @@ def test_calibration_respects_bounds_and_agreement():
     assert calibrate(lambda n: time.sleep(1e-4 * n), HostClock(), cfg) == 3  # at least min_iters
     seen = []
     n = calibrate(lambda n: None, HostClock(), TimingConfig(0, 1, 1e-9, 1, 8),
-                  agree=lambda x: seen.append(x) or max(x, 5))
+                  agree=lambda xs: seen.append(xs) or [max(x, 5) for x in xs])
     assert n == 5 and seen  # every decision went through `agree`, as ranks of a collective need
 
 

@@ -35,7 +35,7 @@ from bench.analysis.fleet_nodes import RunMatrix, Survey, by_node, node_of, run_
 from bench.analysis.fleet_places import NodeCauses, Place, places
 from bench.analysis.fleet_verdicts import FleetFamily, FleetJudgement, Low, Node
 from bench.analysis.judge import CAN_CATCH, UNMEASURED
-from bench.analysis.launch_path import between_hosts, device_side, host_sigma, launch_path, op_key, widened
+from bench.analysis.launch_path import between_hosts, device_side, host_bound, host_sigma, launch_path, op_key, widened
 from bench.analysis.noise import GPU_BACKENDS, default_noise, family_sigma, launch_path_noise, median_factor, run_noise
 from bench.analysis.point_expectations import HOST_SLOW, OLDEST_JUDGED, JudgedPoint, judged_points
 from bench.points import ROLE_KEYS, VARIANT_KEYS, variant_label
@@ -306,15 +306,16 @@ class FleetContext:
         self._by_device_side()
 
     def _by_device_side(self) -> None:
-        """A launch path too noisy to judge is judged by its op's device-side figures, as the judge
-        judges it (launch_path.py): judged where the node's device-side figure of its op was."""
+        """A host-bound family too noisy to judge (a launch path, a pageable copy) is judged by its
+        op's device-side figures, as the judge judges it (launch_path.py): judged where the node's
+        device-side figure of its op was."""
         twins: dict[tuple, list[int]] = {}
         for k, f in enumerate(self.fams):
             if device_side(f.key, f.size_class):
                 twins.setdefault(op_key(f.key), []).append(k)
         for k, f in enumerate(self.fams):
             same = twins.get(op_key(f.key), [])
-            if f.launch_path and same:
+            if same and host_bound(f.key, f.size_class, f.bandwidth):
                 judged = np.isin(self.state[same], (LOW_FLEET, LOW_TABLE, JUDGED)).any(axis=0)
                 self.state[k] = np.where((self.state[k] == NOISY) & judged, JUDGED, self.state[k])
 

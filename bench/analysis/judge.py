@@ -346,8 +346,9 @@ def _verdict(f: _Family, rows: pd.DataFrame, facts: causes.Facts, links: Mapping
 def _by_device_side(families: list[_Family], verdicts: list[Verdict]) -> None:
     """A host-bound family against the device-side figures of its op in the run (launch_path.py):
     not normal while one is low (not judged: it cannot tell a slow link from its host; where it
-    is low itself, the low figure is named beside); a launch path too noisy for a halved figure is
-    judged normal where one of them, judged, would catch a halved link."""
+    is low itself, the low figure is named beside); one too noisy for a halved figure (a launch
+    path, a pageable copy: hosts' launch and memory paths differ) is judged normal where one of
+    them, judged, would catch a halved link."""
     device = {}
     for f, v in zip(families, verdicts):
         if lp.device_side(f.key, f.size_class) and v.verdict in JUDGED:
@@ -365,7 +366,7 @@ def _by_device_side(families: list[_Family], verdicts: list[Verdict]) -> None:
                 v.verdict, v.reason = NOT_JUDGED, f"its link is low: {said}, which it cannot tell from its host"
         elif v.verdict == LOW and twins:
             v.causes = [*v.causes, f"not the link: {twins[0].family} is {twins[0].verdict}"]
-        elif v.verdict == NOISY and f.launch_path and twins:
+        elif v.verdict == NOISY and twins:
             v.verdict, v.reason = NORMAL, ""
             v.noise += f"; a halved link is caught by {twins[0].family}"
 

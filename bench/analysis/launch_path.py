@@ -10,8 +10,8 @@ class show (expected.csv's `host_spread`, several runs of one host counting as o
 against the run-to-run noise or its siblings; the link behind it is judged by the device-side
 figures of the same op: its `held` and `graph` launches at latency-bound sizes and any launch at
 bandwidth-bound sizes (`device_side`). A host-bound family (a launch path, a pageable copy) is
-not called normal while such a figure of its op is low, and a launch path whose own limit could
-not catch a halved figure is judged where such a figure could (judge.py).
+not called normal while such a figure of its op is low, and one whose own limit could not catch
+a halved figure is judged where such a figure could (judge.py).
 """
 from __future__ import annotations
 

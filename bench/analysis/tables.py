@@ -3,7 +3,7 @@ helpers suites build their own tables with, and the whole summary (`format_summa
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from bench import lazy
 from bench.analysis.cache import short_of_hbm
@@ -36,18 +36,35 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     On-GPU copies in or near L2 give no peak (bench.analysis.cache); a variant with no other
     size says so in peak_note."""
     ok = usable_rows(frame)
-    ok = ok.assign(host_slow=host_slow(ok))   # kept only where a point ran slow throughout
     timed = {(suite, op.name) for suite, op in every(catalog) if not op.bandwidth}
     # no bandwidth: the suites' latency tables have them
     ok = ok[[key not in timed for key in zip(ok["suite"], ok["op"])]]
     if ok.empty:
         return pd.DataFrame()
+    # Each row's bandwidth by its suite's column, and the medians per size of every series and of
+    # every variant grouped once (a group's own groupby costs ~1 ms, and a sweep has hundreds).
+    bandwidth = pd.Series(np.nan, index=ok.index)
+    for suite in ok["suite"].unique():
+        mine = (ok["suite"] == suite).to_numpy()
+        bandwidth[mine] = ok.loc[mine, view(catalog, suite).bandwidth]
+    ok = ok.assign(bw=bandwidth, host_slow=host_slow(ok), short=short_of_hbm(ok, catalog))
+    per_size = ok.groupby([*SERIES_KEYS, "size_bytes"], sort=False).agg(
+        bw=("bw", "median"), t=("time_s", "median"), short=("short", "min")).reset_index()
+    per_size = {keys: rows.set_index("size_bytes").sort_index()
+                for keys, rows in per_size.groupby(SERIES_KEYS, sort=False)}
+    curves = ok[ok["size_bytes"] > 0].groupby([*VARIANT_KEYS, "size_bytes"], sort=False, dropna=False).agg(
+        t=("time_s", "median"), bw=("bw", "median"), slow=("host_slow", "any")).reset_index()
+    curves = curves.sort_values("size_bytes", kind="stable", ignore_index=True)
+    columns = {c: curves[c].to_numpy() for c in ("size_bytes", "t", "bw", "slow")}
+    of_series: dict[tuple, list[Curve]] = {}
+    for variant, at in curves.groupby(VARIANT_KEYS, sort=False, dropna=False).indices.items():
+        series = tuple(v for k, v in zip(VARIANT_KEYS, variant) if k in SERIES_KEYS)
+        of_series.setdefault(series, []).append(Curve(*(columns[c][at] for c in columns)))
     rows = []
-    for keys, group in ok.groupby(SERIES_KEYS, sort=False):
-        suite = view(catalog, keys[0])
-        medians = group.groupby("size_bytes").agg(bw=(suite.bandwidth, "median"), t=("time_s", "median"))
+    for keys in dict.fromkeys(zip(*(ok[k] for k in SERIES_KEYS))):
+        suite, medians = view(catalog, keys[0]), per_size[keys]
         row = dict(zip(SERIES_KEYS, keys))
-        peaks = medians.bw[medians.index.isin(group["size_bytes"][~short_of_hbm(group, catalog)])].dropna()
+        peaks = medians.bw[~medians.short.astype(bool)].dropna()
         if len(peaks):
             row["peak_gbps"] = round(float(peaks.max()), 2)
             row["at_size"] = format_size(int(peaks.idxmax()))
@@ -64,7 +81,7 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
             if abs(math.log2(nearest / size)) < 0.5:
                 row[f"lat_us@{format_size(size)}"] = round(float(medians.t[nearest]) * 1e6, 2)
                 quoted.append(int(nearest))
-        row["caveat"] = _caveat(group, suite.bandwidth, quoted, keys[1] in suite.host_own, suite.curves)
+        row["caveat"] = _caveat(of_series.get(tuple(keys), []), quoted, keys[1] in suite.host_own, suite.curves)
         rows.append(row)
     table = pd.DataFrame(rows)
     # Columns that say the same thing on every row are noise in a terminal table.
@@ -74,32 +91,40 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     return table[[c for c in keep if c != "caveat"] + caveat]
 
 
-def _caveat(group: pd.DataFrame, column: str, quoted: list[int], host_own: bool, curves: bool) -> str:
+class Curve(NamedTuple):
+    """One variant's medians per size, smallest first: time per op, bandwidth, whether it ran slow."""
+    sizes: np.ndarray
+    t: np.ndarray
+    bw: np.ndarray
+    slow: np.ndarray
+
+
+def _caveat(curves: list[Curve], quoted: list[int], host_own: bool, curves_drawn: bool) -> str:
     """Why a series' figures at the `quoted` sizes are not the link's ('' for none), read off each
-    of its variants' curves (time and `column` per size) with the gate's size classes: every trial
-    at a latency-bound size it quotes (where the host's pace sets the time) taken while the host
-    was slow, unless the op measures the host itself (`host_own`: its own threads slow the pace
-    read after them); or, for a bandwidth against size (`curves`), a time per op that stopped
-    growing with the bytes above the op's latency."""
+    of its variants' `curves` with the gate's size classes: every trial at a latency-bound size it
+    quotes (where the host's pace sets the time) taken while the host was slow, unless the op
+    measures the host itself (`host_own`: its own threads slow the pace read after them); or, for
+    a bandwidth against size (`curves_drawn`), a time per op that stopped growing with the bytes
+    above the op's latency."""
     from bench.analysis.compare import BANDWIDTH_SHARE, LATENCY_RATIO   # the gate's size classes
 
     said: dict[str, str] = {}
-    for _, rows in group[group["size_bytes"] > 0].groupby(VARIANT_KEYS, sort=False, dropna=False):
-        curve = rows.groupby("size_bytes").agg(t=("time_s", "median"), bw=(column, "median"), slow=("host_slow", "any"))
-        sizes, largest = list(curve.index), int(curve.index.max())
-        if not curve.bw.max() > 0:   # moved nothing: no bandwidth to doubt
+    for curve in curves:
+        if not np.nanmax(curve.bw, initial=-np.inf) > 0:   # moved nothing: no bandwidth to doubt
             continue
-        bandwidth = min(s for s in sizes if curve.bw[s] >= BANDWIDTH_SHARE * curve.bw.max())
-        latency = {s for s in sizes if s < bandwidth and curve.t[s] <= LATENCY_RATIO * curve.t.min()}
-        slow = sorted(s for s in latency & set(quoted) if curve.slow[s])
+        sizes, largest = [int(s) for s in curve.sizes], int(curve.sizes[-1])
+        t = dict(zip(sizes, curve.t))
+        bandwidth = min(s for s, bw in zip(sizes, curve.bw) if bw >= BANDWIDTH_SHARE * np.nanmax(curve.bw))
+        latency = {s for s in sizes if s < bandwidth and t[s] <= LATENCY_RATIO * np.nanmin(curve.t)}
+        slow = sorted(s for s, is_slow in zip(sizes, curve.slow) if is_slow and s in latency and s in quoted)
         if slow and not host_own:
-            said.setdefault("host slow", f"host slow at {', '.join(format_size(int(s)) for s in slow)}")
+            said.setdefault("host slow", f"host slow at {', '.join(format_size(s) for s in slow)}")
         # From above the smallest size: the time climbed off the op's latency, then stopped growing.
         flat = [s for s in sizes[1:] if s not in latency and s <= largest / FLAT_SPAN
-                and curve.t[largest] < FLAT_GROWTH * curve.t[s]]
-        if curves and flat and largest == max(quoted):
-            said.setdefault("time flat", f"time flat {format_size(int(flat[0]))}-{format_size(largest)} "
-                                         f"({curve.t[largest] * 1e3:.3g} ms)")
+                and t[largest] < FLAT_GROWTH * t[s]]
+        if curves_drawn and flat and largest == max(quoted):
+            said.setdefault("time flat", f"time flat {format_size(flat[0])}-{format_size(largest)} "
+                                         f"({t[largest] * 1e3:.3g} ms)")
     return "; ".join(said.values())
 
 

@@ -24,11 +24,12 @@ class Consensus:
         tdist.all_reduce(t, op=tdist.ReduceOp.MAX if op == "max" else tdist.ReduceOp.MIN)
         return t.tolist()
 
+    def least(self, values: list[float]) -> list[float]:
+        """Each value's minimum over the ranks."""
+        return self.reduce(values, "min")
+
     def max(self, value: float) -> float:
         return self.reduce([value])[0]
-
-    def min(self, value: float) -> float:
-        return self.reduce([value], "min")[0]
 
     def all(self, ok: bool) -> bool:
         """True on every rank when it is True on every rank."""

@@ -41,7 +41,7 @@ class HeldClock:
     """
 
     def __init__(self, before_start: Callable[[], None] = lambda: None,
-                 agree: Callable[[float], float] = lambda x: x) -> None:
+                 agree: Callable[[list[float]], list[float]] = list) -> None:
         self._before, self._agree = before_start, agree
         self.hold_s = FIRST_HOLD_S
         self.again = False
@@ -61,8 +61,9 @@ class HeldClock:
         end = torch.cuda.Event(enable_timing=True)
         end.record()
         end.synchronize()
-        self.again = self._agree(float(gave_way)) > 0
-        self.hold_s = min(MAX_HOLD_S, self._agree(2 * queued_s + HOLD_MARGIN_S) * (2 if self.again else 1))
+        gave_way, hold_s = self._agree([float(gave_way), 2 * queued_s + HOLD_MARGIN_S])
+        self.again = gave_way > 0
+        self.hold_s = min(MAX_HOLD_S, hold_s * (2 if self.again else 1))
         parts = {name: elapsed(ev if isinstance(ev, tuple) else (self._start, ev))
                  for name, ev in (part_events or {}).items()}
         return self._start.elapsed_time(end) / 1e3, parts

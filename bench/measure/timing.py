@@ -3,18 +3,18 @@
 A trial enqueues N back-to-back operations between two clock readings: CUDA events on the
 current stream for asynchronous GPU work, or the host's perf_counter with a synchronize on
 both sides where the host itself blocks (pageable copies, CPU and gloo work). N doubles (or
-jumps by the measured rate) until trials at N last `min_trial_s` by the median of three readings,
-so timer resolution and the interpreter's launch cost are dwarfed and no single outlier reading
-sets N. A trial shorter than half of `min_trial_s` is measured once more, and flagged `short` if
-it still is. Warm-up is `warmup` operations, or one that alone lasts min_trial_s. In graph mode
+jumps by the measured rate) until trials at N last `min_trial_s` by two readings that agree (the
+warm-up's rate may be one; a third decides where they do not), so timer resolution and the
+interpreter's launch cost are dwarfed and no single outlier reading sets N; an operation that
+alone lasts several min_trial_s is its own trial. A trial shorter than half of `min_trial_s` is
+measured once more, and flagged `short` if it still is. Warm-up is `warmup` operations, or one that alone lasts min_trial_s. In graph mode
 about min_trial_s of operations are captured once in a CUDA graph and each trial replays it:
 the trial then measures the wire, not Python. Held (HeldClock): the trial's operations are
 queued behind a sleep kernel on the stream and timed by events once it ends, so the trial is the
 device's own time for them, which neither the launch path nor a slow host can move (a latch that
 gives way before the host has queued everything is sized up and the trial run again). A
 producer feeding a consumer (an input pipeline) is measured as one continuous stream instead
-(measure_stream): its trials cut the stream at marks, so no pause between trials lets the
-producer work ahead.
+(bench.measure.stream).
 """
 from __future__ import annotations
 
@@ -29,6 +29,11 @@ from bench import lazy, results
 from bench.measure.latch import HELD_MAX_OPS, HELD_TRIAL_SHARE, HOLD_TRIES, HeldClock, elapsed
 
 torch = lazy.module("torch")
+
+# agree(values) returns each value reduced over the ranks of a collective (the slowest's, by
+# default): every decision is taken on agreed values, so every rank takes the same branches and
+# runs the same operations. One call agrees many values: each is a round trip between the ranks.
+Agree = Callable[[list[float]], list[float]]
 
 # enqueue(n) puts n back-to-back operations on the current stream. It may return events that
 # time parts of the work (a bidirectional copy's two streams): an end event, timed from the
@@ -107,12 +112,12 @@ class EventClock:
         return self._start.elapsed_time(end) / 1e3, parts
 
 
-def _same(x: float) -> float:
-    return x
+def _same(values: list[float]) -> list[float]:
+    return list(values)
 
 
 def device_clock(launch: str, before_start: Callable[[], None] = lambda: None,
-                 agree: Callable[[float], float] = _same) -> EventClock | HeldClock:
+                 agree: Agree = _same) -> EventClock | HeldClock:
     """The clock of a GPU point by its launch: held behind a latch, else events around the launches."""
     return HeldClock(before_start, agree) if launch == "held" else EventClock(before_start)
 
@@ -127,67 +132,88 @@ def _run_trial(enqueue: Enqueue, clock: Clock, n: int) -> Trial:
     return Trial(n, total, parts, caveat=f"latch gave way {HOLD_TRIES} times: launch gaps may show")
 
 
-def _grow(n: int, t: float, cfg: TimingConfig) -> int:
+def grow(n: int, t: float, cfg: TimingConfig) -> int:
     """The next N to try after trials of n operations took t seconds: double it, or jump by the rate."""
     guess = math.ceil(n * 1.2 * cfg.min_trial_s / max(t, 1e-9))
     return min(cfg.max_iters, max(2 * n, guess))
 
 
-# A reading is taken on trust, without two more at its N, when its rate agrees within this share
-# with the warm-up's, an independent reading: two readings agree, as the median of three asks.
+# A reading is taken on trust, without another at its N, when its rate agrees within this share
+# with the warm-up's, an independent reading; else a second reading must agree with it, as the
+# median of three asks of two, and a third decides where they disagree.
 AGREE_WITH_WARM_UP = 0.25
+# An operation whose warm-up alone lasts this many times min_trial_s is a trial by itself: N is 1
+# however much faster its later runs are than the warm-up's (a first call's setup), so no
+# calibration reading can change it.
+ALONE_A_TRIAL = 4
 
 
-def _trusted(n: int, t: float, per_op: float) -> bool:
-    return per_op > 0 and abs(t / n / per_op - 1) <= AGREE_WITH_WARM_UP
+def _agrees(t: float, reference: float) -> bool:
+    return reference > 0 and abs(t / reference - 1) <= AGREE_WITH_WARM_UP
 
 
-def calibrate(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Callable[[float], float] = _same,
+def calibrate(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Agree = _same,
               per_op: float = math.nan) -> int:
     """Iterations per trial so that one trial lasts at least cfg.min_trial_s (within the bounds).
 
     N starts where the warm-up's agreed time per operation (`per_op`, NaN: unknown) puts it, else
-    at 1, and grows until a trial reaches min_trial_s (or N reaches max_iters); two more readings
-    at that N follow, and their median with the first decides, so neither a slow hiccup (N stays
-    too small) nor a fast glitch (N jumps far too high) sets N alone, unless the first is one to
-    trust (_trusted). `agree` returns the largest of a value over all ranks of a collective:
-    every decision is taken on agreed values, so every rank takes the same branches, calls
-    `agree` as often, and runs the same number of operations.
+    at 1, and grows until a trial reaches min_trial_s (or N reaches max_iters). A reading there
+    whose rate agrees with the warm-up's is taken; else a second reading at that N, taken where
+    the two agree, else the median of three, so neither a slow hiccup (N stays too small) nor a
+    fast glitch (N jumps far too high) sets N alone. An operation that alone lasts ALONE_A_TRIAL
+    x min_trial_s is measured one at a time without a reading. Every reading is agreed over the
+    ranks (`agree`), so every rank takes the same branches and runs the same operations.
     """
+    least = min(cfg.max_iters, max(1, cfg.min_iters))
+    if per_op >= ALONE_A_TRIAL * cfg.min_trial_s:
+        return least
+
+    def reading() -> float:
+        return agree([_run_trial(enqueue, clock, n).time_s])[0]
+
     n = 1 if not per_op > 0 else min(cfg.max_iters, max(1, math.ceil(1.2 * cfg.min_trial_s / per_op)))
     while True:
-        t = agree(_run_trial(enqueue, clock, n).time_s)
+        t = reading()
         if t >= cfg.min_trial_s or n >= cfg.max_iters:
-            if not _trusted(n, t, per_op):
-                t = statistics.median([t] + [agree(_run_trial(enqueue, clock, n).time_s) for _ in range(2)])
+            if not _agrees(t / n, per_op):
+                second = reading()
+                t = statistics.median([t, second] + ([] if _agrees(second, t) else [reading()]))
             if t >= cfg.min_trial_s or n >= cfg.max_iters:
                 break
-        n = _grow(n, t, cfg)
+        n = grow(n, t, cfg)
     if t > 1.2 * cfg.min_trial_s:
         # Fewer operations take no less than their share of the time (a fixed cost only adds to
         # it), so scaling down by the median rate still gives trials of at least min_trial_s.
         n = math.ceil(n * 1.2 * cfg.min_trial_s / t)
-    return int(agree(min(cfg.max_iters, max(n, cfg.min_iters))))
+    return int(agree([min(cfg.max_iters, max(n, least))])[0])
 
 
-def _checked_trial(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig,
-                   agree: Callable[[float], float]) -> Trial:
-    """One trial; one far shorter than calibration promised is run again, then kept but flagged."""
-    for _ in range(2):
-        trial = _run_trial(enqueue, clock, n)
-        if agree(trial.time_s) >= cfg.min_trial_s / 2:  # the slowest rank's time: every rank agrees
-            return trial
-    return replace(trial, short=True)
-
-
-def _trials(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig, agree: Callable[[float], float],
+def _trials(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig, agree: Agree,
             paced: bool = False) -> list[Trial]:
-    """cfg.trials trials; `paced`: each after a reading of the host's pace (agreed: the slowest rank's)."""
-    trials = []
-    for _ in range(cfg.trials):
-        pace = _paced(agree) if paced else math.nan
-        trials.append(replace(_checked_trial(enqueue, clock, n, cfg, agree), host_pace_s=pace))
+    """cfg.trials trials; `paced`: each after a reading of the host's pace. Their times and paces
+    are agreed once they are all run (each the slowest rank's): one round trip between the ranks,
+    not two a trial. A trial whose agreed time is far shorter than calibration promised is run
+    again, then kept but flagged `short`. Each trial keeps this rank's own time."""
+    trials, times = _agreed_trials(enqueue, clock, n, cfg.trials, agree, paced)
+    again = [i for i, t in enumerate(times) if t < cfg.min_trial_s / 2]
+    if again:
+        retried, retimed = _agreed_trials(enqueue, clock, n, len(again), agree, paced)
+        for i, trial, t in zip(again, retried, retimed):
+            trials[i] = trial if t >= cfg.min_trial_s / 2 else replace(trial, short=True)
     return trials
+
+
+def _agreed_trials(enqueue: Enqueue, clock: Clock, n: int, count: int, agree: Agree,
+                   paced: bool) -> tuple[list[Trial], list[float]]:
+    """`count` trials with their agreed paces, and their agreed times."""
+    paces, trials = [], []
+    for _ in range(count):
+        paces.append(_reading() if paced else math.nan)
+        trials.append(_run_trial(enqueue, clock, n))
+    agreed = agree([t.time_s for t in trials] + paces)
+    if paced:
+        _note(agreed[count:])
+    return [replace(t, host_pace_s=p) for t, p in zip(trials, agreed[count:])], agreed[:count]
 
 
 # ---------------------------------------------------------------- the host's pace
@@ -215,11 +241,21 @@ def host_pace() -> float:
     return time.perf_counter() - t0
 
 
-def _paced(agree: Callable[[float], float]) -> float:
+def _reading() -> float:
+    """This rank's reading of host_pace(); the first starts the clock of the run's waiting."""
     if math.isnan(_clock["first"]):
         _clock["first"] = time.perf_counter()
-    pace = agree(host_pace())
-    _quickest[0] = min(_quickest[0], pace)
+    return host_pace()
+
+
+def _note(agreed: list[float]) -> None:
+    _quickest[0] = min(_quickest[0], *agreed)
+
+
+def _paced(agree: Agree) -> float:
+    """An agreed reading of the host's pace (the slowest rank's), noted."""
+    pace = agree([_reading()])[0]
+    _note([pace])
     return pace
 
 
@@ -228,18 +264,18 @@ def at_pace(pace: float) -> bool:
     return not pace > PACE_SLACK * _quickest[0]
 
 
-def _any_slow(paces: list[float], agree: Callable[[float], float]) -> bool:
+def _any_slow(paces: list[float], agree: Agree) -> bool:
     """Whether no reading in `paces` was at the usual pace, agreed over the ranks: each rank's
     quickest reading is its own (rank 0 alone measures some suites' points), so each rank may
     judge the same agreed readings apart, and every rank must take the branch together."""
-    return agree(float(not any(at_pace(p) for p in paces))) > 0
+    return agree([float(not any(at_pace(p) for p in paces))])[0] > 0
 
 
-def _wait_for_host(agree: Callable[[float], float]) -> bool:
+def _wait_for_host(agree: Agree) -> bool:
     """Polls the host's pace until it is back to usual (True) or WAIT_FOR_HOST_S passed (False).
     Every decision is taken on agreed readings, so every rank polls as often."""
     budget = WAIT_SHARE * (time.perf_counter() - _clock["first"]) - _clock["waited"]
-    if agree(float(budget > 0)) == 0:   # every rank waits where any may: they stay in step
+    if agree([float(budget > 0)])[0] == 0:   # every rank waits where any may: they stay in step
         return False
     start = time.perf_counter()
     try:
@@ -267,14 +303,14 @@ HOST_BOUND_S = 1e-3
 WAIT_BELOW_S = 300e-6
 
 
-def warm_up(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Callable[[float], float] = _same) -> float:
+def warm_up(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Agree = _same) -> float:
     """cfg.warmup untimed operations, or one where one alone lasts min_trial_s (a 1 GiB copy needs
     no second to be warm); returns the agreed time per operation of the last reading."""
     if not cfg.warmup:
         return math.nan
-    t = agree(_run_trial(enqueue, clock, 1).time_s)
+    t = agree([_run_trial(enqueue, clock, 1).time_s])[0]
     if cfg.warmup > 1 and t < cfg.min_trial_s:
-        t = agree(_run_trial(enqueue, clock, cfg.warmup - 1).time_s) / (cfg.warmup - 1)
+        t = agree([_run_trial(enqueue, clock, cfg.warmup - 1).time_s])[0] / (cfg.warmup - 1)
     return t
 
 
@@ -282,7 +318,7 @@ def measure(
     enqueue: Enqueue,
     clock: Clock,
     cfg: TimingConfig,
-    agree: Callable[[float], float] = _same,
+    agree: Agree = _same,
     read_pace: bool = True,
 ) -> list[Trial]:
     """Warm up, calibrate N, then cfg.trials trials of N back-to-back operations each (ops the
@@ -338,7 +374,7 @@ def measure_graph(
     enqueue: Enqueue,
     clock: Clock,
     cfg: TimingConfig,
-    agree: Callable[[float], float] = _same,
+    agree: Agree = _same,
     max_graph_ops: int = 256,
 ) -> list[Trial]:
     """Capture up to `max_graph_ops` operations in one CUDA graph; a trial replays it k times.
@@ -371,106 +407,3 @@ def measure_graph(
     replays = calibrate(replay, clock, TimingConfig(0, 1, cfg.min_trial_s, 1, max(1, cfg.max_iters // ops_per_graph)), agree)
     trials = _trials(replay, clock, replays, cfg, agree)
     return [replace(t, iters=t.iters * ops_per_graph) for t in trials]
-
-
-# ---------------------------------------------------------------- one continuous stream
-
-
-class HostMarks:
-    """Marks of a stream on the host's perf_counter: the host's own work, done when it returns."""
-
-    def mark(self) -> float:
-        return time.perf_counter()
-
-    def seconds(self, start: float, end: float) -> float:
-        return end - start
-
-
-class EventMarks:
-    """Marks of a stream as CUDA events on the current stream, recorded without waiting: each
-    is the moment the device reached it, so a stream the host feeds too slowly shows the
-    device's idle time, and one the device is slow to drain shows the device's pace."""
-
-    def mark(self) -> torch.cuda.Event:
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
-
-    def seconds(self, start: torch.cuda.Event, end: torch.cuda.Event) -> float:
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
-
-
-class BusyMarks:
-    """Marks of the seconds an operation itself took (`add`), not counting what the stream
-    around it did: one stage's cost inside a longer loop."""
-
-    def __init__(self) -> None:
-        self.total = 0.0
-
-    def add(self, seconds: float) -> None:
-        self.total += seconds
-
-    def mark(self) -> float:
-        return self.total
-
-    def seconds(self, start: float, end: float) -> float:
-        return end - start
-
-
-def measure_stream(step: Callable[[int], None], marks, cfg: TimingConfig, warmup: int = 0, min_ops: int = 1,
-                   multiple: int = 1) -> list[Trial]:
-    """One continuous stream of operations, cut into trials rather than restarted for each one.
-
-    step(n) runs the stream's next n operations; `marks` reads the stream between two steps
-    (HostMarks, EventMarks, BusyMarks). First max(warmup, cfg.warmup) operations, untimed (a
-    producer's queue drains); then segments of growing length until one lasts min_trial_s
-    (N as calibrate() sets it, from one reading: the stream is already warm); then cfg.trials
-    trials of N operations back to back, nothing but a mark between two: no synchronize, no
-    pause in which a producer could work ahead of its consumer. N is at least min_ops and
-    cfg.min_iters, and a multiple of `multiple` (whole epochs), as are the warm-up and every
-    segment. A trial under half of min_trial_s is flagged short (not run again: the stream goes on).
-    Marks with a `count(start, end)` method say how many operations a segment held, where one
-    step's count varies (a worker's item of as many operations as fit in a time); else n. Marks
-    with a `parts(start, end)` method give each trial's parts: seconds the stream's own stages
-    spent inside the segment, read at the same cuts.
-    """
-    n = stream_iters(step, marks, cfg, warmup, min_ops, multiple)
-    return stream_trials(step, marks, cfg, n)
-
-
-def stream_iters(step: Callable[[int], None], marks, cfg: TimingConfig, warmup: int = 0, min_ops: int = 1,
-                 multiple: int = 1, known: int = 0) -> int:
-    """measure_stream's warm-up and calibration: the N of its trials. `known` (an N an earlier
-    stream of the same operation calibrated): the warm-up alone, and that N."""
-    def whole(n: int) -> int:
-        return -(-n // multiple) * multiple
-
-    if max(warmup, cfg.warmup):
-        step(whole(max(warmup, cfg.warmup)))
-    least = whole(max(1, min_ops, cfg.min_iters))
-    if known:
-        return max(least, whole(known))
-    n = least
-    while True:
-        start = marks.mark()
-        step(n)
-        t = marks.seconds(start, marks.mark())
-        if t >= cfg.min_trial_s or n >= cfg.max_iters:
-            break
-        n = whole(_grow(n, t, cfg))
-    if t > 1.2 * cfg.min_trial_s:   # as calibrate(): fewer operations still last min_trial_s
-        n = max(least, whole(math.ceil(n * 1.2 * cfg.min_trial_s / t)))
-    return n
-
-
-def stream_trials(step: Callable[[int], None], marks, cfg: TimingConfig, n: int) -> list[Trial]:
-    """measure_stream's trials: cfg.trials of n operations, cut at marks."""
-    cuts = [marks.mark()]
-    for _ in range(cfg.trials):
-        step(n)
-        cuts.append(marks.mark())
-    count = getattr(marks, "count", lambda a, b: n)
-    parts = getattr(marks, "parts", lambda a, b: {})
-    trials = [(count(a, b), marks.seconds(a, b), parts(a, b)) for a, b in zip(cuts, cuts[1:])]
-    return [Trial(k, t, within, short=t < cfg.min_trial_s / 2) for k, t, within in trials]

@@ -159,11 +159,11 @@ def measure_point(point: Point, ctx: Context, state: CollectivesState) -> list[S
     if ctx.device == "cuda":
         torch.cuda.synchronize()
     verified = ranks.all(op.correct())
-    clock = timing.device_clock(point.launch, ranks.barrier, ranks.max) if ctx.device == "cuda" \
+    clock = timing.device_clock(point.launch, ranks.barrier, ranks.reduce) if ctx.device == "cuda" \
         else HostClock(sync=ranks.barrier)
     timer = timing.measure_graph if point.launch == "graph" else timing.measure
     # Held, the last-released rank's span is the ops' own time (below): the timing core decides on it.
-    trials = timer(op, clock, ctx.timing, ranks.min if point.launch == "held" else ranks.max)
+    trials = timer(op, clock, ctx.timing, ranks.least if point.launch == "held" else ranks.reduce)
     if point.launch == "graph":
         verified = verified and _graph_correct(op, ranks)
     times = [t.time_s for t in trials]

@@ -103,7 +103,7 @@ def measure_pair(point: Point, ctx: Context, transfer: Transfer, product: Matmul
         clock = HostClock(torch.cuda.synchronize)
     else:
         clock = EventClock(before_start=ranks.barrier)
-    t, agree = ctx.timing, ranks.max
+    t, agree = ctx.timing, ranks.reduce
     copy_alone = settle(timing.measure(transfer.run, clock, t, agree), ranks)
     compute_alone = settle(timing.measure(product, clock, t, agree), ranks)
     c, m = balance(median_op(copy_alone), median_op(compute_alone))

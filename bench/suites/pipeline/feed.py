@@ -107,7 +107,7 @@ class TimedSamples:
 
 class SpentMarks:
     """A loop's marks that also read what its stages spent between two of them: a trial's parts
-    (timing.measure_stream), seconds by stage name; page faults: `faults` as the workers' and
+    (stream.measure_stream), seconds by stage name; page faults: `faults` as the workers' and
     the pin thread's batches carry them, and this process's, read at the marks, as FAULTS +
     `own` (less the pin thread's, which runs in it); and `cpu`, CPU seconds by stage, as CPU +
     the stage's name."""

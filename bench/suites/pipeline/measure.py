@@ -12,10 +12,11 @@ from typing import Callable
 
 from bench import lazy
 from bench.contract import Context, Point, trial_rows
-from bench.measure import timing
+from bench.measure import stream
 from bench.measure.checks import same_data
 from bench.measure.memory import page_faults
-from bench.measure.timing import BusyMarks, EventMarks, HostMarks, TimingConfig, Trial
+from bench.measure.stream import BusyMarks, EventMarks, HostMarks
+from bench.measure.timing import TimingConfig, Trial
 from bench.results import Sample
 from bench.suites.pipeline.feed import Check, Feed, SpentMarks, check_of
 from bench.suites.pipeline.model import (COLD, CONSUME, COLLATE, CPU, FAULTS, H2D, HANDOFF, MAIN_THREAD, MAKE,
@@ -45,8 +46,8 @@ class Segment:
                  multiple: int = 1, calibrate=None) -> list[Trial]:
         """`calibrate`: the marks N is calibrated by where they are not `marks` (a stage timed
         around a sliver of each operation: a trial then lasts min_trial_s of the operations)."""
-        self.n = timing.stream_iters(step, calibrate or marks, self.cfg, warmup, min_ops, multiple, known=self.n)
-        return timing.stream_trials(step, marks, self.cfg, self.n)
+        self.n = stream.stream_iters(step, calibrate or marks, self.cfg, warmup, min_ops, multiple, known=self.n)
+        return stream.stream_trials(step, marks, self.cfg, self.n)
 
 
 def disagreement(trials: list[Trial]) -> str:
@@ -399,7 +400,7 @@ def _consume(point: Point, seg: Segment, ctx: Context) -> list[Sample]:
     np.copyto(host_dst, host_src)
     per = time.perf_counter() - start + min(t.per_op_s for t in trials)
     n = max(MIN_BATCHES, math.ceil(seg.cfg.min_trial_s / per))   # the copies make each op longer than the check's
-    cold = timing.stream_trials(after_host_copy, SpentMarks(HostMarks(), spent), seg.cfg, n)
+    cold = stream.stream_trials(after_host_copy, SpentMarks(HostMarks(), spent), seg.cfg, n)
     verified = check.passed()
     return (_rows(point, trials, verified, "data check failed: the resident batch reads wrong")
             + _part_rows(point, cold, verified, 1))
