@@ -268,7 +268,7 @@ def host(monkeypatch):
 
     scripted = Host()
     monkeypatch.setattr(timing, "host_pace", scripted)
-    monkeypatch.setattr(timing, "_quickest", [1.0])
+    monkeypatch.setattr(timing, "_readings", [1.0])
     monkeypatch.setattr(timing, "_clock", {"first": time.perf_counter() - 100, "waited": 0.0})
     monkeypatch.setattr(timing, "_POLL_S", 0.001)
     return scripted

@@ -18,6 +18,7 @@ producer feeding a consumer (an input pipeline) is measured as one continuous st
 """
 from __future__ import annotations
 
+import bisect
 import contextlib
 import math
 import statistics
@@ -224,11 +225,11 @@ def _agreed_trials(enqueue: Enqueue, clock: Clock, n: int, count: int, agree: Ag
 # waits at most WAIT_SHARE of the time) for the host to come back and measures again. Readers keep
 # the trials taken at the host's usual pace (results.usable_rows).
 PACE_WORK = 5000          # iterations of the probe: short beside a trial, long beside a timer's tick
-PACE_SLACK = results.PACE_SLACK   # a reading this much above the quickest: the host in a slow mood
+PACE_SLACK = results.PACE_SLACK   # a reading this much above the usual one: the host in a slow mood
 WAIT_FOR_HOST_S = 2.0     # for one point
-WAIT_SHARE = 0.05         # of the time since the first reading, at most, spent waiting (a slow host's cost)
+WAIT_SHARE = 0.025        # of the time since the first reading, at most, spent waiting (a slow host's cost)
 _POLL_S = 0.02
-_quickest = [math.inf]    # this process's quickest agreed reading so far
+_readings: list[float] = []   # this process's agreed readings before trials, sorted
 _clock = {"first": math.nan, "waited": 0.0}   # when the first reading was taken; seconds waited since
 
 
@@ -249,38 +250,42 @@ def _reading() -> float:
 
 
 def _note(agreed: list[float]) -> None:
-    _quickest[0] = min(_quickest[0], *agreed)
+    for pace in agreed:
+        bisect.insort(_readings, pace)
 
 
-def _paced(agree: Agree) -> float:
-    """An agreed reading of the host's pace (the slowest rank's), noted."""
-    pace = agree([_reading()])[0]
-    _note([pace])
-    return pace
+def usual_pace() -> float:
+    """This process's usual reading: as the readers take a run's (results.USUAL_PACE_QUANTILE, a
+    low quantile, not the luckiest reading), else a ranks' pace, read beside NCCL's own busy
+    threads, would hardly ever be usual and every small collective would wait for the host."""
+    if not _readings:
+        return math.inf
+    return _readings[int(results.USUAL_PACE_QUANTILE * (len(_readings) - 1))]
 
 
 def at_pace(pace: float) -> bool:
-    """Whether a reading of host_pace() is the host at its usual pace, by the quickest one so far."""
-    return not pace > PACE_SLACK * _quickest[0]
+    """Whether a reading of host_pace() is the host at its usual pace."""
+    return not pace > PACE_SLACK * usual_pace()
 
 
 def _any_slow(paces: list[float], agree: Agree) -> bool:
     """Whether no reading in `paces` was at the usual pace, agreed over the ranks: each rank's
-    quickest reading is its own (rank 0 alone measures some suites' points), so each rank may
+    usual reading is its own (rank 0 alone measures some suites' points), so each rank may
     judge the same agreed readings apart, and every rank must take the branch together."""
     return agree([float(not any(at_pace(p) for p in paces))])[0] > 0
 
 
 def _wait_for_host(agree: Agree) -> bool:
     """Polls the host's pace until it is back to usual (True) or WAIT_FOR_HOST_S passed (False).
-    Every decision is taken on agreed readings, so every rank polls as often."""
+    Every decision is taken on agreed readings, so every rank polls as often; the polls, taken
+    while the host is slow, are not noted among the usual readings."""
     budget = WAIT_SHARE * (time.perf_counter() - _clock["first"]) - _clock["waited"]
     if agree([float(budget > 0)])[0] == 0:   # every rank waits where any may: they stay in step
         return False
     start = time.perf_counter()
     try:
         for _ in range(int(WAIT_FOR_HOST_S / _POLL_S)):
-            if not _any_slow([_paced(agree)], agree):
+            if not _any_slow([agree([_reading()])[0]], agree):
                 return True
             time.sleep(_POLL_S)
         return False
