@@ -3,6 +3,7 @@ import datetime as dt
 import os
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -217,3 +218,50 @@ def test_nccl_api_without_gpus_is_one_line(xferbench):
     assert proc.stderr.strip().splitlines() == [
         "xferbench: error: collectives.api=[nccl] calls NCCL, which needs CUDA GPUs; without them use "
         "collectives.api=[torch] (gloo)"]
+
+
+def _rank_processes(pid: int) -> list[int]:
+    """The rank processes `pid` started (bench/driver/rank_start.py) that are still alive."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+            command = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if len(fields) > 1 and fields[1] == str(pid) and fields[0] != "Z" and b"rank_start" in command:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_a_distributed_suites_ranks_start_while_the_suite_before_it_measures(xferbench_in_process, monkeypatch):
+    """On a machine with cores to spare, the collectives' ranks load torch while the copy suite
+    measures, and take their work when its turn comes; where the suite before them fails, they
+    are stopped with it."""
+    from bench.driver import rank_group
+    from bench.suites.copy import Copy
+
+    started = []
+    real = rank_group.start_ahead
+
+    def recording(planned, run_dir, progress):
+        world = real(planned, run_dir, progress)
+        started.append((planned.suite.name, None if world is None else world.nproc,
+                        [r.proc.poll() for r in world.ranks] if world else []))
+        return world
+
+    monkeypatch.setattr(rank_group, "SPARE_CORES", 0)
+    monkeypatch.setattr(rank_group, "start_ahead", recording)
+    code, err, runs = xferbench_in_process("suite=links", "sizes.max=64KiB", "collectives.ops=[all_reduce]")
+    assert code == 0, err
+    assert started == [("collectives", 2, [None, None])]   # started, alive, while copy measured
+    rows = load(runs[0])
+    assert set(rows[rows.suite == "collectives"].world_size) == {2} and (rows.status == "ok").all()
+
+    def broken(self, point, settings, ctx, state):
+        raise RuntimeError("a copy that fails")
+
+    monkeypatch.setattr(Copy, "measure", broken)
+    code, err, _ = xferbench_in_process("suite=links", "sizes.max=64KiB", "collectives.ops=[all_reduce]")
+    assert code == 1 and "a copy that fails" in err
+    assert len(started) == 2 and not _rank_processes(os.getpid())   # the ranks started ahead went with the run

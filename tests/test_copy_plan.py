@@ -163,7 +163,10 @@ def test_default_points_on_two_gpus():
 def test_one_gpu_adds_only_sm_and_latency_to_the_old_sweep():
     pts = copy_points(config(), context(1))
     old = [p for p in pts if p.engine == "ce"]
-    assert len(old) == 153   # the sweep before whole-machine traffic: 4 KiB..1 GiB, both memories, eager+graph
+    assert len(old) == 149   # the sweep before whole-machine traffic: 4 KiB..1 GiB, both memories, eager+graph
+    assert max(p.size_bytes for p in old if p.memory == "pageable") == 256 << 20   # copy.pageable_max_size
+    every = copy_points(config(**{"copy.pageable_max_size": "null"}), context(1))
+    assert len([p for p in every if p.engine == "ce"]) == 153   # pageable to 1 GiB too
     # whole-machine sizes 1, 16 and 256 MiB, eager; graph at the two up to 16 MiB (not bidir)
     assert Counter(p.op for p in pts if p.engine == "sm") == {"h2d": 5, "d2h": 5, "bidir": 3, "latency": 1}
 

@@ -125,11 +125,12 @@ def _final_rows(run_dir: Path, run_id: str, status: str, write: bool):
     return run_samples(run_dir)
 
 
-def _measure(planned: Planned, run_dir: Path, run_id: str, writer: RunWriter, progress: bool) -> RunWriter:
+def _measure(planned: Planned, run_dir: Path, run_id: str, writer: RunWriter, progress: bool,
+             ahead: rank_group.World | None = None) -> RunWriter:
     """One suite's sweep into the run: in this process, or in its ranks (rank 0 writes, into the
-    same folder: the writer is opened anew after them)."""
+    same folder: the writer is opened anew after them; `ahead`: its ranks, started already)."""
     if planned.distribution() is not None:
-        rank_group.run_distributed(planned, run_dir, run_id, progress)
+        rank_group.run_distributed(planned, run_dir, run_id, progress, ahead)
         return RunWriter(run_dir, run_id)
     state = planned.start()
     try:
@@ -225,11 +226,19 @@ def _run_suites(here: _Here, run_dir: Path, meta: dict, progress: bool) -> tuple
         sampler.start()
         with interrupts.interruptible():   # at once: each point is written whole (deferred) or not at all
             writer = RunWriter(run_dir, meta["run_id"])
-            for p in here.planned:
-                started = time.perf_counter()
-                writer = _measure(p, run_dir, meta["run_id"], writer, progress)
-                wall[p.suite.name] = round(wall.get(p.suite.name, 0) + time.perf_counter() - started, 1)
-                interrupts.check()   # one swallowed where it landed (a DataLoader iterator's __del__ ignores any)
+            ahead = None   # the next suite's ranks, started while this one measures
+            try:
+                for p, later in zip(here.planned, [*here.planned[1:], None]):
+                    started = time.perf_counter()
+                    ready, ahead = ahead, None
+                    if later is not None and p.distribution() is None:
+                        ahead = rank_group.start_ahead(later, run_dir, progress)
+                    writer = _measure(p, run_dir, meta["run_id"], writer, progress, ready)
+                    wall[p.suite.name] = round(wall.get(p.suite.name, 0) + time.perf_counter() - started, 1)
+                    interrupts.check()   # one swallowed where it landed (a DataLoader iterator's __del__ ignores any)
+            finally:
+                if ahead is not None:
+                    ahead.stop()
     except KeyboardInterrupt:
         stop = interrupts.handled()
         status, code = "interrupted", stop.code

@@ -58,6 +58,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def load() -> None:
+    """What every rank imports before its work: torch, torch.distributed and the suites' registry."""
+    from bench import suites
+
+    tdist.is_available()   # lazy modules: this imports torch and torch.distributed, touching no GPU
+    suites.all()
+
+
 def rank_main(suite_name: str, settings, ctx: Context, max_ranks: int, run_dir: str | None, run_id: str,
               progress: bool) -> None:
     """A spawned rank's work (bench.driver.rank_start calls it): the suite's sweep in the world the
@@ -175,10 +183,11 @@ def _open_log(log: Path | None, header: str):
         return open(os.devnull, "w")
 
 
-def _start_rank(rank: int, nproc: int, env: dict, work: bytes, log: Path | None, header: str,
+def _start_rank(rank: int, nproc: int, env: dict, path: bytes, log: Path | None, header: str,
                 progress: bool) -> _Rank:
     """One rank (bench.rank), its output appended to `log` after `header` (no log: to this
-    terminal)."""
+    terminal), given the parent's sys.path: it loads torch and the suites, then waits for its
+    work (_send)."""
     env = {**os.environ, **env, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nproc),
            "PYTHONUNBUFFERED": "1"}  # a killed rank's last lines are in its log
     fd = _stderr_copy() if progress and log is not None else None
@@ -199,11 +208,19 @@ def _start_rank(rank: int, nproc: int, env: dict, work: bytes, log: Path | None,
             if mine is not None:
                 os.close(mine)
     try:
-        with proc.stdin:
-            proc.stdin.write(work)
+        proc.stdin.write(path)
+        proc.stdin.flush()
     except BrokenPipeError:
         pass  # it died already: the watch names it
     return _Rank(proc, reason)
+
+
+def _send(rank: _Rank, work: bytes) -> None:
+    try:
+        with rank.proc.stdin:
+            rank.proc.stdin.write(work)
+    except BrokenPipeError:
+        pass  # it died already: the watch names it
 
 
 # After the first rank is seen failed, how long its peers get to fail too: the one that said why
@@ -240,14 +257,25 @@ def _watch(ranks: list[_Rank], logs: list[Path | None]) -> None:
         time.sleep(0.1)
 
 
-def spawn(nproc: int, env: dict, work: tuple, log_dir: Path | None = None, progress: bool = False) -> None:
-    """Start nproc ranks and wait; on the first rank to fail, kill the rest and raise RankFailed.
+@dataclass
+class World:
+    """A world's ranks, started: loading torch and the suites, or waiting for their work."""
+    nproc: int
+    env: dict
+    ranks: list[_Rank]
+    logs: list[Path | None]
 
-    `work` is rank_main's arguments (the suite's name first). Each rank's stdout and stderr go
-    to log_dir/rank-<r>.log when log_dir is given (rank 0's progress bar still to this process's
-    stderr), else here.
-    """
-    payload = pickle.dumps(sys.path) + pickle.dumps(work)
+    def stop(self) -> None:
+        _kill_all([r.proc for r in self.ranks])
+        for r in self.ranks:
+            os.close(r.reason)
+        self.ranks = []
+
+
+def start_world(nproc: int, env: dict, suite: str, log_dir: Path | None = None, progress: bool = False) -> World:
+    """Start nproc ranks of `suite` (its name), which load torch and the suites and then wait for
+    their work (spawn). Each rank's stdout and stderr go to log_dir/rank-<r>.log when log_dir is
+    given (rank 0's progress bar still to this process's stderr), else here."""
     stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     logs = [log_dir / f"rank-{rank}.log" if log_dir is not None else None for rank in range(nproc)]
     if log_dir is not None:
@@ -257,24 +285,65 @@ def spawn(nproc: int, env: dict, work: tuple, log_dir: Path | None = None, progr
             pass
     sys.stdout.flush()
     sys.stderr.flush()
-    ranks: list[_Rank] = []
+    world = World(nproc, env, [], logs)
     try:
         for rank in range(nproc):
-            header = f"--- xferbench {work[0]}: rank {rank} of {nproc}, started {stamp} ---\n"
-            with interrupts.deferred():   # a rank started is a rank in `ranks`, to be stopped
-                ranks.append(_start_rank(rank, nproc, env, payload, logs[rank], header, progress and rank == 0))
-        _watch(ranks, logs)
+            header = f"--- xferbench {suite}: rank {rank} of {nproc}, started {stamp} ---\n"
+            with interrupts.deferred():   # a rank started is a rank in the world, to be stopped
+                world.ranks.append(_start_rank(rank, nproc, env, pickle.dumps(sys.path), logs[rank], header,
+                                               progress and rank == 0))
     except BaseException:
-        _kill_all([r.proc for r in ranks])
+        world.stop()
         raise
+    return world
+
+
+def spawn(world: World, work: tuple) -> None:
+    """Hand a started world its work and wait; on the first rank to fail, kill the rest and raise
+    RankFailed. `work` is rank_main's arguments (the suite's name first)."""
+    try:
+        for rank in world.ranks:
+            _send(rank, pickle.dumps(work))
+        _watch(world.ranks, world.logs)
     finally:
-        for r in ranks:
-            os.close(r.reason)
+        world.stop()
 
 
-def run_distributed(planned: Planned, run_dir: Path | None, run_id: str, progress: bool) -> None:
+# A distributed suite's ranks start while the suite before it measures, where the machine has at
+# least this many cores a rank: loading torch and the suites is 1.5 s of a rank's start on 4x
+# H200, which then overlaps the other suite's points rather than adding to the sweep.
+SPARE_CORES = 4
+
+
+def start_ahead(planned: Planned, run_dir: Path | None, progress: bool) -> World | None:
+    """The first world of `planned`'s ranks, started ahead of its turn (None where it is not a
+    distributed suite, an external launcher runs the ranks, or the cores are too few to spare)."""
+    distribution = planned.distribution()
+    if distribution is None or launcher_layout(os.environ) is not None:
+        return None
+    nproc = distribution.world_sizes[0]
+    if (os.cpu_count() or 1) < SPARE_CORES * nproc:
+        return None
+    return start_world(nproc, _world_env(planned, run_dir), planned.suite.name,
+                       run_dir / RANK_LOGS if run_dir else None, progress)
+
+
+def _world_env(planned: Planned, run_dir: Path | None) -> dict:
+    distribution = planned.distribution()
+    return {**{k: os.environ.get(k, v) for k, v in bench.SAFE_ENV.items()},
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
+            # As torchrun does: ranks sharing a host's cores each with a full thread pool slow
+            # gloo's small messages tenfold on a small machine.
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+            **distribution.env,
+            **(NCCL_REPORT if distribution.backend == "nccl" and run_dir else {})}
+
+
+def run_distributed(planned: Planned, run_dir: Path | None, run_id: str, progress: bool,
+                    ahead: World | None = None) -> None:
     """Run a distributed suite: join an external launcher's ranks, or spawn local ones (one world
-    of ranks after another when several world sizes are asked for)."""
+    of ranks after another when several world sizes are asked for); `ahead`: its first world's
+    ranks, started already (start_ahead)."""
     distribution = planned.distribution()
     layout = launcher_layout(os.environ)
     if layout is not None:
@@ -287,14 +356,14 @@ def run_distributed(planned: Planned, run_dir: Path | None, run_id: str, progres
             os.environ.setdefault(key, value)   # a user's own NCCL setting (an interface, say) wins
         _run_rank(replace(planned, ctx=ctx), run_dir, run_id, progress)
         return
-    env = {**{k: os.environ.get(k, v) for k, v in bench.SAFE_ENV.items()},
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
-           # As torchrun does: ranks sharing a host's cores each with a full thread pool slow
-           # gloo's small messages tenfold on a small machine.
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-           **distribution.env,
-           **(NCCL_REPORT if distribution.backend == "nccl" and run_dir else {})}
-    for nproc in distribution.world_sizes:
-        work = (planned.suite.name, planned.settings, replace(planned.ctx, world_size=nproc), planned.max_ranks,
-                str(run_dir) if run_dir else None, run_id, progress)
-        spawn(nproc, env, work, run_dir / RANK_LOGS if run_dir else None, progress)
+    logs = run_dir / RANK_LOGS if run_dir else None
+    try:
+        for nproc in distribution.world_sizes:
+            work = (planned.suite.name, planned.settings, replace(planned.ctx, world_size=nproc), planned.max_ranks,
+                    str(run_dir) if run_dir else None, run_id, progress)
+            world, ahead = (ahead, None) if ahead is not None and ahead.nproc == nproc else \
+                (start_world(nproc, _world_env(planned, run_dir), planned.suite.name, logs, progress), ahead)
+            spawn(world, work)
+    finally:
+        if ahead is not None:
+            ahead.stop()

@@ -1,11 +1,12 @@
 """A spawned rank's first code (`main`, with arguments BENCH_ROOT RANK PARENT_PID; see
 rank_group._RANK_START): it arms its death with the parent before anything heavy is imported, then
-reads its work from stdin and runs it.
+loads torch and the suites, then reads its work from stdin and runs it.
 
 Only the standard library comes before `die_with_parent`: torch and bench take seconds to
 import (more with many ranks on few cores), and a parent killed meanwhile must still take its
 ranks with it. A parent that died before the signal was armed shows in getppid(). stdin holds
-two pickles: the parent's sys.path, then the work for `bench.driver.rank_group.rank_main`.
+two pickles: the parent's sys.path, then the work for `bench.driver.rank_group.rank_main`, which
+a parent that starts its ranks ahead (rank_group.start_ahead) sends when their suite's turn comes.
 """
 from __future__ import annotations
 
@@ -46,11 +47,10 @@ def die_with_parent(parent_pid: int) -> None:
 
 def main() -> None:
     die_with_parent(int(sys.argv[3]))
-    import io
     import pickle
 
-    work = io.BytesIO(sys.stdin.buffer.read())
-    sys.path[:] = pickle.load(work)  # as the parent imports: this checkout's bench, its site packages
+    sys.path[:] = pickle.load(sys.stdin.buffer)  # as the parent imports: this checkout's bench, its site packages
     from bench.driver import rank_group
 
-    rank_group.rank_main(*pickle.load(work))
+    rank_group.load()   # while the parent may still be measuring another suite: seconds of imports
+    rank_group.rank_main(*pickle.load(sys.stdin.buffer))

@@ -18,11 +18,12 @@ torch = lazy.module("torch")
 class Store:
     """Buffers made on first use and sliced for every point: a source and a destination on each
     GPU, and each GPU's host buffers for one NUMA mode at a time. Each GPU's are as large as its
-    largest point: GPUs with only whole-machine points need no 1 GiB host buffers placed and
-    pinned (about half a second a GiB)."""
+    largest point, each host memory's as its largest point in that memory: GPUs with only
+    whole-machine points need no 1 GiB host buffers placed and pinned (about half a second a
+    GiB), nor pageable copies capped at 256 MiB a 1 GiB buffer."""
 
-    def __init__(self, sizes: dict[int, int], plan: HostPlan) -> None:
-        self.sizes, self.plan = sizes, plan
+    def __init__(self, sizes: dict[int, int], host_sizes: dict[tuple[int, str], int], plan: HostPlan) -> None:
+        self.sizes, self.host_sizes, self.plan = sizes, host_sizes, plan
         self._device: dict[tuple[int, str], object] = {}
         self._host: dict[tuple, object] = {}
         self._mode: str | None = None
@@ -47,10 +48,10 @@ class Store:
         """`name` (src, dst) in `memory` (pinned, pageable) placed for `gpu` as `mode` says."""
         self._use(mode)
         if (gpu, memory, name) not in self._host:
-            cpus = self.plan.places[gpu, mode].cpus
-            buf = (numa.allocate_pinned_on if memory == "pinned" else numa.allocate_on)(cpus, self.sizes[gpu])
+            cpus, size = self.plan.places[gpu, mode].cpus, self.host_sizes.get((gpu, memory), self.sizes[gpu])
+            buf = (numa.allocate_pinned_on if memory == "pinned" else numa.allocate_on)(cpus, size)
             if name == "src":
-                buf.copy_(self.device(gpu, "src"))
+                buf.copy_(self.device(gpu, "src")[:size])
             self._host[gpu, memory, name] = buf
         return self._host[gpu, memory, name]
 
@@ -79,10 +80,12 @@ class CopyState:
     def store(self) -> Store:
         if self._store is None:
             largest: dict[int, int] = defaultdict(int)
+            in_memory: dict[tuple[int, str], int] = defaultdict(int)
             for p in sweep(self.settings, self.ctx):
                 for gpu in gpus_of(p):
                     largest[gpu] = max(largest[gpu], p.size_bytes)
-            self._store = Store(largest, host_plan_for(self.settings, self.ctx))
+                    in_memory[gpu, p.memory] = max(in_memory[gpu, p.memory], p.size_bytes)
+            self._store = Store(largest, in_memory, host_plan_for(self.settings, self.ctx))
         return self._store
 
     @property

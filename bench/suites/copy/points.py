@@ -12,7 +12,7 @@ from bench.contract import Context, Point, counts_at_once
 from bench.measure import numa
 from bench.measure.chase import RING_BYTES
 from bench.points import ALL
-from bench.sizes import machine_sizes
+from bench.sizes import machine_sizes, parse_size
 from bench.suites.copy.reading import CopyView
 from bench.suites.copy.settings import EACH, HOST_OPS, ON_ONE_GPU, OPS, CopyOp, NumaMode, Settings
 
@@ -99,6 +99,7 @@ def gpus_of(p: Point) -> list[int]:
 def _alone_points(s: Settings, ctx: Context, gpu: int, mode: str, full: bool) -> list[Point]:
     """One GPU by itself: the full sweep, or (not full) pinned copies at the whole-machine sizes."""
     dev, machine = f"cuda:{gpu}", machine_sizes(ctx.sizes)
+    pageable_max = parse_size(s.pageable_max_size) if s.pageable_max_size else None
     out = []
     if CopyOp.latency in s.ops:
         out.append(Point(CopyView.name, "latency", RING_BYTES, memory="pinned", backend="cuda", src="host", dst=dev,
@@ -107,7 +108,7 @@ def _alone_points(s: Settings, ctx: Context, gpu: int, mode: str, full: bool) ->
         for op in (str(o) for o in s.ops if o in HOST_OPS):
             src, dst = (dev, "host") if op == "d2h" else ("host", dev)
             for mem in (str(m) for m in s.memory):
-                if (op == "bidir" or not full) and mem == "pageable":
+                if mem == "pageable" and (op == "bidir" or not full or pageable_max is not None and size > pageable_max):
                     continue  # pageable copies block the host thread, so they cannot overlap
                 for engine in (str(e) for e in s.engine):
                     if engine == "sm" and (mem != "pinned" or size not in machine or not full):
