@@ -236,32 +236,41 @@ def _rank_processes(pid: int) -> list[int]:
 
 def test_a_distributed_suites_ranks_start_while_the_suite_before_it_measures(xferbench_in_process, monkeypatch):
     """On a machine with cores to spare, the collectives' ranks load torch while the copy suite
-    measures, and take their work when its turn comes; where the suite before them fails, they
-    are stopped with it."""
+    measures its large points, and take their work when its turn comes; where the suite before
+    them fails, they are stopped with it; where it has no large point, they start in their turn."""
     from bench.driver import rank_group
     from bench.suites.copy import Copy
 
     started = []
-    real = rank_group.start_ahead
+    real = rank_group.start_world
 
-    def recording(planned, run_dir, progress):
-        world = real(planned, run_dir, progress)
-        started.append((planned.suite.name, None if world is None else world.nproc,
-                        [r.proc.poll() for r in world.ranks] if world else []))
+    def recording(nproc, env, suite, log_dir=None, progress=False):
+        world = real(nproc, env, suite, log_dir, progress)
+        started.append((suite, world.nproc, [r.proc.poll() for r in world.ranks], rank_group.AHEAD_FROM_BYTES))
         return world
 
     monkeypatch.setattr(rank_group, "SPARE_CORES", 0)
-    monkeypatch.setattr(rank_group, "start_ahead", recording)
+    monkeypatch.setattr(rank_group, "AHEAD_FROM_BYTES", 16 << 10)   # CPU sweeps stop at 16 MiB: from 16 KiB here
+    monkeypatch.setattr(rank_group, "start_world", recording)
     code, err, runs = xferbench_in_process("suite=links", "sizes.max=64KiB", "collectives.ops=[all_reduce]")
     assert code == 0, err
-    assert started == [("collectives", 2, [None, None])]   # started, alive, while copy measured
+    assert started == [("collectives", 2, [None, None], 16 << 10)]   # started once, alive, while copy measured
     rows = load(runs[0])
     assert set(rows[rows.suite == "collectives"].world_size) == {2} and (rows.status == "ok").all()
 
-    def broken(self, point, settings, ctx, state):
-        raise RuntimeError("a copy that fails")
+    real_measure = Copy.measure
+
+    def broken(self, point, settings, ctx, state):   # fails once the ranks have started
+        if point.size_bytes >= 32 << 10:
+            raise RuntimeError("a copy that fails")
+        return real_measure(self, point, settings, ctx, state)
 
     monkeypatch.setattr(Copy, "measure", broken)
     code, err, _ = xferbench_in_process("suite=links", "sizes.max=64KiB", "collectives.ops=[all_reduce]")
     assert code == 1 and "a copy that fails" in err
     assert len(started) == 2 and not _rank_processes(os.getpid())   # the ranks started ahead went with the run
+    monkeypatch.setattr(Copy, "measure", real_measure)
+    monkeypatch.setattr(rank_group, "AHEAD_FROM_BYTES", 1 << 40)   # no point that large: started in their turn
+    code, err, _ = xferbench_in_process("suite=links", "sizes.max=64KiB", "collectives.ops=[all_reduce]")
+    assert code == 0, err
+    assert len(started) == 3 and started[-1][3] == 1 << 40

@@ -126,15 +126,17 @@ def _final_rows(run_dir: Path, run_id: str, status: str, write: bool):
 
 
 def _measure(planned: Planned, run_dir: Path, run_id: str, writer: RunWriter, progress: bool,
-             ahead: rank_group.World | None = None) -> RunWriter:
+             ready: rank_group.World | None = None, ahead: rank_group.Ahead | None = None) -> RunWriter:
     """One suite's sweep into the run: in this process, or in its ranks (rank 0 writes, into the
-    same folder: the writer is opened anew after them; `ahead`: its ranks, started already)."""
+    same folder: the writer is opened anew after them; `ready`: its ranks, started already;
+    `ahead`: the next suite's, which this one starts when it reaches its large points)."""
     if planned.distribution() is not None:
-        rank_group.run_distributed(planned, run_dir, run_id, progress, ahead)
+        rank_group.run_distributed(planned, run_dir, run_id, progress, ready)
         return RunWriter(run_dir, run_id)
     state = planned.start()
     try:
-        run_suite(planned, state, writer, progress=progress, stopped=interrupts.check)
+        run_suite(planned, state, writer, progress=progress, stopped=interrupts.check,
+                  before=ahead.before if ahead is not None else None)
     finally:
         planned.suite.finish(state)
     return writer
@@ -230,10 +232,9 @@ def _run_suites(here: _Here, run_dir: Path, meta: dict, progress: bool) -> tuple
             try:
                 for p, later in zip(here.planned, [*here.planned[1:], None]):
                     started = time.perf_counter()
-                    ready, ahead = ahead, None
-                    if later is not None and p.distribution() is None:
-                        ahead = rank_group.start_ahead(later, run_dir, progress)
-                    writer = _measure(p, run_dir, meta["run_id"], writer, progress, ready)
+                    ready = ahead.take() if ahead is not None else None
+                    ahead = rank_group.Ahead(later, run_dir, progress) if later and p.distribution() is None else None
+                    writer = _measure(p, run_dir, meta["run_id"], writer, progress, ready, ahead)
                     wall[p.suite.name] = round(wall.get(p.suite.name, 0) + time.perf_counter() - started, 1)
                     interrupts.check()   # one swallowed where it landed (a DataLoader iterator's __del__ ignores any)
             finally:

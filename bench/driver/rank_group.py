@@ -309,23 +309,45 @@ def spawn(world: World, work: tuple) -> None:
         world.stop()
 
 
-# A distributed suite's ranks start while the suite before it measures, where the machine has at
-# least this many cores a rank: loading torch and the suites is 1.5 s of a rank's start on 4x
-# H200, which then overlaps the other suite's points rather than adding to the sweep.
+# A distributed suite's ranks start while the suite before it measures, once that suite reaches
+# points this large (their ops are the device's, longer than the host's pace can move and not
+# paced: the ranks' imports there slow nothing measured; started at the suite's first point
+# instead, they made the p2p suite's small copies wait for the host, 2.4 s against 0.5 on 4x
+# H200), and where the machine has SPARE_CORES cores a rank: loading torch and the suites is
+# 1.5 s of a rank's start on 4x H200, which then overlaps the other suite's points.
+AHEAD_FROM_BYTES = 256 << 20
 SPARE_CORES = 4
 
 
-def start_ahead(planned: Planned, run_dir: Path | None, progress: bool) -> World | None:
-    """The first world of `planned`'s ranks, started ahead of its turn (None where it is not a
-    distributed suite, an external launcher runs the ranks, or the cores are too few to spare)."""
-    distribution = planned.distribution()
-    if distribution is None or launcher_layout(os.environ) is not None:
-        return None
-    nproc = distribution.world_sizes[0]
-    if (os.cpu_count() or 1) < SPARE_CORES * nproc:
-        return None
-    return start_world(nproc, _world_env(planned, run_dir), planned.suite.name,
-                       run_dir / RANK_LOGS if run_dir else None, progress)
+class Ahead:
+    """The first world of `planned`'s ranks (a distributed suite), started ahead of its turn by
+    the suite before it (`before`, called ahead of each of its points); none where it is not a
+    distributed suite, an external launcher runs the ranks, or the cores are too few to spare."""
+
+    def __init__(self, planned: Planned, run_dir: Path | None, progress: bool) -> None:
+        self.planned, self.run_dir, self.progress = planned, run_dir, progress
+        self.world: World | None = None
+        self.tried = False
+
+    def before(self, point) -> None:
+        if self.tried or point.size_bytes < AHEAD_FROM_BYTES:
+            return
+        self.tried = True
+        distribution = self.planned.distribution()
+        if distribution is None or launcher_layout(os.environ) is not None:
+            return
+        nproc = distribution.world_sizes[0]
+        if (os.cpu_count() or 1) >= SPARE_CORES * nproc:
+            self.world = start_world(nproc, _world_env(self.planned, self.run_dir), self.planned.suite.name,
+                                     self.run_dir / RANK_LOGS if self.run_dir else None, self.progress)
+
+    def take(self) -> World | None:
+        world, self.world = self.world, None
+        return world
+
+    def stop(self) -> None:
+        if self.world is not None:
+            self.take().stop()
 
 
 def _world_env(planned: Planned, run_dir: Path | None) -> dict:
@@ -343,7 +365,7 @@ def run_distributed(planned: Planned, run_dir: Path | None, run_id: str, progres
                     ahead: World | None = None) -> None:
     """Run a distributed suite: join an external launcher's ranks, or spawn local ones (one world
     of ranks after another when several world sizes are asked for); `ahead`: its first world's
-    ranks, started already (start_ahead)."""
+    ranks, started already (Ahead)."""
     distribution = planned.distribution()
     layout = launcher_layout(os.environ)
     if layout is not None:

@@ -23,7 +23,7 @@ def _out_of_memory(exc: BaseException) -> bool:
 
 def run_suite(planned: Planned, state: Any, writer: RunWriter | None, progress: bool = True,
               done: set | None = None, stream: TextIO | None = None,
-              stopped: Callable[[], None] | None = None) -> int:
+              stopped: Callable[[], None] | None = None, before: Callable[[Any], None] | None = None) -> int:
     """Measure every point of planned.ctx's world not already done; rows go to disk as the suite
     hands them over (a point, or one round of points measured in rounds). `state` is the suite's
     (planned.start()).
@@ -32,7 +32,8 @@ def run_suite(planned: Planned, state: Any, writer: RunWriter | None, progress: 
     and `done` (rank 0's finished points, sent to every rank) keeps them all in step. A point the
     run holds only some rounds of (a run cut in them) is measured on from the rounds it lacks.
     The progress bar goes to `stream` (a spawned rank 0's copy of the terminal), else stderr.
-    `stopped` is called after each piece is written: it raises where the run must end there.
+    `stopped` is called after each piece is written: it raises where the run must end there;
+    `before` with each point (the first of points measured as one) before it is measured.
     Returns the number of points measured.
     """
     suite, settings, ctx = planned.suite, planned.settings, planned.ctx
@@ -52,6 +53,8 @@ def run_suite(planned: Planned, state: Any, writer: RunWriter | None, progress: 
     distributed = planned.distribution() is not None
     for group in _together(suite, todo):
         bar.set_postfix_str(group[0].label(), refresh=False)
+        if before is not None:
+            before(group[0])
         written: set = set()
         try:
             for rows in _measured(suite, group, settings, ctx, state, [rounds(p) for p in group]):

@@ -5,11 +5,10 @@ current stream for asynchronous GPU work, or the host's perf_counter with a sync
 both sides where the host itself blocks (pageable copies, CPU and gloo work). N doubles (or
 jumps by the measured rate) until trials at N last `min_trial_s` by two readings that agree (the
 warm-up's rate may be one; a third decides where they do not), so timer resolution and the
-interpreter's launch cost are dwarfed and no single outlier reading sets N; an operation that
-alone lasts several min_trial_s is its own trial. A trial shorter than half of `min_trial_s` is
-measured once more, and flagged `short` if it still is. Warm-up is `warmup` operations, or two
-single ones where one alone lasts min_trial_s. In graph mode about min_trial_s of operations
-are captured once in a CUDA graph and each trial replays it:
+interpreter's launch cost are dwarfed and no single outlier reading sets N. A trial shorter
+than half of `min_trial_s` is measured once more, and flagged `short` if it still is. Warm-up is
+`warmup` operations, or one that alone lasts min_trial_s. In graph mode about min_trial_s of
+operations are captured once in a CUDA graph and each trial replays it:
 the trial then measures the wire, not Python. Held (HeldClock): the trial's operations are
 queued behind a sleep kernel on the stream and timed by events once it ends, so the trial is the
 device's own time for them, which neither the launch path nor a slow host can move (a latch that
@@ -144,12 +143,6 @@ def grow(n: int, t: float, cfg: TimingConfig) -> int:
 # with the warm-up's, an independent reading; else a second reading must agree with it, as the
 # median of three asks of two, and a third decides where they disagree.
 AGREE_WITH_WARM_UP = 0.25
-# An operation whose warm reading (warm_up's second single op) lasts this many times min_trial_s
-# is a trial by itself: N is 1 even where its later runs are faster, so no calibration reading
-# can change it.
-ALONE_A_TRIAL = 4
-
-
 def _agrees(t: float, reference: float) -> bool:
     return reference > 0 and abs(t / reference - 1) <= AGREE_WITH_WARM_UP
 
@@ -162,13 +155,10 @@ def calibrate(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Agree = 
     at 1, and grows until a trial reaches min_trial_s (or N reaches max_iters). A reading there
     whose rate agrees with the warm-up's is taken; else a second reading at that N, taken where
     the two agree, else the median of three, so neither a slow hiccup (N stays too small) nor a
-    fast glitch (N jumps far too high) sets N alone. An operation that alone lasts ALONE_A_TRIAL
-    x min_trial_s is measured one at a time without a reading. Every reading is agreed over the
-    ranks (`agree`), so every rank takes the same branches and runs the same operations.
+    fast glitch (N jumps far too high) sets N alone. Every reading is agreed over the ranks
+    (`agree`), so every rank takes the same branches and runs the same operations.
     """
     least = min(cfg.max_iters, max(1, cfg.min_iters))
-    if per_op >= ALONE_A_TRIAL * cfg.min_trial_s:
-        return least
 
     def reading() -> float:
         return agree([_run_trial(enqueue, clock, n).time_s])[0]
@@ -310,16 +300,12 @@ WAIT_BELOW_S = 300e-6
 
 
 def warm_up(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Agree = _same) -> float:
-    """cfg.warmup untimed operations, or two single ones where the first alone lasts min_trial_s
-    (a 1 GiB copy needs no more to be warm, and a first call may have set up what the op needs:
-    a peer mapping, NCCL's connections, a kernel's compile, so the second's time is the op's);
-    returns the agreed time per operation of the last reading."""
+    """cfg.warmup untimed operations, or one where one alone lasts min_trial_s (a 1 GiB copy needs
+    no second to be warm); returns the agreed time per operation of the last reading."""
     if not cfg.warmup:
         return math.nan
     t = agree([_run_trial(enqueue, clock, 1).time_s])[0]
-    if t >= cfg.min_trial_s:
-        return agree([_run_trial(enqueue, clock, 1).time_s])[0]
-    if cfg.warmup > 1:
+    if cfg.warmup > 1 and t < cfg.min_trial_s:
         t = agree([_run_trial(enqueue, clock, cfg.warmup - 1).time_s])[0] / (cfg.warmup - 1)
     return t
 
