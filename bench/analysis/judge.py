@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from statistics import NormalDist
 from typing import Mapping
@@ -79,6 +79,7 @@ class _Family:
     peer_y: dict = field(default_factory=dict)   # size -> peers' median level
     sibling_sigma: float = math.nan   # how far its siblings in this run stray from their median (log units)
     group_sigma: float = math.nan     # how far it and its siblings stray from theirs
+    role_y: dict = field(default_factory=dict)   # size -> its role's median level in the run, itself among them
 
     @property
     def expected(self) -> list[JudgedPoint]:
@@ -139,6 +140,8 @@ def _siblings(families: list[_Family]) -> None:
                     peers.append(len(others))
             if diffs:
                 f.sibling_change, f.peers = float(np.median(diffs)), min(peers)
+            f.role_y = {size: float(np.median(values)) for size in levels[k]
+                        if len(values := [lv[size] for lv in levels if size in lv]) >= 3}
 
 
 def _compared(f: _Family) -> dict[int, float]:
@@ -313,10 +316,18 @@ def _verdict(f: _Family, rows: pd.DataFrame, facts: causes.Facts, links: Mapping
     sigma, v.noise, count = _sigma(f, judged, catalog, table, noise, machine)
     if judged:
         allowed = tolerance if min(p.runs for p in judged) else THEORY_TOLERANCE
-        f.change = float(np.median([p.y - p.y_expected for p in judged]))
+        # A launch path is the host's, whose moods land on some of a role's pairs and not others
+        # in one run: it is judged by its role's median over the run's GPUs or pairs, as the
+        # class's table holds a host's (launch_path.py).
+        level = {p.size: f.role_y.get(p.size, p.y) if f.launch_path else p.y for p in judged}
+        f.change = float(np.median([level[p.size] - p.y_expected for p in judged]))
         f.limit = math.log1p(-allowed) - z * _spread(sigma, count)
-        rep = _representative(f, f.change, {p.size: p.y_expected for p in judged})
-        v.expected, v.measured, v.unit = _shown(rep, rep.y_expected, f.size_class)
+        if f.launch_path:   # what healthy hosts' launch paths reach, whatever few hosts a table shows
+            f.limit = min(max(f.limit, math.log(lp.LAUNCH_LOWEST)), math.log(lp.LAUNCH_FLOOR))
+        rep = _representative(f, f.change, {p.size: p.y_expected - p.y + level[p.size] for p in judged})
+        v.expected, v.measured, v.unit = _shown(replace(rep, y=level[rep.size]), rep.y_expected, f.size_class)
+        if level != {p.size: p.y for p in judged}:
+            v.noise += "; judged by its role's median over the run's GPUs or pairs (the host's launch path)"
         v.at_size, v.source = rep.size, rep.source
         v.ratio, v.limit = math.exp(f.change), math.exp(f.limit)
         v.verdict = NORMAL if f.change >= f.limit else LOW

@@ -27,6 +27,12 @@ DEVICE_LAUNCHES = ("graph", "held")   # launches whose ops the host cannot space
 MIN_HOSTS = 3        # a class standing on fewer hosts says so, and its launch paths are judged wider
 FEW_HOSTS = 1.5      # that much wider
 OTHER_HOSTS = 2.0    # a launch path's declared noise between hosts, where no class measured it
+# A launch path's limit lies between these shares of its class's: no table of a few similar
+# hosts narrows it past LAUNCH_FLOOR (healthy hosts' launch paths differ by up to 1.65x,
+# docs/judging.md), and no spread between hosts widens it past LAUNCH_LOWEST (a launch path a
+# quarter as fast as its class's is the host's fault, whatever the link).
+LAUNCH_FLOOR = 0.55
+LAUNCH_LOWEST = 0.25
 # What the device-side figures of one op may differ in: how it was launched, through which api
 # and engine, from which host memory (the link is the same).
 _FREE = ("launch", "api", "engine", "memory")

@@ -60,12 +60,12 @@ class SuiteEstimate:
 # machine's description, the plan, the exit (RUN_START_S), and its summary and verdicts, which
 # grow with its points (SUMMARY_S a point). Measured as wall time less the suites' times on 4x
 # H200 (2026-11-27, host 3e836531b4f2, results/noise/pipeline-h200-x4/x4d): 5.1 s for the
-# pipeline's quick default (40 points), 9.0 s for the default sweep (553), 7.3 s for the
-# pipeline's exhaustive sweep (230); 8.1 s for the default sweep on another host (a602f7bc8561).
+# pipeline's quick default (40 points); with the summary's medians grouped once, 6.7 s for the
+# default sweep (551 points) in both runs on host 572a57254e62 (results/noise/samehost/h200-x4-572a57254e62).
 # On the project's 2-core CPU machine, idle: 2.5 s for the default sweep (94 points) and 2.6 s for
 # the pipeline's quick default (36).
 RUN_START_S = {"cuda": 4.8, "cpu": 2.5}
-SUMMARY_S = {"cuda": 0.0067, "cpu": 0.0}
+SUMMARY_S = {"cuda": 0.0035, "cpu": 0.0}
 
 
 @dataclass
