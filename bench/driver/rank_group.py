@@ -311,10 +311,10 @@ def spawn(world: World, work: tuple) -> None:
 
 # A distributed suite's ranks start while the suite before it measures, once that suite reaches
 # points this large (their ops are the device's, longer than the host's pace can move and not
-# paced: the ranks' imports there slow nothing measured; started at the suite's first point
-# instead, they made the p2p suite's small copies wait for the host, 2.4 s against 0.5 on 4x
-# H200), and where the machine has SPARE_CORES cores a rank: loading torch and the suites is
-# 1.5 s of a rank's start on 4x H200, which then overlaps the other suite's points.
+# paced, so the ranks' imports there slow nothing measured; started at its first point instead,
+# they made the p2p suite's small copies wait for a slow host), and where the machine has
+# SPARE_CORES cores a rank: loading torch and the suites, most of a rank's start, then overlaps
+# the other suite's points (docs/usage.md, the four-GPU sweep's time).
 AHEAD_FROM_BYTES = 256 << 20
 SPARE_CORES = 4
 

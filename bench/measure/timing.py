@@ -198,9 +198,8 @@ def _trials(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig, agree: Ag
 
 def _agreed_trial(enqueue: Enqueue, clock: Clock, n: int, agree: Agree, paced: bool) -> tuple[Trial, float]:
     """A trial with its agreed pace (read before it), and its agreed time. The round trip after
-    each trial also spaces the ranks' trials as a barrier does: with the trials' agreements
-    gathered into one after the last, 4x H200 runs' collectives had a trial at half its point's
-    median bandwidth in 30-50% of points (a rank late to start), against 17-26% before."""
+    each trial also lines the ranks up for the next: with the trials' agreements gathered into
+    one after the last, a rank started late far more often (docs/usage.md)."""
     pace = _reading() if paced else math.nan
     trial = _run_trial(enqueue, clock, n)
     t, pace = agree([trial.time_s, pace])

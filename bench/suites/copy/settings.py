@@ -37,8 +37,8 @@ class Settings:
     engine: List[Engine] = field(default_factory=lambda: list(Engine))
     numa: List[NumaMode] = field(default_factory=lambda: [NumaMode.local])
     # Pageable copies up to this size (null: every size). The host's own memory copy sets them
-    # and their rate is flat from a few MiB on: at 1 GiB they read 0.77-1.33x their 256 MiB
-    # figure over 20 default sweeps of 2026-11-27, at four times the seconds.
+    # and their rate is flat from a few MiB on: a larger copy costs seconds and tells nothing
+    # more (docs/usage.md, the four-GPU sweep's time).
     pageable_max_size: Optional[str] = "256MiB"
 
     def __post_init__(self) -> None:
