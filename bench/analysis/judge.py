@@ -319,14 +319,15 @@ def _verdict(f: _Family, rows: pd.DataFrame, facts: causes.Facts, links: Mapping
         # A launch path is the host's, whose moods land on some of a role's pairs and not others
         # in one run: it is judged by its role's median over the run's GPUs or pairs, as the
         # class's table holds a host's (launch_path.py).
-        level = {p.size: f.role_y.get(p.size, p.y) if f.launch_path else p.y for p in judged}
+        own = {p.size: p.y for p in judged}
+        level = {size: f.role_y.get(size, y) for size, y in own.items()} if f.launch_path else own
         f.change = float(np.median([level[p.size] - p.y_expected for p in judged]))
         f.limit = math.log1p(-allowed) - z * _spread(sigma, count)
         if f.launch_path:   # what healthy hosts' launch paths reach, whatever few hosts a table shows
-            f.limit = min(max(f.limit, math.log(lp.LAUNCH_LOWEST)), math.log(lp.LAUNCH_FLOOR))
+            f.limit = lp.bounded(f.limit)
         rep = _representative(f, f.change, {p.size: p.y_expected - p.y + level[p.size] for p in judged})
         v.expected, v.measured, v.unit = _shown(replace(rep, y=level[rep.size]), rep.y_expected, f.size_class)
-        if level != {p.size: p.y for p in judged}:
+        if level != own:
             v.noise += "; judged by its role's median over the run's GPUs or pairs (the host's launch path)"
         v.at_size, v.source = rep.size, rep.source
         v.ratio, v.limit = math.exp(f.change), math.exp(f.limit)

@@ -33,6 +33,11 @@ OTHER_HOSTS = 2.0    # a launch path's declared noise between hosts, where no cl
 # quarter as fast as its class's is the host's fault, whatever the link).
 LAUNCH_FLOOR = 0.55
 LAUNCH_LOWEST = 0.25
+
+
+def bounded(limit: float) -> float:
+    """A launch path's limit (log of a share of its class's) kept within LAUNCH_LOWEST..LAUNCH_FLOOR."""
+    return min(max(limit, math.log(LAUNCH_LOWEST)), math.log(LAUNCH_FLOOR))
 # What the device-side figures of one op may differ in: how it was launched, through which api
 # and engine, from which host memory (the link is the same).
 _FREE = ("launch", "api", "engine", "memory")

@@ -50,8 +50,8 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     ok = ok.assign(bw=bandwidth, host_slow=host_slow(ok), short=short_of_hbm(ok, catalog))
     per_size = ok.groupby([*SERIES_KEYS, "size_bytes"], sort=False).agg(
         bw=("bw", "median"), t=("time_s", "median"), short=("short", "min")).reset_index()
-    per_size = {keys: rows.set_index("size_bytes").sort_index()
-                for keys, rows in per_size.groupby(SERIES_KEYS, sort=False)}
+    per_size = ((keys, rows.set_index("size_bytes").sort_index())
+                for keys, rows in per_size.groupby(SERIES_KEYS, sort=False))
     curves = ok[ok["size_bytes"] > 0].groupby([*VARIANT_KEYS, "size_bytes"], sort=False, dropna=False).agg(
         t=("time_s", "median"), bw=("bw", "median"), slow=("host_slow", "any")).reset_index()
     curves = curves.sort_values("size_bytes", kind="stable", ignore_index=True)
@@ -61,8 +61,8 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
         series = tuple(v for k, v in zip(VARIANT_KEYS, variant) if k in SERIES_KEYS)
         of_series.setdefault(series, []).append(Curve(*(columns[c][at] for c in columns)))
     rows = []
-    for keys in dict.fromkeys(zip(*(ok[k] for k in SERIES_KEYS))):
-        suite, medians = view(catalog, keys[0]), per_size[keys]
+    for keys, medians in per_size:   # in the order the rows first name each series
+        suite = view(catalog, keys[0])
         row = dict(zip(SERIES_KEYS, keys))
         peaks = medians.bw[~medians.short.astype(bool)].dropna()
         if len(peaks):

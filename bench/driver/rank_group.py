@@ -261,7 +261,6 @@ def _watch(ranks: list[_Rank], logs: list[Path | None]) -> None:
 class World:
     """A world's ranks, started: loading torch and the suites, or waiting for their work."""
     nproc: int
-    env: dict
     ranks: list[_Rank]
     logs: list[Path | None]
 
@@ -285,13 +284,12 @@ def start_world(nproc: int, env: dict, suite: str, log_dir: Path | None = None, 
             pass
     sys.stdout.flush()
     sys.stderr.flush()
-    world = World(nproc, env, [], logs)
+    world, path = World(nproc, [], logs), pickle.dumps(sys.path)
     try:
         for rank in range(nproc):
             header = f"--- xferbench {suite}: rank {rank} of {nproc}, started {stamp} ---\n"
             with interrupts.deferred():   # a rank started is a rank in the world, to be stopped
-                world.ranks.append(_start_rank(rank, nproc, env, pickle.dumps(sys.path), logs[rank], header,
-                                               progress and rank == 0))
+                world.ranks.append(_start_rank(rank, nproc, env, path, logs[rank], header, progress and rank == 0))
     except BaseException:
         world.stop()
         raise
@@ -301,9 +299,10 @@ def start_world(nproc: int, env: dict, suite: str, log_dir: Path | None = None, 
 def spawn(world: World, work: tuple) -> None:
     """Hand a started world its work and wait; on the first rank to fail, kill the rest and raise
     RankFailed. `work` is rank_main's arguments (the suite's name first)."""
+    payload = pickle.dumps(work)
     try:
         for rank in world.ranks:
-            _send(rank, pickle.dumps(work))
+            _send(rank, payload)
         _watch(world.ranks, world.logs)
     finally:
         world.stop()

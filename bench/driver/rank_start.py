@@ -6,7 +6,7 @@ Only the standard library comes before `die_with_parent`: torch and bench take s
 import (more with many ranks on few cores), and a parent killed meanwhile must still take its
 ranks with it. A parent that died before the signal was armed shows in getppid(). stdin holds
 two pickles: the parent's sys.path, then the work for `bench.driver.rank_group.rank_main`, which
-a parent that starts its ranks ahead (rank_group.start_ahead) sends when their suite's turn comes.
+a parent that starts its ranks ahead (rank_group.Ahead) sends when their suite's turn comes.
 """
 from __future__ import annotations
 

@@ -204,7 +204,7 @@ def _agreed_trial(enqueue: Enqueue, clock: Clock, n: int, agree: Agree, paced: b
     trial = _run_trial(enqueue, clock, n)
     t, pace = agree([trial.time_s, pace])
     if paced:
-        _note([pace])
+        _note(pace)
     return replace(trial, host_pace_s=pace), t
 
 
@@ -240,9 +240,8 @@ def _reading() -> float:
     return host_pace()
 
 
-def _note(agreed: list[float]) -> None:
-    for pace in agreed:
-        bisect.insort(_readings, pace)
+def _note(agreed: float) -> None:
+    bisect.insort(_readings, agreed)
 
 
 def usual_pace() -> float:
