@@ -144,6 +144,23 @@ def test_collectives_estimate_is_within_20_percent_of_each_committed_run(run):
     assert got.seconds == pytest.approx(meta["suite_wall_s"]["collectives"], rel=0.2), got
 
 
+@pytest.mark.parametrize("instance", ["h200-x1", "h200-x2", "h200-x4"])
+def test_the_default_plan_gives_back_the_wall_of_the_run_it_is_fitted_to(instance):
+    # Where the newest main sweep measured today's default points, its per-op times and per-point
+    # cost give back its own suites' walls: a held point is replayed alike in the fit and in the
+    # estimate (its latch outlasting its eager twin's launches), else the held points' latches
+    # are counted once as timing and again as per-point cost.
+    machine = instance_machine(_cfg(f"instance={instance}").instance)
+    got = _plan(_cfg(), machine)
+    fitted = got.suites[0].basis.rsplit("/", 1)[1]
+    meta = json.loads((REFERENCE / instance / fitted / "meta.json").read_text())
+    measured = read_samples(samples_file(REFERENCE / instance / fitted))
+    for suite in got.suites:
+        points = measured[measured.suite == suite.name][POINT_KEYS].drop_duplicates()
+        if len(points) == suite.points:
+            assert suite.seconds == pytest.approx(meta["suite_wall_s"][suite.name], rel=0.02), suite
+
+
 def test_collectives_points_are_what_the_reference_sweep_measured():
     got = _plan(_cfg(*THEN, "suite=collectives"), _h200(2)).suites[0].points
     measured = read_samples(MAIN_SWEEP / "samples.parquet")
