@@ -35,7 +35,8 @@ from bench.analysis.fleet_nodes import RunMatrix, Survey, by_node, node_of, run_
 from bench.analysis.fleet_places import NodeCauses, Place, places
 from bench.analysis.fleet_verdicts import FleetFamily, FleetJudgement, Low, Node
 from bench.analysis.judge import CAN_CATCH, UNMEASURED
-from bench.analysis.launch_path import between_hosts, device_side, host_bound, host_sigma, launch_path, op_key, widened
+from bench.analysis.launch_path import (between_hosts, bounded, device_side, host_bound, host_sigma, launch_path, op_key,
+                                        widened)
 from bench.analysis.noise import GPU_BACKENDS, default_noise, family_sigma, launch_path_noise, median_factor, run_noise
 from bench.analysis.point_expectations import HOST_SLOW, OLDEST_JUDGED, JudgedPoint, judged_points
 from bench.points import ROLE_KEYS, VARIANT_KEYS, variant_label
@@ -199,6 +200,8 @@ def _limits(fams: list[_Family], peer: np.ndarray, table: np.ndarray, table_sigm
         spread = max(sigma, table_sigmas[k])
         table_limit = (math.log1p(-tolerance) - z * spread * math.sqrt(1 + median_factor(f.runs) / f.runs)
                        if has_table else math.nan)
+        if f.launch_path and has_table:   # as the judge holds it: what healthy hosts' launch paths reach
+            table_limit = bounded(table_limit)
         label = f"{variant_label(f.key)} ({f.size_class}-bound)"
         out.append(FleetFamily(label, f.key, f.size_class, n, sigma, peer_limit, table_limit, f.source,
                                [int(s) for s in f.cols], declared[k]))

@@ -276,7 +276,7 @@ def _sigma(f: _Family, judged: list[JudgedPoint], catalog: Catalog, table: Expec
     runs, hosts = min((p.runs for p in judged), default=0), min((p.hosts for p in judged), default=0)
     if not judged:
         return sigma, said, runs
-    role, sizes = dict(zip(ROLE_KEYS, f.role)), [p.size for p in f.points]
+    role, sizes = dict(zip(ROLE_KEYS, f.role)), [p.size for p in judged]
     declared = default_noise(catalog, f.key, f.size_class)
     if not f.launch_path:
         # A GPU or pair is held against its role's median: where the role's GPUs or pairs in this

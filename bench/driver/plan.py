@@ -236,14 +236,25 @@ class Reference:
         return t
 
     def overhead(self, suite: str, base: Overhead, distributed: bool) -> tuple[Overhead, str]:
-        """`base` with per_point_s fitted to the main reference run that measured the suite
+        """`base` with per_point_s fitted to the main reference sweeps that measured the suite
         (a distributed suite starts once per world of ranks); as it is where the suite models it
         from its settings (`modelled`: a reference run of other settings would mislead)."""
         walled = [r for r in self.runs if suite in r.suite_wall_s and r.status in ("complete", None)]
         if not walled or base.modelled:
             return base, ""
         # The main sweep (most suites), newest: special-purpose runs have start-up heavy walls.
-        run = max(walled, key=lambda r: (len(r.suite_wall_s), r.start_time))
+        # With it, the other main sweeps of its host: a fresh machine's first run pays costs its
+        # later ones do not (its first pinned allocations), and a user's run may be either.
+        newest = max(walled, key=lambda r: (len(r.suite_wall_s), r.start_time))
+        runs = [r for r in walled if newest.host and r.host == newest.host
+                and set(r.suite_wall_s) == set(newest.suite_wall_s)] or [newest]
+        per_point = float(np.mean([self._per_point(run, suite, base, distributed) for run in runs]))
+        return replace(base, per_point_s=per_point), ", ".join(f"{self.label}/{run.name}" for run in runs)
+
+    @staticmethod
+    def _per_point(run: RunTimes, suite: str, base: Overhead, distributed: bool) -> float:
+        """The suite's per-point cost in `run`: its wall less the timing core's replay of its points
+        and their modelled costs, over its points."""
         cfg = _timing_of(run.timing)
         at = {k: COLUMNS.index(k) for k in ("suite", "time_s", "launch", "size_bytes", "world_size")}
         mine = [row for row in run.rows if row[at["suite"]] == suite]
@@ -261,7 +272,7 @@ class Reference:
                        + (base.per_graph_s if row[at["launch"]] == "graph" else 0.0) for row in mine)
         worlds = len({row[at["world_size"]] for row in mine}) if distributed else 1
         rest = run.suite_wall_s[suite] - replayed - worlds * base.startup_s
-        return replace(base, per_point_s=max(0.0, rest / max(1, len(mine)))), f"{self.label}/{run.name}"
+        return max(0.0, rest / max(1, len(mine)))
 
 
 def _without_launch(row: tuple, launch_at: int) -> tuple:

@@ -37,6 +37,7 @@ class RunTimes:
     suite_wall_s: dict
     timing: dict
     rows: list[tuple]
+    host: str = ""          # system.host_id: where recorded, the host it ran on
 
 
 def read_run(path: Path) -> RunTimes | None:
@@ -55,7 +56,8 @@ def read_run(path: Path) -> RunTimes | None:
     rows = [tuple(v.item() if hasattr(v, "item") else v for v in row)
             for row in medians[list(COLUMNS)].itertuples(index=False)]
     return RunTimes(path.name, str(meta.get("start_time", "")), meta.get("status"),
-                    meta.get("suite_wall_s") or {}, (meta.get("config") or {}).get("timing") or {}, rows)
+                    meta.get("suite_wall_s") or {}, (meta.get("config") or {}).get("timing") or {}, rows,
+                    str(meta.get("system", {}).get("host_id") or ""))
 
 
 def runs_under(folder: Path) -> list[RunTimes]:
