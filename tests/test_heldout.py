@@ -1,7 +1,7 @@
 """Hosts held out of every table (issue 41): results/heldout/<instance>/<host>/<run>, two default
 sweeps a host on lent machines that landed on hosts no table stands on. The doctor says normal
-to each run, judging nearly all of it; the gate between a host's two runs leaves no point out
-and flags nothing the device times."""
+to each run, judging nearly all of it, and to each host as one node of a fleet of its kind; the
+gate between a host's two runs leaves no point out and flags nothing the device times."""
 from __future__ import annotations
 
 import itertools
@@ -66,3 +66,12 @@ def test_the_gate_between_a_hosts_two_runs_flags_nothing_the_device_times():
                 assert family.launch_path or family.variant["op"] == "h2h", family.label
             failing += [host.name] if result.regressed else []
     assert failing == ["7c4433eed1b8"]
+
+
+@pytest.mark.parametrize("kind", ["h200-x1", "h200-x2", "h200-x4"])
+def test_the_held_out_hosts_of_a_kind_as_a_fleet_are_every_one_normal(kind, capsys):
+    # Three or four hosts no table stands on, judged against each other and the class's table.
+    code = doctor.main(["--fleet", str(HELD_OUT / kind)])
+    out = capsys.readouterr().out
+    assert code == 0 and "result: normal (xferbench-doctor exits 0): every node normal" in out, out
+    assert out.count("NORMAL ") == len(list((HELD_OUT / kind).iterdir()))
