@@ -84,9 +84,10 @@ def params(rows: pd.DataFrame) -> list[dict]:
 # ran while the host was slow (timing.host_pace; docs/method.md, "The host's pace").
 PACE_SLACK = 1.25
 USUAL_PACE_QUANTILE = 0.1   # the run's usual pace: a low quantile of its readings, not the luckiest one
-# A point measured in rounds keeps only its rounds at the host's usual pace where there are at
-# least this many: one such round alone is one moment, not a figure (on a host slow most of the
-# time, 2 of 5 runs' points had one, and it read up to 3x off the others: docs/method.md).
+# A point keeps only its rounds (a point measured in one round: its trials) at the host's usual
+# pace where there are at least this many: one such round alone is one moment, not a figure (on
+# a host slow most of the time, 2 of 5 runs' points had one, and it read up to 3x off the others;
+# a copy with one trial of five at pace read 0.50x its host's other run: docs/method.md).
 MIN_ROUNDS_AT_PACE = 2
 
 
@@ -102,15 +103,17 @@ def host_slow(rows: pd.DataFrame) -> pd.Series:
 
 def slow_throughout(rows: pd.DataFrame, slow: pd.Series | None = None) -> pd.Series:
     """Per row: its point (in its run) ran at the host's usual pace in fewer than MIN_ROUNDS_AT_PACE
-    of its rounds (a point measured in one go: in none of its trials), so all its readings are
-    kept. `slow`: the rows' host_slow, where the caller has it already."""
+    of its rounds (a point measured in one round: of its trials), so all its readings are kept.
+    `slow`: the rows' host_slow, where the caller has it already."""
     slow = host_slow(rows) if slow is None else slow
     if not slow.any():
         return slow
     point = rows.groupby(POINT_KEYS + ["run_id"], sort=False).ngroup()
     rounds = rows["round"] if "round" in rows.columns else pd.Series(0, index=rows.index)
-    at_pace = rounds.where(~slow).groupby(point).transform("nunique")
-    return at_pace < rounds.groupby(point).transform("nunique").clip(upper=MIN_ROUNDS_AT_PACE)
+    in_rounds = rounds.groupby(point).transform("nunique") > 1
+    units = rounds.where(in_rounds, rows["trial"])
+    at_pace = units.where(~slow).groupby(point).transform("nunique")
+    return at_pace < units.groupby(point).transform("nunique").clip(upper=MIN_ROUNDS_AT_PACE)
 
 
 def usable_rows(frame: pd.DataFrame) -> pd.DataFrame:

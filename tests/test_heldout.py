@@ -1,7 +1,7 @@
 """Hosts held out of every table (issue 41): results/heldout/<instance>/<host>/<run>, two default
 sweeps a host on lent machines that landed on hosts no table stands on. The doctor says normal
 to each run, judging nearly all of it, and to each host as one node of a fleet of its kind; the
-gate between a host's two runs leaves no point out and flags nothing the device times."""
+gate between a host's two runs leaves no point out and passes."""
 from __future__ import annotations
 
 import itertools
@@ -52,20 +52,19 @@ def test_every_held_out_run_is_normal_with_95_percent_judged(tmp_path, capsys):
         [(v["run"], v["judged_share"]) for v in verdicts]
 
 
-def test_the_gate_between_a_hosts_two_runs_flags_nothing_the_device_times():
-    # 11 hosts, both orders. One pair fails: host 7c4433eed1b8's first run (the second as the
-    # baseline) read two launch paths at 0.29x and 0.37x and the all-threads host memory copy at
-    # 0.50x, in a slow spell of its host; every device-side figure of it passed.
+def test_the_gate_between_a_hosts_two_runs_passes():
+    # 11 hosts, both orders. Host 7c4433eed1b8's first run read two launch paths at 0.29x and
+    # 0.37x of its second, and the all-threads host memory copy at 0.50x (one trial of five at
+    # the host's usual pace), in a slow spell of its host: judged with their noise doubled, as
+    # every point measured while the host was slow, they pass.
     failing = []
     for host in _hosts():
         runs = [load(run) for run in sorted(p for p in host.iterdir() if p.is_dir())]
         for base, cur in itertools.permutations(runs, 2):
             result = compare(base, cur, CATALOG)
             assert "not gated" not in result.to_markdown()
-            for family in result.regressions:
-                assert family.launch_path or family.variant["op"] == "h2h", family.label
-            failing += [host.name] if result.regressed else []
-    assert failing == ["7c4433eed1b8"]
+            failing += [(host.name, [f.label for f in result.regressions])] if result.regressed else []
+    assert failing == []
 
 
 @pytest.mark.parametrize("kind", ["h200-x1", "h200-x2", "h200-x4"])

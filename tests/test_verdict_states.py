@@ -264,7 +264,7 @@ def test_a_launch_path_measured_while_the_host_was_slow_is_judged_and_says_so(tm
     verdicts = {v["family"]: v for v in json.loads((tmp_path / "v.json").read_text())[0]["families"]}
     (low,) = [v for v in verdicts.values() if v["verdict"] == "low"]
     assert code == 1 and low["family"] == "copy h2d pinned eager ce numa=local host->cuda:0 (launch path)"
-    assert any(cause.startswith("every trial at 3 of its") and "ran while the host was slow" in cause
+    assert any(cause.startswith("3 of its") and "ran while the host was slow" in cause
                for cause in low["causes"])
     assert any(cause.startswith("not the link: copy h2d pinned") for cause in low["causes"])
 

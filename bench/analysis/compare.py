@@ -16,7 +16,8 @@ class, read off the baseline's curve of that variant:
   variant's shortest (the fixed cost is most of the time). Eager on a GPU, such a family times
   the host's launch path (noise.launch_path);
 - the sizes in between, and copies the L2 holds (cache.py), are listed per size but not judged.
-A point whose every trial on one side ran while the host was slow is judged too (HOST_SLOW_NOISE).
+A point measured on one side while the host was slow (at its usual pace in fewer than two of its
+trials or rounds: results.slow_throughout) is judged too (HOST_SLOW_NOISE).
 
 A family's change D is the median over its sizes of y_current - y_baseline. It is a regression
 when D < log(1 - tolerance) - z * sigma * sqrt(c_m / m + c_n / n), for m baseline and n current
@@ -59,8 +60,9 @@ JUDGED_CLASSES = (LATENCY_BOUND, "bandwidth")
 # An eager latency-bound family with a side that never read the host's pace (runs before schema 4)
 # holds the host's moods in its trials: its declared noise, which is of trials read at the usual pace, twice.
 UNPACED_NOISE = 2.0
-# A family holding a point whose every trial on one side ran while the host was slow: judged, with
-# its declared noise this many times (the launch path's noise is the host's moods already).
+# A family holding a point measured on one side while the host was slow: judged, with its declared
+# noise this many times. A launch path's too: its noise is of the host's usual moods, read at its
+# usual pace (a spell moved two launch paths of one host 0.29x and 0.37x between its runs).
 HOST_SLOW_NOISE = 2.0
 
 
@@ -75,7 +77,7 @@ class PointChange:
     change: float               # relative change in performance: > 0 better, < 0 worse
     n_baseline: int             # runs
     n_current: int
-    host_slow: bool = False     # on one side, every trial ran while the host was slow
+    host_slow: bool = False     # on one side, measured while the host was slow (results.slow_throughout)
 
 
 @dataclass
@@ -197,8 +199,8 @@ def _median_spread(trials: pd.DataFrame) -> pd.Series:
 def point_levels(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     """One row per point: its POINT_KEYS, runs n, level y (median over runs of -log median time),
     how far a run's median of its trials could fall (trial_spread, log units, median over runs;
-    _median_spread), the |differences| of y between its runs (pairs), whether every trial of it
-    ran while the host was slow (host_slow) and whether any read the host's pace (paced), the
+    _median_spread), the |differences| of y between its runs (pairs), whether it was measured
+    while the host was slow (host_slow: results.slow_throughout) and whether any read the host's pace (paced), the
     value shown (median bandwidth, or time) and its metric. Each suite's rows as it asks to be
     judged (_judged), then of those the trials taken at the host's usual pace (results.usable_rows)."""
     rows = usable_rows(_judged(frame, catalog))
@@ -290,14 +292,13 @@ def trial_instability(rows: list[dict]) -> float:
 def _prior(rows: list[dict], key: dict, size_class: str, catalog: Catalog) -> float:
     """The family's declared sigma of one run: the launch path's where it is one; twice where an
     eager latency-bound side never read the host's pace (a device-side figure, held or graph,
-    reads none and needs none), or where a side measured a size only while the host was slow
-    (not the launch path: its noise is the host's already)."""
+    reads none and needs none), or where a side measured a size only while the host was slow."""
     launch = launch_path(key, size_class)
     prior = launch_path_noise(catalog, key) if launch else default_noise(catalog, key, size_class)
     eager_latency = size_class == LATENCY_BOUND and key.get("launch") == Launch.eager.value
     if eager_latency and not all(r["paced_base"] and r["paced_cur"] for r in rows):
         prior *= UNPACED_NOISE
-    if not launch and any(r["host_slow_base"] or r["host_slow_cur"] for r in rows):
+    if any(r["host_slow_base"] or r["host_slow_cur"] for r in rows):
         prior *= HOST_SLOW_NOISE
     return prior
 
@@ -476,8 +477,7 @@ def _markdown(result: Comparison) -> list[str]:
     slow = [p for p in result.points if p.host_slow and p.size_class in JUDGED_CLASSES]
     if slow:
         lines += [f"{len(slow)} point(s) measured only while the host was slow on one side (host_pace_s; "
-                  f"docs/method.md): judged, their families' noise {HOST_SLOW_NOISE:g}x (the launch path's is "
-                  "the host's already).", ""]
+                  f"docs/method.md): judged, their families' noise {HOST_SLOW_NOISE:g}x.", ""]
     lines += ["### Verdict per op", ""] + _verdict_table(result) + [""]
     largest = sorted(result.points, key=lambda p: abs(math.log1p(p.change)), reverse=True)[:5]
     lines += ["### Largest changes", ""] + _point_rows(largest) + [""]

@@ -84,8 +84,8 @@ def _fleet_points(matrix: RunMatrix, y: np.ndarray, value: np.ndarray, meta: dic
 
 def _aside(matrix: RunMatrix, survey: Survey, points: list[JudgedPoint]) -> np.ndarray:
     """runs x points: 0 where a run's figure is judged, else the ASIDE code of why not, as the
-    judge sets a run's points aside: on a host backend, a latency-bound point whose every trial
-    caught the host slow (a GPU's launch path is judged, moods and all); a run of schema 1."""
+    judge sets a run's points aside: on a host backend, a latency-bound point measured while the
+    host was slow (a GPU's launch path is judged, moods and all); a run of schema 1."""
     latency = np.array([p.size_class == LATENCY_BOUND for p in points])
     host = ~matrix.points["backend"].isin(GPU_BACKENDS).to_numpy()
     codes = np.zeros(matrix.y.shape, dtype=np.int8)

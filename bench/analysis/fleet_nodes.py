@@ -80,7 +80,7 @@ class RunMatrix:
     points: pd.DataFrame      # per point: POINT_KEYS, metric, and its FLAGS over the runs (any)
     y: np.ndarray             # runs x points: -log median time; NaN where the run has no figure
     value: np.ndarray         # GB/s, or time where the point has no bandwidth
-    slow: np.ndarray          # runs x points: every trial ran while the host was slow
+    slow: np.ndarray          # runs x points: measured while the host was slow (results.slow_throughout)
     failed: list[list[str]]   # per run: the variants whose data check failed
 
 

@@ -350,8 +350,8 @@ def _verdict(f: _Family, rows: pd.DataFrame, facts: causes.Facts, links: Mapping
         v.causes = causes.explain(facts, causes.subject(key, links, catalog, _notes(rows, key), judged_value, f.launch_path))
         slow = [p for p in judged if p.host_slow]
         if f.launch_path and slow:
-            v.causes.append(f"every trial at {len(slow)} of its {len(judged)} sizes ran while the host was slow "
-                            f"(host_pace_s above {PACE_SLACK}x its usual reading)")
+            v.causes.append(f"{len(slow)} of its {len(judged)} sizes ran while the host was slow "
+                            f"(host_pace_s above {PACE_SLACK}x its usual reading in all their trials but one at most)")
     return v
 
 

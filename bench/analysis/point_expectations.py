@@ -24,7 +24,7 @@ from bench.points import ALL, ROLE_KEYS, VARIANT_KEYS
 from bench.suite_view import LATENCY_BOUND, Catalog, view
 from bench.sizes import format_size
 
-HOST_SLOW = "every trial ran while the host was slow (host_pace_s): it measured the host's mood"
+HOST_SLOW = "it ran while the host was slow (host_pace_s, in all its trials but one at most): it measured the host's mood"
 OLDER = "made by an older xferbench (schema {}): its methods have changed since; run it again to judge it"
 OLDEST_JUDGED = 2   # schema 1's graph timings have changed since
 
@@ -70,7 +70,7 @@ class JudgedPoint:
     model_y: float = math.nan
     model_source: str = ""
     in_cache: bool = False        # an on-GPU copy the L2 holds (cache.py): no plateau of device memory
-    host_slow: bool = False       # every trial ran while the host was slow (results.slow_throughout)
+    host_slow: bool = False       # it ran while the host was slow (results.slow_throughout)
     on_ramp: bool = False         # its expectation interpolated along the reference's ramp (Curve.on_ramp)
     set_aside: bool = False       # judged by nothing: it measured the host, or by a method since changed
 
@@ -199,7 +199,7 @@ def judged_points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: 
             point.reason = f"{point.reason}; {why}" if why else ""
         # A copy the L2 holds reads the cache's state from one run to the next: the gate does not gate it either.
         resident = RESIDENT if record["cache_resident"] and point.size_class == "bandwidth" else ""
-        # On a host backend a latency-bound point whose every trial caught the host slow measured
+        # On a host backend a latency-bound point measured while the host was slow measured
         # its mood. A GPU's is judged: a launch path against the spread of hosts, moods and all
         # (its cause then says so), a device-side figure the device's whatever the host.
         point.host_slow = bool(record["host_slow"])

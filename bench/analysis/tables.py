@@ -24,8 +24,9 @@ CONCURRENT_COLUMNS = [*AT_ONCE_KEYS, "size_bytes", "when", "gpu", "gbps"]
 # busy host's stalls, a timer's floor), not a link's: an op bound by its bytes takes FLAT_SPAN x
 # as long, and a latency-heavy one's time still grows with them.
 FLAT_SPAN, FLAT_GROWTH = 16, 1.25
-CAVEATS = {"host slow": f"every trial at that latency-bound size ran while the host was slow (its pace over "
-                        f"{PACE_SLACK}x the run's usual: docs/method.md, \"The host's pace\"): its time is the host's",
+CAVEATS = {"host slow": f"that latency-bound size ran while the host was slow (its pace over {PACE_SLACK}x the "
+                        "run's usual in all its trials but one at most: docs/method.md, \"The host's pace\"): its "
+                        "time is the host's",
            "time flat": f"once off the op's latency, the time per op grew less than {FLAT_GROWTH:g}x over the sizes "
                         f"named ({FLAT_SPAN}x the bytes or more): a fixed cost set it (a busy host, a timer), not the "
                         "bytes, and the bandwidth quoted there is not the link's"}
@@ -101,8 +102,8 @@ class Curve(NamedTuple):
 
 def _caveat(curves: list[Curve], quoted: list[int], host_own: bool, curves_drawn: bool) -> str:
     """Why a series' figures at the `quoted` sizes are not the link's ('' for none), read off each
-    of its variants' `curves` with the gate's size classes: every trial at a latency-bound size it
-    quotes (where the host's pace sets the time) taken while the host was slow, unless the op
+    of its variants' `curves` with the gate's size classes: a latency-bound size it quotes (where
+    the host's pace sets the time) measured while the host was slow (results.slow_throughout), unless the op
     measures the host itself (`host_own`: its own threads slow the pace read after them); or, for
     a bandwidth against size (`curves_drawn`), a time per op that stopped growing with the bytes
     above the op's latency."""
