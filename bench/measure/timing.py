@@ -143,6 +143,8 @@ def grow(n: int, t: float, cfg: TimingConfig) -> int:
 # with the warm-up's, an independent reading; else a second reading must agree with it, as the
 # median of three asks of two, and a third decides where they disagree.
 AGREE_WITH_WARM_UP = 0.25
+
+
 def _agrees(t: float, reference: float) -> bool:
     return reference > 0 and abs(t / reference - 1) <= AGREE_WITH_WARM_UP
 
