@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from bench import lazy
 from bench.contract import Context
@@ -13,6 +13,15 @@ from bench.suites.copy.points import HostPlan, gpus_of, host_plan_for, sweep
 from bench.suites.copy.settings import Settings
 
 torch = lazy.module("torch")
+
+# A held copy's trials go round a ring of streams, a stream a trial: the hardware channel a CUDA
+# stream is given sets a small copy's pace, so one stream's figure is a draw and a ring's median
+# is the machine's (docs/method.md, "Eager and held").
+HELD_STREAMS = 8
+# Each GPU's buffers are at least this large: the caching allocator carves a small buffer out of
+# a segment it shares and gives a large one a segment of its own, and a small copy's pace differs
+# between the two, so a sweep of small sizes would not measure what the default sweep does.
+DEVICE_FLOOR_BYTES = 64 << 20
 
 
 class Store:
@@ -30,12 +39,12 @@ class Store:
 
     def device(self, gpu: int, name: str):
         if (gpu, name) not in self._device:
-            where = f"cuda:{gpu}"
+            where, size = f"cuda:{gpu}", max(self.sizes[gpu], DEVICE_FLOOR_BYTES)
             if name == "src":
                 seeded = torch.Generator(device=where).manual_seed(gpu + 1)
-                buf = torch.randint(0, 256, (self.sizes[gpu],), dtype=torch.uint8, device=where, generator=seeded)
+                buf = torch.randint(0, 256, (size,), dtype=torch.uint8, device=where, generator=seeded)
             else:
-                buf = torch.empty(self.sizes[gpu], dtype=torch.uint8, device=where)
+                buf = torch.empty(size, dtype=torch.uint8, device=where)
             self._device[gpu, name] = buf
         return self._device[gpu, name]
 
@@ -74,6 +83,7 @@ class CopyState:
     cpu_note: str = ""
     _store: Store | None = None
     _streams: Streams | None = None
+    _held: dict = field(default_factory=dict)
     _h2h: tuple | None = None
 
     @property
@@ -93,6 +103,12 @@ class CopyState:
         if self._streams is None:
             self._streams = Streams(self.ctx.gpu_count)
         return self._streams
+
+    def held_streams(self, gpu: int) -> list:
+        """The ring of streams a held copy's trials go round on `gpu` (made together, as Streams)."""
+        if gpu not in self._held:
+            self._held[gpu] = [torch.cuda.Stream(device=gpu) for _ in range(HELD_STREAMS)]
+        return self._held[gpu]
 
     def h2h(self) -> tuple:
         """A destination and a random source in host memory, of the sweep's largest size."""

@@ -18,7 +18,7 @@ from bench.measure.checks import same_data
 from bench.measure.lanes import Lane, SpanClock, Together, sync_all
 from bench.measure.timing import EventClock, HostClock
 from bench.results import Sample
-from bench.suites.copy.buffers import CopyState, Store
+from bench.suites.copy.buffers import HELD_STREAMS, CopyState, Store
 from bench.suites.copy.points import gpus_of
 from bench.suites.copy.settings import OPS
 
@@ -38,7 +38,16 @@ def _copies(dst, src, copy: Callable, n: int) -> None:
         copy(dst, src)
 
 
-def _bidir(h2d: tuple, d2h: tuple, pair: tuple, copy: Callable, n: int) -> dict:
+def _on_stream(dst, src, copy: Callable, streams: tuple, n: int) -> None:
+    """n copies on streams[0], forked from and joined to the current stream."""
+    cur, stream = torch.cuda.current_stream(), streams[0]
+    stream.wait_stream(cur)
+    with torch.cuda.stream(stream):
+        _copies(dst, src, copy, n)
+    cur.wait_stream(stream)
+
+
+def _bidir(h2d: tuple, d2h: tuple, copy: Callable, pair: tuple, n: int) -> dict:
     """n copies each way on two streams at once: the first copy of each, then the rest of each,
     so the second direction starts one launch after the first rather than after all of its
     copies are queued (a head start that cost 4% of a 256 MiB bidirectional peer copy), at two
@@ -58,6 +67,19 @@ def _bidir(h2d: tuple, d2h: tuple, pair: tuple, copy: Callable, n: int) -> dict:
     for _, _, stream in legs:
         cur.wait_stream(stream)
     return ends
+
+
+class _Ring:
+    """enqueue(streams, n) with the ring's next `width` streams at each call: each trial (and each
+    calibration reading) on streams of its own, the ring's streams in turn."""
+
+    def __init__(self, enqueue: Callable, ring: list, width: int) -> None:
+        self._enqueue, self._ring, self._width, self._next = enqueue, ring, width, 0
+
+    def __call__(self, n: int):
+        streams = tuple(self._ring[(self._next + k) % len(self._ring)] for k in range(self._width))
+        self._next += self._width
+        return self._enqueue(streams, n)
 
 
 # ---------------------------------------------------------------- measuring
@@ -133,15 +155,20 @@ def measure_alone(point: Point, ctx: Context, state: CopyState) -> list[Sample]:
     place = None if on_gpu else store.plan.places[gpu, point.numa]
     # Views are copied by Tensor.copy_, which runs torch's copy kernel on the SMs for them.
     copy = kernels.ce_copy if op.views else copier(point.engine)
-    if point.op == "bidir":
-        enqueue = partial(_bidir, legs[0], legs[1], tuple(state.streams(gpu)[1:3]), copy)
+    timing_cfg = ctx.timing
+    if point.launch == "held":
+        on_streams = partial(_bidir, *legs, copy) if point.op == "bidir" else partial(_on_stream, *legs[0], copy)
+        enqueue = _Ring(on_streams, state.held_streams(gpu), len(legs))
+        timing_cfg = replace(timing_cfg, trials=max(timing_cfg.trials, HELD_STREAMS))
+    elif point.op == "bidir":
+        enqueue = partial(_bidir, *legs, copy, tuple(state.streams(gpu)[1:3]))
     else:
         enqueue = partial(_copies, *legs[0], copy)
     with torch.cuda.device(gpu), _bound(place.cpus if place else frozenset()):
         # The host blocks in pageable copies: time them on the host.
         clock = HostClock(torch.cuda.synchronize) if point.memory == "pageable" else timing.device_clock(point.launch)
         timer = timing.measure_graph if point.launch == "graph" else timing.measure
-        trials = timer(enqueue, clock, ctx.timing)
+        trials = timer(enqueue, clock, timing_cfg)
         torch.cuda.synchronize()
     verified = all(same_data(dst, src) for dst, src in legs)
     note = resident_note(point.size_bytes, torch.cuda.get_device_properties(gpu).L2_cache_size) \
