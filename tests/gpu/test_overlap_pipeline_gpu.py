@@ -92,8 +92,10 @@ def test_pipeline_loops_stages_and_their_bottlenecks(xferbench):
     assert len(table) == 2 * len(pmodel.loops(settings, "cuda", 64 << 10))   # alone, the defaults; two sizes
     assert table.bottleneck.notna().all() and table.on.notna().all(), table
     assert (table.link_gbps[table["size"] == "4MiB"] > 10).all()
-    assert (table.of_link < 1.05).all(), table   # no loop delivers more than the link carries
-    assert (table.of_bound < 1.05).all(), table  # nor more than its slowest stages, timed in the same trials, allow
+    shown = table[["memory", "mode", "producer", "size", "gbps", "lo_gbps", "hi_gbps", "bottleneck", "on",
+                   "stage_gbps", "bound_gbps", "of_bound", "link_gbps", "of_link"]].to_string()
+    assert (table.of_link < 1.05).all(), shown   # no loop delivers more than the link carries
+    assert (table.of_bound < 1.05).all(), shown  # nor more than its slowest stages, timed in the same trials, allow
     assert (table.alone_gbps > 0).all(), table
     free = table[table["mode"].str.startswith("free")]
     assert len(free) == len(table) / 2
