@@ -370,28 +370,23 @@ class _Paced(psource.NumpySamples):
 
 def test_a_prefilled_queue_reads_at_the_producers_steady_rate_not_its_burst(monkeypatch):
     """2 workers, each making a batch of 2 samples in 40 ms: one batch every 20 ms steady. The
-    workers queue 4 batches while the loop waits; the warm-up drains them and the trials, cut
-    from one stream, read the steady rate."""
+    workers queue 4 batches while the loop waits, which then come at once; the warm-up drains
+    them, and the trials, cut from one stream, leave the workers no pause to queue more, so no
+    trial reads faster than the producer. (Trials restarted after a pause read 10.6 ms a batch.)
+    A busy machine only slows a trial: no upper bound here."""
     monkeypatch.setattr(psource, "NumpySamples", _Paced)
     settings = pmodel.Settings(min_trial_s=0.05, rounds=1)   # the three trials in one segment
     ctx = Context("cpu", TimingConfig(warmup=1, trials=3, min_trial_s=0.004), [1])
     feed = pfeed.Feed(2, 1024, pmodel.Loop(pmodel.Producer.numpy, workers=2), torch.device("cpu"))
     try:
         time.sleep(0.3)                      # the queue fills: 2 workers x prefetch_factor 2
-        start = time.perf_counter()
-        feed(2)
-        burst = (time.perf_counter() - start) / 2
-        time.sleep(0.3)
         trials = pmeasure.loop_stream(feed, pmeasure.Segment(round_timing(ctx, settings)))
         assert feed.correct()
     finally:
         feed.close()
     steady = 2 * _Paced.SAMPLE_S / 2
-    assert burst < steady / 2                # queued batches come at once ...
-    per_batch = sorted(t.per_op_s for t in trials)
-    # ... the stream does not: never faster than the producer (a busy test machine may slow it)
-    assert 0.85 * steady <= per_batch[len(per_batch) // 2] <= 2 * steady
     assert all(t.iters >= 2 * 4 for t in trials)   # each trial spans twice what the workers hold ahead
+    assert min(t.per_op_s for t in trials) >= 0.85 * steady
 
 
 def test_a_loop_on_one_thread_accounts_for_its_time_stage_by_stage():
