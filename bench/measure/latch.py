@@ -37,9 +37,7 @@ class HeldClock:
     when the host finished queuing: if so the latch gave way and launch gaps may show, `again`
     says so, and the next latch is longer. Each latch lasts twice the last trial's queuing time
     (agreed over ranks: every rank sleeps as long and retries alike). `before_start` runs first
-    (a barrier between ranks). Work of the trial on another GPU is latched there (`latch`), not
-    made to wait on this GPU's start: held behind that cross-GPU wait, the reverse leg of a
-    bidirectional peer copy ran 18% slower with every CPU busy (docs/method.md, "Eager and held").
+    (a barrier between ranks).
     """
 
     def __init__(self, before_start: Callable[[], None] = lambda: None,
@@ -48,7 +46,6 @@ class HeldClock:
         self.hold_s = FIRST_HOLD_S
         self.again = False
         self._start: torch.cuda.Event | None = None
-        self._latched: list[torch.cuda.Event] = []
         self._t0 = 0.0
 
     def start(self) -> None:
@@ -56,22 +53,11 @@ class HeldClock:
         torch.cuda._sleep(sleep_cycles(self.hold_s))
         self._start = torch.cuda.Event(enable_timing=True)
         self._start.record()
-        self._latched = []
         self._t0 = time.perf_counter()
-
-    def latch(self, stream: torch.cuda.Stream) -> torch.cuda.Event:
-        """Holds `stream` (of any GPU) as long as this trial's latch; returns the event recorded
-        behind it, where that stream's part of the trial starts."""
-        with torch.cuda.device(stream.device), torch.cuda.stream(stream):
-            torch.cuda._sleep(sleep_cycles(self.hold_s))
-            begin = torch.cuda.Event(enable_timing=True)
-            begin.record(stream)
-        self._latched.append(begin)
-        return begin
 
     def stop(self, part_events=None) -> tuple[float, dict[str, float]]:
         queued_s = time.perf_counter() - self._t0
-        gave_way = self._start.query() or any(begin.query() for begin in self._latched)
+        gave_way = self._start.query()
         end = torch.cuda.Event(enable_timing=True)
         end.record()
         end.synchronize()

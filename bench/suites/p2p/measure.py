@@ -14,7 +14,6 @@ from bench.measure.chase import NOTE as LATENCY_NOTE
 from bench.measure.chase import Chase
 from bench.measure.checks import same_data
 from bench.measure.lanes import Lane, SpanClock, Streams, Together, sync_all
-from bench.measure.latch import HeldClock
 from bench.measure.timing import EventClock
 from bench.results import Sample
 from bench.suites.p2p.buffers import P2PState
@@ -36,9 +35,8 @@ def _copy_once(dst, src, staging, s_src, s_dst, copy) -> None:
     s_src.wait_stream(s_dst)  # the next copy into `staging` waits for this one to be read
 
 
-def _enqueue(legs: list[tuple], clock: timing.Clock, n: int) -> dict:
-    """All legs at once, each on its source GPU's stream, forked from and joined to the current one
-    (held: a leg on another GPU is latched there, with no wait on this GPU before its copies).
+def _enqueue(legs: list[tuple], n: int) -> dict:
+    """All legs at once, each on its source GPU's stream, forked from and joined to the current one.
 
     The first copy of each leg is enqueued, then the rest of each, so a second leg starts one
     launch after the first rather than after all of the first's n launches: the span of a
@@ -48,9 +46,6 @@ def _enqueue(legs: list[tuple], clock: timing.Clock, n: int) -> dict:
     start.record(cur)
     parts = {}
     for name, (_, _, _, s_src, _, _) in legs:
-        if isinstance(clock, HeldClock) and s_src.device != cur.device:
-            parts[name] = [clock.latch(s_src)]
-            continue
         s_src.wait_event(start)
         begin = torch.cuda.Event(enable_timing=True)
         begin.record(s_src)
@@ -103,13 +98,12 @@ def measure_pair(point: Point, ctx: Context, state: P2PState) -> list[Sample]:
     if point.mode == "peer" and point.engine != "sm" and not torch.cuda.can_device_access_peer(i, j):
         note = "no peer access between these GPUs: the driver staged the copy"
     with torch.cuda.device(i):
-        clock = timing.device_clock(point.launch)
-        trials = timing.measure(partial(_enqueue, legs, clock), clock, ctx.timing)
+        trials = timing.measure(partial(_enqueue, legs), timing.device_clock(point.launch), ctx.timing)
         torch.cuda.synchronize(i)
         torch.cuda.synchronize(j)
     if point.launch == "held" and len(legs) > 1:
-        # Each direction timed on its own GPU from its first copy to its last: the cross-GPU wait
-        # that joins them is resolved by the driver, late when the host is busy.
+        # Each direction timed on its own GPU from its first copy to its last: the cross-GPU waits
+        # that start and join them are resolved by the driver, late when the host is busy.
         trials = [replace(t, time_s=max(t.parts.values())) for t in trials]
     verified = all(same_data(dst, src) for dst, src in checks)
     return trial_rows(point, trials, n * len(directions), 1.0, verified, note)
