@@ -2,6 +2,7 @@
 import datetime as dt
 import os
 import re
+import socket
 from dataclasses import replace
 from pathlib import Path
 
@@ -274,3 +275,16 @@ def test_a_distributed_suites_ranks_start_while_the_suite_before_it_measures(xfe
     code, err, _ = xferbench_in_process("suite=links", "sizes.max=64KiB", "collectives.ops=[all_reduce]")
     assert code == 0, err
     assert len(started) == 3 and started[-1][3] == 1 << 40
+
+
+def test_a_worlds_port_is_free_and_below_the_ports_outgoing_connections_are_given():
+    """Rank 0 listens on the port some seconds after it is picked: one from the ephemeral range
+    could be an outgoing connection's by then."""
+    from bench.driver import rank_group
+    below = int(rank_group.EPHEMERAL_PORTS.read_text().split()[0]) if rank_group.EPHEMERAL_PORTS.exists() else None
+    ports = {rank_group._free_port() for _ in range(5)}
+    for port in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))   # free: nothing listens on it
+        if below is not None and below > rank_group.LOWEST_PORT:
+            assert rank_group.LOWEST_PORT <= port < below

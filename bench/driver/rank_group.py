@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import pickle
+import random
 import signal
 import socket
 import subprocess
@@ -52,7 +53,25 @@ class RankFailed(RuntimeError):
     """A rank ended with an error; the message names it."""
 
 
+# The kernel hands ports of this range to outgoing connections: a port picked from it, free when
+# picked, may be some connection's before rank 0 listens on it (a 4x H200 run failed so: EADDRINUSE).
+EPHEMERAL_PORTS = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT = 20000
+
+
 def _free_port() -> int:
+    """A port nothing listens on, below the ephemeral range where the host says what that is."""
+    try:
+        below = int(EPHEMERAL_PORTS.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        below = LOWEST_PORT
+    for port in random.sample(range(LOWEST_PORT, max(LOWEST_PORT, below)), min(64, max(0, below - LOWEST_PORT))):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
