@@ -4,7 +4,7 @@ committed reference runs and small frames made from them."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -96,6 +96,19 @@ def _copies(times: dict[int, float], pace: dict[int, float], op: str = "h2d") ->
                    dst="cuda:0", algbw_gbps=size / t / 1e9, host_pace_s=pace.get(size, 1e-4), verified=True,
                    run_id="r")
             for size, t in times.items() for trial in range(5)]
+
+
+def test_summary_marks_a_slow_host_by_every_trial_not_by_the_trials_kept(cat):
+    """A spell slowed three trials of five of every d2h point; its other two read the host at its
+    usual pace (one quicker than usual). No point ran slow throughout, so no row is marked, as the
+    gate and the doctor judge them. (Read again on the trials kept, the usual pace is the quick
+    reading's, and h2d, read at the usual pace in every trial, was marked host slow.)"""
+    sizes = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20]
+    healthy = {s: 5e-6 + s / 50e9 for s in sizes}
+    spell = {0: 4e-4, 1: 4e-4, 2: 4e-4, 3: 0.7e-4, 4: 1e-4}
+    d2h = [replace(row, host_pace_s=spell[row.trial]) for row in _copies(healthy, {}, op="d2h")]
+    table = tables.summarize(samples_frame(_copies(healthy, {}) + d2h), cat)
+    assert set(table["op"]) == {"h2d", "d2h"} and "caveat" not in table.columns
 
 
 def test_summary_marks_rows_a_slow_host_or_a_flat_time_set(x2, cat):

@@ -12,7 +12,7 @@ from bench.analysis.scaling import TITLE as SCALING_TITLE
 from bench.analysis.scaling import format_scaling, scaling_table
 from bench.ops import every
 from bench.points import AT_ONCE_KEYS, ENDS, SERIES_KEYS, VARIANT_KEYS
-from bench.results import PACE_SLACK, host_slow, usable_rows
+from bench.results import PACE_SLACK, slow_throughout, usable_rows
 from bench.sizes import format_size
 
 np = lazy.module("numpy")
@@ -37,6 +37,8 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     On-GPU copies in or near L2 give no peak (bench.analysis.cache); a variant with no other
     size says so in peak_note."""
     ok = usable_rows(frame)
+    # the gate's and the doctor's rule, read on every trial of a point, not only the ones kept
+    throughout = slow_throughout(frame[(frame["status"] == "ok") & (frame["part"] == "total")])
     timed = {(suite, op.name) for suite, op in every(catalog) if not op.bandwidth}
     # no bandwidth: the suites' latency tables have them
     ok = ok[[key not in timed for key in zip(ok["suite"], ok["op"])]]
@@ -48,7 +50,7 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     for suite in ok["suite"].unique():
         mine = (ok["suite"] == suite).to_numpy()
         bandwidth[mine] = ok.loc[mine, view(catalog, suite).bandwidth]
-    ok = ok.assign(bw=bandwidth, host_slow=host_slow(ok), short=short_of_hbm(ok, catalog))
+    ok = ok.assign(bw=bandwidth, host_slow=throughout.reindex(ok.index, fill_value=False), short=short_of_hbm(ok, catalog))
     per_size = ok.groupby([*SERIES_KEYS, "size_bytes"], sort=False).agg(
         bw=("bw", "median"), t=("time_s", "median"), short=("short", "min")).reset_index()
     per_size = ((keys, rows.set_index("size_bytes").sort_index())
