@@ -4,8 +4,8 @@
 For the runs given (e.g. three runs of one host and one made while every CPU was busy), each
 GPU op variant at sizes up to --max-size: its time per op in each run, launched eager (the launch
 path) and held behind a latch (the device's own time), and how far each run is from the runs'
-median. Prints a Markdown table and, per launch, the share of points whose every run is within
---within of that median. Exit 0 when every held point is, 1 when not, 2 on unusable input.
+median. Prints a Markdown table, per held family (suite, op, mode) how many of its points have
+every run within --within of that median and the farthest, and per launch the share of points. Exit 0 when every held point is, 1 when not, 2 on unusable input.
 
   python scripts/launch_study.py RUN_1 RUN_2 RUN_3 RUN_BUSY [--max-size 64KiB] [--within 0.05]
 """
@@ -29,12 +29,18 @@ def per_op_us(rows: pd.DataFrame, max_size: int) -> pd.DataFrame:
     return (keep.groupby(keys, dropna=False)["time_s"].median() * 1e6).unstack("run_id")
 
 
+def family(info: dict) -> str:
+    """A held point's family in the study's tally: its suite, op and mode."""
+    return " ".join(str(info[k]) for k in ("suite", "op", "mode") if isinstance(info[k], str) and info[k] not in ("", "default"))
+
+
 def study(rows: pd.DataFrame, max_size: int, within: float) -> tuple[list[str], dict[str, float]]:
     times = per_op_us(rows, max_size)
     runs = list(times.columns)
     lines = [f"| op | size | launch | {' | '.join(runs)} | farthest from median |",
              "|---|---|---|" + "---|" * len(runs) + "---|"]
     held_ok: dict[str, list[bool]] = {"eager": [], "held": []}
+    families: dict[str, list[float]] = {}
     for key, row in times.iterrows():
         values = row.dropna()
         if len(values) < 2:
@@ -43,9 +49,14 @@ def study(rows: pd.DataFrame, max_size: int, within: float) -> tuple[list[str], 
         far = float((values / median - 1).abs().max())
         info = dict(zip(times.index.names, key))
         held_ok[info["launch"]].append(far <= within)
+        if info["launch"] == "held":
+            families.setdefault(family(info), []).append(far)
         cells = " | ".join(f"{row[r]:.2f}" if pd.notna(row[r]) else "" for r in runs)
         lines.append(f"| {variant_label(info)} | {format_size(int(info['size_bytes']))} | {info['launch']} | "
                      f"{cells} | {far:+.1%} |".replace("+", "±"))
+    lines.append("")
+    lines += [f"held {name}: {sum(f <= within for f in fars)} of {len(fars)} within ±{within:.0%}, farthest {max(fars):.1%}"
+              for name, fars in sorted(families.items())]
     shares = {launch: sum(ok) / len(ok) for launch, ok in held_ok.items() if ok}
     return lines, shares
 
