@@ -4,7 +4,6 @@ runs xferbench without srun. Real processes over gloo; only global rank 0 writes
 world sizes in one run, drawn against the GPU count."""
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -17,18 +16,13 @@ from bench.analysis.figures.style import Canvas, with_bandwidth
 from bench.analysis.runs import palette, with_series
 from bench.cli.common import catalog
 from bench.driver.launcher import Layout, device_index, launcher_layout
+from bench.driver.rank_group import _free_port
 from bench.results import load, usable_rows
 from bench.suites.collectives.points import transport_env
 from bench.suites.collectives.reading import _per_world, scaling_figure
 from conftest import env, xferbench_cmd
 
 TINY = ("suite=collectives", "collectives.ops=[all_reduce]", "sizes.max=64B", "timing.trials=2")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _start_all(commands: list[list[str]], envs: list[dict], cwd) -> list[subprocess.CompletedProcess]:

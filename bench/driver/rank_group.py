@@ -65,7 +65,8 @@ def _free_port() -> int:
         below = int(EPHEMERAL_PORTS.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         below = LOWEST_PORT
-    for port in random.sample(range(LOWEST_PORT, max(LOWEST_PORT, below)), min(64, max(0, below - LOWEST_PORT))):
+    candidates = range(LOWEST_PORT, below)   # none where the range starts at LOWEST_PORT or below
+    for port in random.sample(candidates, min(64, len(candidates))):
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
