@@ -37,7 +37,8 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     On-GPU copies in or near L2 give no peak (bench.analysis.cache); a variant with no other
     size says so in peak_note."""
     ok = usable_rows(frame)
-    # the gate's and the doctor's rule, read on every trial of a point, not only the ones kept
+    # results.slow_throughout read on every trial of a point, not only on the ones kept (the gate
+    # and the doctor still read it on those: usual pace and all, from the kept trials alone)
     throughout = slow_throughout(frame[(frame["status"] == "ok") & (frame["part"] == "total")])
     timed = {(suite, op.name) for suite, op in every(catalog) if not op.bandwidth}
     # no bandwidth: the suites' latency tables have them
