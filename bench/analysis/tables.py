@@ -37,8 +37,7 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     On-GPU copies in or near L2 give no peak (bench.analysis.cache); a variant with no other
     size says so in peak_note."""
     ok = usable_rows(frame)
-    # results.slow_throughout read on every trial of a point, not only on the ones kept (the gate
-    # and the doctor still read it on those: usual pace and all, from the kept trials alone)
+    # read on every trial of a point (the gate and the doctor still read the trials kept alone)
     throughout = slow_throughout(frame[(frame["status"] == "ok") & (frame["part"] == "total")])
     timed = {(suite, op.name) for suite, op in every(catalog) if not op.bandwidth}
     # no bandwidth: the suites' latency tables have them
