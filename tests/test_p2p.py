@@ -54,3 +54,38 @@ def test_matrix_is_peak_of_medians():
             for t, bw in enumerate((base * scale, base * scale * 1.02, base * scale * 0.5))]
     matrix = matrices(pd.DataFrame([r.__dict__ for r in rows]))["uni peer"]
     assert matrix.loc["cuda:0", "cuda:1"] == 100.0 and matrix.loc["cuda:1", "cuda:0"] == 50.0
+
+
+def test_held_staged_copies_without_the_drivers_flags_are_skipped_with_the_reason(monkeypatch):
+    from bench.measure import flags
+    from bench.suites.p2p.measure import measure_pair
+
+    def no_driver(name, *args, **kwargs):
+        raise OSError(f"{name}: cannot open shared object file")
+    flags._driver.cache_clear()
+    monkeypatch.setattr(flags.ctypes, "CDLL", no_driver)
+    try:
+        point = next(p for p in P2P.points(p2p.Settings(pairs="ring", ops=["uni"], modes=["staged"], engine=["ce"]),
+                                           Context("cuda", TimingConfig(), [4096], gpu_count=2, launches=("held",),
+                                                   held_max_bytes=4096))
+                     if p.launch == "held")
+        (row,) = measure_pair(point, None, None)
+    finally:
+        flags._driver.cache_clear()
+    assert row.status == "skipped"
+    assert row.note == ("held staged copies need the driver's stream memory operations: "
+                        "no CUDA driver library (libcuda.so.1): libcuda.so.1: cannot open shared object file")
+
+
+def test_a_driver_without_stream_memory_operations_is_named(monkeypatch):
+    from bench.measure import flags
+
+    class OldDriver:
+        cuStreamWriteValue32 = type("Fn", (), {})()
+    flags._driver.cache_clear()
+    monkeypatch.setattr(flags.ctypes, "CDLL", lambda name: OldDriver())
+    try:
+        with pytest.raises(flags.FlagsUnavailable, match="the CUDA driver has no cuStreamWaitValue32"):
+            flags.require()
+    finally:
+        flags._driver.cache_clear()

@@ -73,6 +73,9 @@ def test_p2p_matrix(xferbench):
     assert proc.returncode == 0, proc.stderr
     df = load(runs)
     assert df.verified.all() and set(df["mode"]) == {"peer", "staged"}
+    # Held staged copies hand off through the driver's flags in host memory (bench/measure/flags.py).
+    staged = df[df["mode"] == "staged"]
+    assert set(staged.launch) == {"eager", "held"} and (staged.status == "ok").all(), staged.note.unique()
     assert "rows src, columns dst" in proc.stdout
     # Held peer copies are one cudaMemcpyAsync each, without torch's joins of both GPUs' streams.
     small = df[(df.size_bytes == 4096) & (df.op == "uni") & (df["mode"] == "peer") & (df.part == "total")]

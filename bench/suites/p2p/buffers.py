@@ -4,6 +4,7 @@ from __future__ import annotations
 from bench import lazy
 from bench.contract import Context
 from bench.measure import kernels
+from bench.measure.flags import HostFlags
 from bench.measure.chase import RING_BYTES
 from bench.measure.lanes import Streams
 
@@ -13,8 +14,8 @@ torch = lazy.module("torch")
 class P2PState:
     """One run's buffers and streams, made as points need them: per GPU its largest-size src
     (random bytes, seeded per GPU so that one GPU's data cannot pass for another's), dst and
-    gather (a slot per peer, for all_to_one); pinned host staging per direction; a stream per
-    GPU and direction; pointer-chase rings; the lanes' streams."""
+    gather (a slot per peer, for all_to_one); pinned host staging per direction and its hand-off
+    flags; a stream per GPU and direction; pointer-chase rings; the lanes' streams."""
 
     def __init__(self, ctx: Context) -> None:
         self.size, self.gpus = max(ctx.sizes), ctx.gpu_count
@@ -22,6 +23,7 @@ class P2PState:
         self._buffers: dict[tuple[str, int | None], object] = {}
         self._streams: dict[tuple[int, str], object] = {}
         self._rings: dict[int, object] = {}
+        self._flags: dict[str, HostFlags] = {}
 
     def buffer(self, name: str, device: int | None):
         key = (name, device)
@@ -42,6 +44,12 @@ class P2PState:
         if (device, direction) not in self._streams:
             self._streams[device, direction] = torch.cuda.Stream(device=device)
         return self._streams[device, direction]
+
+    def flags(self, direction: str) -> HostFlags:
+        """A direction's staged hand-offs: word 0 its first leg done, word 1 its second."""
+        if direction not in self._flags:
+            self._flags[direction] = HostFlags(2)
+        return self._flags[direction]
 
     def ring(self, gpu: int):
         if gpu not in self._rings:

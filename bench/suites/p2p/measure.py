@@ -9,7 +9,7 @@ from functools import partial
 
 from bench import lazy
 from bench.contract import Context, Point, trial_rows
-from bench.measure import cudart, kernels, timing
+from bench.measure import cudart, flags, kernels, timing
 from bench.measure.chase import NOTE as LATENCY_NOTE
 from bench.measure.chase import Chase
 from bench.measure.checks import same_data
@@ -21,7 +21,7 @@ from bench.suites.p2p.buffers import P2PState
 torch = lazy.module("torch")
 
 
-def _copy_once(dst, src, staging, s_src, s_dst, copy) -> None:
+def _copy_once(dst, src, staging, s_src, s_dst, copy, hand_off) -> None:
     """One copy src -> dst, direct (with `copy`) or via `staging`; it ends on the source GPU's stream."""
     if staging is None:
         with torch.cuda.stream(s_src):
@@ -29,10 +29,16 @@ def _copy_once(dst, src, staging, s_src, s_dst, copy) -> None:
         return
     with torch.cuda.stream(s_src):
         staging.copy_(src, non_blocking=True)
-    s_dst.wait_stream(s_src)
+    hand_off(s_src, s_dst, 0)
     with torch.cuda.stream(s_dst):
         dst.copy_(staging, non_blocking=True)
-    s_src.wait_stream(s_dst)  # the next copy into `staging` waits for this one to be read
+    hand_off(s_dst, s_src, 1)  # the next copy into `staging` waits for this one to be read
+
+
+def _torch_hand_off(done, then, word: int) -> None:
+    """torch's hand-off between GPUs, an event: what an eager torch program pays. Held staged
+    copies hand off through a word in host memory instead (bench/measure/flags.py says why)."""
+    then.wait_stream(done)
 
 
 def _enqueue(legs: list[tuple], n: int) -> dict:
@@ -45,7 +51,7 @@ def _enqueue(legs: list[tuple], n: int) -> dict:
     start = torch.cuda.Event(enable_timing=True)
     start.record(cur)
     parts = {}
-    for name, (_, _, _, s_src, _, _) in legs:
+    for name, (_, _, _, s_src, _, _, _) in legs:
         s_src.wait_event(start)
         begin = torch.cuda.Event(enable_timing=True)
         begin.record(s_src)
@@ -54,13 +60,13 @@ def _enqueue(legs: list[tuple], n: int) -> dict:
         for _, leg in legs:
             for _ in range(count):
                 _copy_once(*leg)
-    for name, (_, _, _, s_src, _, _) in legs:
+    for name, (_, _, _, s_src, _, _, _) in legs:
         end = torch.cuda.Event(enable_timing=True)
         end.record(s_src)
         parts[name] = (parts[name][0], end)
     # Join only once every leg is enqueued: torch orders a cross-GPU copy after the destination
     # GPU's current stream, so an early join would queue the reverse leg behind the forward one.
-    for _, (_, _, _, s_src, _, _) in legs:
+    for _, (_, _, _, s_src, _, _, _) in legs:
         cur.wait_stream(s_src)
     return parts if len(legs) > 1 else {}
 
@@ -85,14 +91,18 @@ def measure_pair(point: Point, ctx: Context, state: P2PState) -> list[Sample]:
     copy = _copier(point)
     if copy is None:
         return [point.skipped(f"held peer copies need cudaMemcpyAsync: {_no_cudart()}")]
+    held_staged = point.launch == "held" and point.mode == "staged"
+    if held_staged and (why := _no_flags()):
+        return [point.skipped(f"held staged copies need the driver's stream memory operations: {why}")]
     legs, checks = [], []
     for name, a, b in directions:
+        hand_off = state.flags(name).hand_off if held_staged else _torch_hand_off
         dst, src = state.buffer("dst", b)[:n], state.buffer("src", a)[:n]
         staging = state.buffer(f"host_{name}", None)[:n] if point.mode == "staged" else None
         if copy is cudart.copy:
             kernels.ce_copy(dst, src)   # torch enables peer access as it copies; cudaMemcpyAsync alone would not
         dst.zero_()
-        legs.append((name, (dst, src, staging, state.stream(a, name), state.stream(b, name), copy)))
+        legs.append((name, (dst, src, staging, state.stream(a, name), state.stream(b, name), copy, hand_off)))
         checks.append((dst, src))
     note = ""
     if point.mode == "peer" and point.engine != "sm" and not torch.cuda.can_device_access_peer(i, j):
@@ -124,6 +134,14 @@ def _no_cudart() -> str:
     try:
         cudart.require()
     except cudart.CudartUnavailable as exc:
+        return str(exc)
+    return ""
+
+
+def _no_flags() -> str:
+    try:
+        flags.require()
+    except flags.FlagsUnavailable as exc:
         return str(exc)
     return ""
 

@@ -49,9 +49,8 @@ def sweep(s: Settings, ctx: Context) -> list[Point]:
                         if engine == "sm" and (mode != "peer" or size not in machine or (i, j) not in per_link):
                             continue  # a kernel copies directly, at whole-machine sizes
                         # A copy engine's pair copies can be held (p2p/measure.py); a kernel runs eager.
-                        # Staged, held on one pair per link class: its hand-off between the GPUs runs
-                        # at one of two paces trial by trial (docs/method.md), and each GPU's own
-                        # host link is the copy suite's.
+                        # Staged, held on one pair per link class: each GPU's own host link is the
+                        # copy suite's, and the hand-off between them (a flag in host memory) the class's.
                         held = engine == "ce" and (mode == "peer" or (i, j) in per_link)
                         out += [Point(name, op, size, memory="device", mode=mode, backend="cuda", src=f"cuda:{i}",
                                       dst=f"cuda:{j}", launch=launch, engine=engine)

@@ -1,0 +1,67 @@
+"""A hand-off between two GPUs' streams through a word of pinned host memory: the CUDA driver's
+stream memory operations, cuStreamWriteValue32 after one stream's work and cuStreamWaitValue32
+before the other's.
+
+torch's hand-off, an event recorded on one GPU's stream and waited on by the other's, runs at one
+of two paces, chosen trial by trial where no program sees it (docs/method.md, "Eager and held"): a
+held figure through it is a coin toss between them. A word in host memory is what GPUs without
+peer access signal each other through, and its pace holds from trial to trial and process to
+process. The driver is the library torch itself runs on (libcuda.so.1, loaded once per process).
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+from bench import lazy
+
+torch = lazy.module("torch")
+
+WAIT_GEQ = 0        # CU_STREAM_WAIT_VALUE_GEQ: (int32)(*word - value) >= 0, so the count may wrap
+WRITE_DEFAULT = 0   # CU_STREAM_WRITE_VALUE_DEFAULT: the write waits for the stream's earlier writes
+
+
+class FlagsUnavailable(RuntimeError):
+    """The CUDA driver here has no stream memory operations; the message says so in one line."""
+
+
+@functools.cache
+def _driver() -> tuple:
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        raise FlagsUnavailable(f"no CUDA driver library (libcuda.so.1): {exc}") from None
+    fns = []
+    for name in ("cuStreamWriteValue32", "cuStreamWaitValue32"):
+        fn = getattr(lib, f"{name}_v2", None) or getattr(lib, name, None)
+        if fn is None:
+            raise FlagsUnavailable(f"the CUDA driver has no {name}: a driver older than CUDA 8")
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+        fn.restype = ctypes.c_int
+        fns.append(fn)
+    return tuple(fns)
+
+
+def require() -> None:
+    """FlagsUnavailable unless the driver's stream memory operations can be called here."""
+    _driver()
+
+
+class HostFlags:
+    """Words of pinned host memory, each a count that one stream raises and another waits for."""
+
+    def __init__(self, words: int) -> None:
+        self._words = torch.zeros(words, dtype=torch.int32, pin_memory=True)
+        self._counts = [0] * words
+
+    def hand_off(self, done, then, word: int) -> None:
+        """Work queued on stream `then` after this waits for the work queued on `done` so far."""
+        write, wait = _driver()
+        self._counts[word] += 1
+        count = self._counts[word] & 0xFFFFFFFF
+        address = self._words.data_ptr() + 4 * word
+        for stream, call, flags in ((done, write, WRITE_DEFAULT), (then, wait, WAIT_GEQ)):
+            with torch.cuda.device(stream.device):
+                code = call(stream.cuda_stream, address, count, flags)
+            if code:
+                raise FlagsUnavailable(f"{call.__name__} failed on {stream.device}: CUresult {code}")
