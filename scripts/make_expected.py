@@ -6,7 +6,7 @@ newest version, and for a role that version does not measure, of the newest vers
 (bench.analysis.causes.NCCL_LIMITS), and its command line set nothing that changes what is
 measured (only out_dir, run_id, progress, resume, instance, device, suite); of those, per
 instance and set of suites, the runs of the version of its newest one (the method it measured with,
-bench.measure.METHOD, recorded or listed in results/reference/methods.json; else its commit).
+bench.measure.METHOD, listed in results/reference/methods.json or recorded; else its commit).
 Every other run is listed with the reason it was left out. Each class's table stands on the
 hosts its runs came from (bench.hosts.host_id; several runs of one host count as one host for the
 spread between hosts): it prints, per class and role, the runs and hosts behind it. Run from the
@@ -53,9 +53,10 @@ METHODS: dict[str, str] = json.loads(_LISTED.read_text())["runs"] if _LISTED.exi
 
 def _version(run: Path, meta: dict) -> str:
     """The version a run's figures belong to: the method it measured with (bench.measure.METHOD),
-    recorded or listed in results/reference/methods.json; else its tool's commit."""
+    listed in results/reference/methods.json (which corrects a run whose code measured otherwise
+    than it recorded) or recorded; else its tool's commit."""
     tool = meta.get("tool") or {}
-    return str(tool.get("method") or METHODS.get("/".join(Path(run).parts[-2:])) or tool.get("git_commit", ""))
+    return str(METHODS.get("/".join(Path(run).parts[-2:])) or tool.get("method") or tool.get("git_commit", ""))
 
 
 def versions(candidates: list[tuple[Path, dict]], label=_label) -> list[list[Path]]:

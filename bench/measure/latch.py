@@ -24,6 +24,10 @@ HOLD_TRIES = 4    # a trial whose latch gave way is run again, with a longer lat
 # host mood needs averaging out, and every op of a trial waits in the stream's launch queue.
 HELD_TRIAL_SHARE = 1 / 8   # of min_trial_s
 HELD_MAX_OPS = 256
+# A held copy's trials go round a ring of streams, a stream a trial (at least this many trials): the
+# hardware channel a CUDA stream is given sets a small copy's pace, so one stream's figure is a draw
+# and a ring's median is the machine's (docs/method.md, "Eager and held").
+HELD_STREAMS = 8
 _SLEEP_HZ: dict[int, float] = {}   # each GPU's cycles per second of torch.cuda._sleep's spin
 
 

@@ -8,16 +8,13 @@ from bench import lazy
 from bench.contract import Context
 from bench.measure import kernels, numa
 from bench.measure.chase import RING_BYTES
+from bench.measure.latch import HELD_STREAMS
 from bench.measure.lanes import Streams
 from bench.suites.copy.points import HostPlan, gpus_of, host_plan_for, sweep
 from bench.suites.copy.settings import Settings
 
 torch = lazy.module("torch")
 
-# A held copy's trials go round a ring of streams, a stream a trial: the hardware channel a CUDA
-# stream is given sets a small copy's pace, so one stream's figure is a draw and a ring's median
-# is the machine's (docs/method.md, "Eager and held").
-HELD_STREAMS = 8
 # Each GPU's buffers are at least this large: the caching allocator carves a small buffer out of
 # a segment it shares and gives a large one a segment of its own, and a small copy's pace differs
 # between the two, so a sweep of small sizes would not measure what the default sweep does.

@@ -16,9 +16,10 @@ from bench.measure.chase import NOTE as LATENCY_NOTE
 from bench.measure.chase import Chase
 from bench.measure.checks import same_data
 from bench.measure.lanes import Lane, SpanClock, Together, sync_all
+from bench.measure.latch import HELD_STREAMS
 from bench.measure.timing import EventClock, HostClock
 from bench.results import Sample
-from bench.suites.copy.buffers import HELD_STREAMS, CopyState, Store
+from bench.suites.copy.buffers import CopyState, Store
 from bench.suites.copy.points import gpus_of
 from bench.suites.copy.settings import OPS
 

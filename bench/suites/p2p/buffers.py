@@ -15,13 +15,13 @@ class P2PState:
     """One run's buffers and streams, made as points need them: per GPU its largest-size src
     (random bytes, seeded per GPU so that one GPU's data cannot pass for another's), dst and
     gather (a slot per peer, for all_to_one); pinned host staging per direction and its hand-off
-    flags; a stream per GPU and direction; pointer-chase rings; the lanes' streams."""
+    flags; streams per GPU and direction; pointer-chase rings; the lanes' streams."""
 
     def __init__(self, ctx: Context) -> None:
         self.size, self.gpus = max(ctx.sizes), ctx.gpu_count
         self.lanes = Streams(ctx.gpu_count)
         self._buffers: dict[tuple[str, int | None], object] = {}
-        self._streams: dict[tuple[int, str], object] = {}
+        self._streams: dict[tuple[int, str], list] = {}
         self._rings: dict[int, object] = {}
         self._flags: dict[str, HostFlags] = {}
 
@@ -39,11 +39,12 @@ class P2PState:
             self._buffers[key] = buf
         return self._buffers[key]
 
-    def stream(self, device: int, direction: str):
-        """A stream per GPU and direction: the two legs of a bidirectional copy share none."""
-        if (device, direction) not in self._streams:
-            self._streams[device, direction] = torch.cuda.Stream(device=device)
-        return self._streams[device, direction]
+    def streams(self, device: int, direction: str, count: int) -> list:
+        """`count` streams of a GPU and direction (a held copy's ring, else one): the two legs of a
+        bidirectional copy share none."""
+        ring = self._streams.setdefault((device, direction), [])
+        ring += [torch.cuda.Stream(device=device) for _ in range(count - len(ring))]
+        return ring[:count]
 
     def flags(self, direction: str) -> HostFlags:
         """A direction's staged hand-offs: word 0 its first leg done, word 1 its second."""

@@ -14,6 +14,7 @@ from bench.measure.chase import NOTE as LATENCY_NOTE
 from bench.measure.chase import Chase
 from bench.measure.checks import same_data
 from bench.measure.lanes import Lane, SpanClock, Streams, Together, sync_all
+from bench.measure.latch import HELD_STREAMS
 from bench.measure.timing import EventClock
 from bench.results import Sample
 from bench.suites.p2p.buffers import P2PState
@@ -71,6 +72,19 @@ def _enqueue(legs: list[tuple], n: int) -> dict:
     return parts if len(legs) > 1 else {}
 
 
+class _RingOfStreams:
+    """_enqueue with each leg on the next streams of its GPUs' rings at each call: a held copy's
+    trials each on streams of their own (latch.HELD_STREAMS says why), an eager one's on one."""
+
+    def __init__(self, legs: list[tuple]) -> None:
+        self._legs, self._calls = legs, 0
+
+    def __call__(self, n: int) -> dict:
+        k, self._calls = self._calls, self._calls + 1
+        return _enqueue([(name, (dst, src, staging, srcs[k % len(srcs)], dsts[k % len(dsts)], copy, hand_off))
+                         for name, (dst, src, staging, srcs, dsts, copy, hand_off) in self._legs], n)
+
+
 def _gpu(name: str) -> int:
     return int(name.split(":")[1])
 
@@ -94,7 +108,7 @@ def measure_pair(point: Point, ctx: Context, state: P2PState) -> list[Sample]:
     held_staged = point.launch == "held" and point.mode == "staged"
     if held_staged and (why := _no_flags()):
         return [point.skipped(f"held staged copies need the driver's stream memory operations: {why}")]
-    legs, checks = [], []
+    legs, checks, ring = [], [], HELD_STREAMS if point.launch == "held" else 1
     for name, a, b in directions:
         hand_off = state.flags(name).hand_off if held_staged else _torch_hand_off
         dst, src = state.buffer("dst", b)[:n], state.buffer("src", a)[:n]
@@ -102,13 +116,15 @@ def measure_pair(point: Point, ctx: Context, state: P2PState) -> list[Sample]:
         if copy is cudart.copy:
             kernels.ce_copy(dst, src)   # torch enables peer access as it copies; cudaMemcpyAsync alone would not
         dst.zero_()
-        legs.append((name, (dst, src, staging, state.stream(a, name), state.stream(b, name), copy, hand_off)))
+        rings = (state.streams(a, name, ring), state.streams(b, name, ring))
+        legs.append((name, (dst, src, staging, *rings, copy, hand_off)))
         checks.append((dst, src))
     note = ""
     if point.mode == "peer" and point.engine != "sm" and not torch.cuda.can_device_access_peer(i, j):
         note = "no peer access between these GPUs: the driver staged the copy"
+    timing_cfg = replace(ctx.timing, trials=max(ctx.timing.trials, ring))
     with torch.cuda.device(i):
-        trials = timing.measure(partial(_enqueue, legs), timing.device_clock(point.launch), ctx.timing)
+        trials = timing.measure(_RingOfStreams(legs), timing.device_clock(point.launch), timing_cfg)
         torch.cuda.synchronize(i)
         torch.cuda.synchronize(j)
     if point.launch == "held" and len(legs) > 1:
