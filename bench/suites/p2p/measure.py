@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from functools import partial
+from typing import Callable, NamedTuple
 
 from bench import lazy
 from bench.contract import Context, Point, trial_rows
@@ -22,18 +23,30 @@ from bench.suites.p2p.buffers import P2PState
 torch = lazy.module("torch")
 
 
-def _copy_once(dst, src, staging, s_src, s_dst, copy, hand_off) -> None:
-    """One copy src -> dst, direct (with `copy`) or via `staging`; it ends on the source GPU's stream."""
-    if staging is None:
-        with torch.cuda.stream(s_src):
-            copy(dst, src)
+class _Leg(NamedTuple):
+    """One direction of a pair copy: src -> dst, direct (with `copy`) or via `staging` in host
+    memory, handed between the GPUs' streams by `hand_off`."""
+    dst: object
+    src: object
+    staging: object
+    s_src: object
+    s_dst: object
+    copy: Callable
+    hand_off: Callable
+
+
+def _copy_once(leg: _Leg) -> None:
+    """One copy of the leg; it ends on the source GPU's stream."""
+    if leg.staging is None:
+        with torch.cuda.stream(leg.s_src):
+            leg.copy(leg.dst, leg.src)
         return
-    with torch.cuda.stream(s_src):
-        staging.copy_(src, non_blocking=True)
-    hand_off(s_src, s_dst, 0)
-    with torch.cuda.stream(s_dst):
-        dst.copy_(staging, non_blocking=True)
-    hand_off(s_dst, s_src, 1)  # the next copy into `staging` waits for this one to be read
+    with torch.cuda.stream(leg.s_src):
+        leg.staging.copy_(leg.src, non_blocking=True)
+    leg.hand_off(leg.s_src, leg.s_dst, 0)
+    with torch.cuda.stream(leg.s_dst):
+        leg.dst.copy_(leg.staging, non_blocking=True)
+    leg.hand_off(leg.s_dst, leg.s_src, 1)  # the next copy into `staging` waits for this one to be read
 
 
 def _torch_hand_off(done, then, word: int) -> None:
@@ -42,7 +55,7 @@ def _torch_hand_off(done, then, word: int) -> None:
     then.wait_stream(done)
 
 
-def _enqueue(legs: list[tuple], n: int) -> dict:
+def _enqueue(legs: list[tuple[str, _Leg]], n: int) -> dict:
     """All legs at once, each on its source GPU's stream, forked from and joined to the current one.
 
     The first copy of each leg is enqueued, then the rest of each, so a second leg starts one
@@ -52,37 +65,38 @@ def _enqueue(legs: list[tuple], n: int) -> dict:
     start = torch.cuda.Event(enable_timing=True)
     start.record(cur)
     parts = {}
-    for name, (_, _, _, s_src, _, _, _) in legs:
-        s_src.wait_event(start)
+    for name, leg in legs:
+        leg.s_src.wait_event(start)
         begin = torch.cuda.Event(enable_timing=True)
-        begin.record(s_src)
+        begin.record(leg.s_src)
         parts[name] = [begin]
     for count in (min(n, 1), n - 1):
         for _, leg in legs:
             for _ in range(count):
-                _copy_once(*leg)
-    for name, (_, _, _, s_src, _, _, _) in legs:
+                _copy_once(leg)
+    for name, leg in legs:
         end = torch.cuda.Event(enable_timing=True)
-        end.record(s_src)
+        end.record(leg.s_src)
         parts[name] = (parts[name][0], end)
     # Join only once every leg is enqueued: torch orders a cross-GPU copy after the destination
     # GPU's current stream, so an early join would queue the reverse leg behind the forward one.
-    for _, (_, _, _, s_src, _, _, _) in legs:
-        cur.wait_stream(s_src)
+    for _, leg in legs:
+        cur.wait_stream(leg.s_src)
     return parts if len(legs) > 1 else {}
 
 
 class _RingOfStreams:
-    """_enqueue with each leg on the next streams of its GPUs' rings at each call: a held copy's
-    trials each on streams of their own (latch.HELD_STREAMS says why), an eager one's on one."""
+    """_enqueue with each leg on the next streams of its GPUs' rings (source's, destination's) at
+    each call: a held copy's trials each on streams of their own (latch.HELD_STREAMS says why),
+    an eager one's on one."""
 
-    def __init__(self, legs: list[tuple]) -> None:
-        self._legs, self._calls = legs, 0
+    def __init__(self, legs: list[tuple[str, _Leg]], rings: list[tuple[list, list]]) -> None:
+        self._legs, self._rings, self._calls = legs, rings, 0
 
     def __call__(self, n: int) -> dict:
         k, self._calls = self._calls, self._calls + 1
-        return _enqueue([(name, (dst, src, staging, srcs[k % len(srcs)], dsts[k % len(dsts)], copy, hand_off))
-                         for name, (dst, src, staging, srcs, dsts, copy, hand_off) in self._legs], n)
+        return _enqueue([(name, leg._replace(s_src=srcs[k % len(srcs)], s_dst=dsts[k % len(dsts)]))
+                         for (name, leg), (srcs, dsts) in zip(self._legs, self._rings)], n)
 
 
 def _gpu(name: str) -> int:
@@ -104,11 +118,11 @@ def measure_pair(point: Point, ctx: Context, state: P2PState) -> list[Sample]:
         return [point.skipped(why)]
     copy = _copier(point)
     if copy is None:
-        return [point.skipped(f"held peer copies need cudaMemcpyAsync: {_no_cudart()}")]
+        return [point.skipped(f"held peer copies need cudaMemcpyAsync: {_why_not(cudart)}")]
     held_staged = point.launch == "held" and point.mode == "staged"
-    if held_staged and (why := _no_flags()):
+    if held_staged and (why := _why_not(flags)):
         return [point.skipped(f"held staged copies need the driver's stream memory operations: {why}")]
-    legs, checks, ring = [], [], HELD_STREAMS if point.launch == "held" else 1
+    legs, rings, checks, ring_len = [], [], [], HELD_STREAMS if point.launch == "held" else 1
     for name, a, b in directions:
         hand_off = state.flags(name).hand_off if held_staged else _torch_hand_off
         dst, src = state.buffer("dst", b)[:n], state.buffer("src", a)[:n]
@@ -116,15 +130,15 @@ def measure_pair(point: Point, ctx: Context, state: P2PState) -> list[Sample]:
         if copy is cudart.copy:
             kernels.ce_copy(dst, src)   # torch enables peer access as it copies; cudaMemcpyAsync alone would not
         dst.zero_()
-        rings = (state.streams(a, name, ring), state.streams(b, name, ring))
-        legs.append((name, (dst, src, staging, *rings, copy, hand_off)))
+        rings.append((state.streams(a, name, ring_len), state.streams(b, name, ring_len)))
+        legs.append((name, _Leg(dst, src, staging, None, None, copy, hand_off)))   # streams: per trial, from the rings
         checks.append((dst, src))
     note = ""
     if point.mode == "peer" and point.engine != "sm" and not torch.cuda.can_device_access_peer(i, j):
         note = "no peer access between these GPUs: the driver staged the copy"
-    timing_cfg = replace(ctx.timing, trials=max(ctx.timing.trials, ring))
+    timing_cfg = replace(ctx.timing, trials=max(ctx.timing.trials, ring_len))
     with torch.cuda.device(i):
-        trials = timing.measure(_RingOfStreams(legs), timing.device_clock(point.launch), timing_cfg)
+        trials = timing.measure(_RingOfStreams(legs, rings), timing.device_clock(point.launch), timing_cfg)
         torch.cuda.synchronize(i)
         torch.cuda.synchronize(j)
     if point.launch == "held" and len(legs) > 1:
@@ -142,22 +156,15 @@ def _copier(point: Point):
     if point.engine == "sm":
         return kernels.sm_copy
     if point.launch == "held" and point.mode == "peer":
-        return None if _no_cudart() else cudart.copy
+        return None if _why_not(cudart) else cudart.copy
     return kernels.ce_copy
 
 
-def _no_cudart() -> str:
+def _why_not(library) -> str:
+    """Why `library` (bench.measure.cudart or .flags) cannot be called here, in one line; '' if it can."""
     try:
-        cudart.require()
-    except cudart.CudartUnavailable as exc:
-        return str(exc)
-    return ""
-
-
-def _no_flags() -> str:
-    try:
-        flags.require()
-    except flags.FlagsUnavailable as exc:
+        library.require()
+    except (cudart.CudartUnavailable, flags.FlagsUnavailable) as exc:
         return str(exc)
     return ""
 
