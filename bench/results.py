@@ -119,11 +119,20 @@ def slow_throughout(rows: pd.DataFrame, slow: pd.Series | None = None) -> pd.Ser
 def usable_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """Measured trials of whole operations: status ok, part total (directions are parts of it),
     taken at the host's usual pace where the point has any such trial."""
+    return usable_and_slow(frame)[0]
+
+
+def usable_and_slow(frame: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """usable_rows, and per row kept whether its point ran while the host was slow throughout
+    (slow_throughout, read on every trial of the point: read on the kept trials alone, the run's
+    usual pace would be re-read from them and mark trials at it slow)."""
     rows = frame[(frame["status"] == "ok") & (frame["part"] == "total")]
     slow = host_slow(rows)
     if not slow.any():
-        return rows
-    return rows[~slow | slow_throughout(rows, slow)]
+        return rows, slow
+    throughout = slow_throughout(rows, slow)
+    keep = ~slow | throughout
+    return rows[keep], throughout[keep]
 
 
 class ResultsError(ValueError):

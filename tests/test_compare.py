@@ -105,6 +105,24 @@ def test_size_classes_follow_the_baseline_curve():
     assert {s for (op, s), c in classes.items() if op == "h2d" and c == "bandwidth"} == set(BANDWIDTH_SIZES)
 
 
+def test_a_point_is_host_slow_by_every_trial_of_its_run_not_by_the_trials_kept():
+    """The gate's and the doctor's levels mark a point host slow as the summary does
+    (test_mislead): a spell slowed three trials of five of every d2h point, its other two read
+    the host at its usual pace (one quicker than usual), so no point ran slow throughout. Read
+    again on the trials kept, the usual pace became the quick reading's and every h2d point,
+    read at the usual pace in every trial, was host slow."""
+    from bench.results import samples_frame
+    sizes = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20]
+    spell = {0: 4e-4, 1: 4e-4, 2: 4e-4, 3: 0.7e-4, 4: 1e-4}
+    rows = [Sample("copy", op, size, time_s=5e-6 + size / 50e9, trial=trial, memory="pinned", backend="cuda",
+                   src="host", dst="cuda:0", algbw_gbps=size / (5e-6 + size / 50e9) / 1e9, verified=True, run_id="r",
+                   host_pace_s=spell[trial] if op == "d2h" else 1e-4)
+            for op in ("h2d", "d2h") for size in sizes for trial in range(5)]
+    levels = cmp.point_levels(samples_frame(rows).assign(run_dir="r"), CATALOG)
+    assert len(levels) == 2 * len(sizes) and not levels["host_slow"].any()
+    assert levels["paced"].all()
+
+
 def test_quiet_baseline_runs_narrow_the_limit_and_one_run_uses_the_default():
     def quiet(variant: dict, size_class: str) -> float:
         return 0.001   # far below every default

@@ -101,7 +101,7 @@ def _copies(times: dict[int, float], pace: dict[int, float], op: str = "h2d") ->
 def test_summary_marks_a_slow_host_by_every_trial_not_by_the_trials_kept(cat):
     """A spell slowed three trials of five of every d2h point; its other two read the host at its
     usual pace (one quicker than usual). No point ran slow throughout, so no row is marked, as the
-    gate and the doctor judge them. (Read again on the trials kept, the usual pace is the quick
+    gate and the doctor judge them (test_compare). (Read again on the trials kept, the usual pace is the quick
     reading's, and h2d, read at the usual pace in every trial, was marked host slow.)"""
     sizes = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20]
     healthy = {s: 5e-6 + s / 50e9 for s in sizes}

@@ -51,7 +51,7 @@ from bench.analysis.noise import (PRIOR_DF, default_noise, family_sigma, launch_
 from bench.config.settings import Launch
 from bench.suite_view import LATENCY_BOUND, Catalog, bandwidth_column, view
 from bench.points import POINT_KEYS, VARIANT_KEYS, point_label, variant_label
-from bench.results import ResultsError, find_runs, load, slow_throughout, usable_rows
+from bench.results import ResultsError, find_runs, load, usable_and_slow
 from bench.sizes import format_size
 
 BANDWIDTH_SHARE = 0.5
@@ -202,8 +202,9 @@ def point_levels(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     _median_spread), the |differences| of y between its runs (pairs), whether it was measured
     while the host was slow (host_slow: results.slow_throughout) and whether any read the host's pace (paced), the
     value shown (median bandwidth, or time) and its metric. Each suite's rows as it asks to be
-    judged (_judged), then of those the trials taken at the host's usual pace (results.usable_rows)."""
-    rows = usable_rows(_judged(frame, catalog))
+    judged (_judged), then of those the trials taken at the host's usual pace (results.usable_and_slow: host_slow
+    read on every trial of a point, as the summary reads it)."""
+    rows, throughout = usable_and_slow(_judged(frame, catalog))
     rows = rows[rows["time_s"] > 0]
     if rows.empty:   # nothing judged: a suite's judged rows may be none (an older run's pipeline)
         return pd.DataFrame(columns=POINT_KEYS + ["y", "trial_spread", "n", "pairs", "cache_resident", "short_of_hbm",
@@ -226,7 +227,7 @@ def point_levels(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     keys = rows.iloc[first][POINT_KEYS].set_axis(out.index)
     out["cache_resident"] = pd.Series(cache_resident(rows, catalog)).groupby(point).any().to_numpy()
     out["short_of_hbm"] = pd.Series(short_of_hbm(rows, catalog)).groupby(point).any().to_numpy()
-    out["host_slow"] = pd.Series(slow_throughout(rows).to_numpy()).groupby(point).any().to_numpy()
+    out["host_slow"] = pd.Series(throughout.loc[rows.index].to_numpy()).groupby(point).any().to_numpy()
     out["paced"] = rows["host_pace_s"].notna().groupby(point).any().to_numpy()
     has_bw = out["bw"] > 0
     out["metric"] = np.where(has_bw, metric[first], "time_s")

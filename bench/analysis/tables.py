@@ -12,7 +12,7 @@ from bench.analysis.scaling import TITLE as SCALING_TITLE
 from bench.analysis.scaling import format_scaling, scaling_table
 from bench.ops import every
 from bench.points import AT_ONCE_KEYS, ENDS, SERIES_KEYS, VARIANT_KEYS
-from bench.results import PACE_SLACK, slow_throughout, usable_rows
+from bench.results import PACE_SLACK, usable_and_slow, usable_rows
 from bench.sizes import format_size
 
 np = lazy.module("numpy")
@@ -36,9 +36,7 @@ def summarize(frame: pd.DataFrame, catalog: Catalog) -> pd.DataFrame:
     """One row per op/memory/mode/launch: peak of the per-size medians, latency at small sizes.
     On-GPU copies in or near L2 give no peak (bench.analysis.cache); a variant with no other
     size says so in peak_note."""
-    ok = usable_rows(frame)
-    # read on every trial of a point (the gate and the doctor still read the trials kept alone)
-    throughout = slow_throughout(frame[(frame["status"] == "ok") & (frame["part"] == "total")])
+    ok, throughout = usable_and_slow(frame)
     timed = {(suite, op.name) for suite, op in every(catalog) if not op.bandwidth}
     # no bandwidth: the suites' latency tables have them
     ok = ok[[key not in timed for key in zip(ok["suite"], ok["op"])]]
