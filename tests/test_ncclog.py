@@ -13,6 +13,7 @@ NET/Socket in one job); github.com/aws/aws-ofi-nccl/issues/715 (P2P/CUMEM/read, 
 """
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import shutil
@@ -57,6 +58,16 @@ def test_run_folder_and_a_file_cut_mid_line(tmp_path):
     assert log.env == {}                                  # its NCCL_NVLS_ENABLE line came later
     assert log.comms == []                                # Init START was not reached
     assert parse_run_dir(tmp_path / "absent").comms == []
+
+
+def test_a_committed_run_folder_keeps_its_ranks_output_compressed(tmp_path):
+    plain, packed = tmp_path / "plain" / "ranks", tmp_path / "packed" / "ranks"
+    plain.mkdir(parents=True), packed.mkdir(parents=True)
+    shutil.copy(ONE_RANK, plain / "rank-0.log")
+    (packed / "rank-0.log.gz").write_bytes(gzip.compress(ONE_RANK.read_bytes()))
+    read_plain, read_packed = parse_run_dir(plain.parent), parse_run_dir(packed.parent)
+    assert read_packed.sources == [str(packed / "rank-0.log.gz")]
+    assert read_packed.comms and read_packed.to_dict() | {"sources": []} == read_plain.to_dict() | {"sources": []}
 
 
 def _two_ranks_2_28(via: str, env: str = "") -> tuple[list[str], list[str]]:

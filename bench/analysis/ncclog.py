@@ -23,6 +23,7 @@ the log allows. Lines of no interest are skipped, and an unfinished last line of
 """
 from __future__ import annotations
 
+import gzip
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -416,7 +417,11 @@ def parse_lines(lines: Iterable[str]) -> NcclLog:
 
 
 def _complete_lines(path: Path) -> list[str]:
-    text = path.read_text(errors="replace")
+    if path.suffix == ".gz":   # committed runs keep their ranks' output compressed (NCCL's INFO lines repeat)
+        with gzip.open(path, "rt", errors="replace") as f:
+            text = f.read()
+    else:
+        text = path.read_text(errors="replace")
     lines = text.split("\n")
     return lines[:-1]   # after the last newline: '' or an unfinished line of a cut-off file
 
@@ -437,6 +442,8 @@ def parse_files(paths: Iterable[Path | str]) -> NcclLog:
 
 
 def parse_run_dir(run_dir: Path | str) -> NcclLog:
-    """Every `*.log` under RUN/ranks/ (each spawned rank's stdout and stderr), in rank order."""
+    """Every `*.log` (or `*.log.gz`) under RUN/ranks/ (each spawned rank's stdout and stderr), in
+    rank order."""
     ranks = Path(run_dir) / "ranks"
-    return parse_files(sorted(ranks.glob("*.log"), key=lambda p: _sort_key(p.name)))
+    logs = [*ranks.glob("*.log"), *ranks.glob("*.log.gz")]
+    return parse_files(sorted(logs, key=lambda p: _sort_key(p.name)))
