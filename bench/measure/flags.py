@@ -19,6 +19,7 @@ torch = lazy.module("torch")
 
 WAIT_GEQ = 0        # CU_STREAM_WAIT_VALUE_GEQ: (int32)(*word - value) >= 0, so the count may wrap
 WRITE_DEFAULT = 0   # CU_STREAM_WRITE_VALUE_DEFAULT: the write waits for the stream's earlier writes
+HOST_REGISTER = 0x1 | 0x2   # CU_MEMHOSTREGISTER_PORTABLE | DEVICEMAP: every context, at a device address
 
 
 class FlagsUnavailable(RuntimeError):
@@ -39,7 +40,11 @@ def _driver() -> tuple:
         fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
         fn.restype = ctypes.c_int
         fns.append(fn)
-    return tuple(fns)
+    register, device_pointer = lib.cuMemHostRegister_v2, lib.cuMemHostGetDevicePointer_v2
+    register.argtypes, register.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint], ctypes.c_int
+    device_pointer.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p, ctypes.c_uint]
+    device_pointer.restype = ctypes.c_int
+    return (*fns, register, device_pointer)
 
 
 def require() -> None:
@@ -56,7 +61,7 @@ class HostFlags:
 
     def hand_off(self, done, then, word: int) -> None:
         """Work queued on stream `then` after this waits for the work queued on `done` so far."""
-        write, wait = _driver()
+        write, wait = _driver()[:2]
         self._counts[word] += 1
         count = self._counts[word] & 0xFFFFFFFF
         address = self._words.data_ptr() + 4 * word
@@ -65,3 +70,26 @@ class HostFlags:
                 code = call(stream.cuda_stream, address, count, flags)
             if code:
                 raise FlagsUnavailable(f"{call.__name__} failed on {stream.device}: CUresult {code}")
+
+
+def wait_for(stream, address: int, count: int) -> None:
+    """Work queued on `stream` after this waits until the word at device `address` reaches `count`."""
+    wait = _driver()[1]
+    with torch.cuda.device(stream.device):
+        code = wait(stream.cuda_stream, address, count, WAIT_GEQ)
+    if code:
+        raise FlagsUnavailable(f"cuStreamWaitValue32 failed on {stream.device}: CUresult {code}")
+
+
+def register_host(buffer, size: int) -> int:
+    """The device address of `buffer`'s first `size` bytes (a writable buffer: an mmap of shared
+    memory), registered with CUDA so that a stream can wait on its words."""
+    register, device_pointer = _driver()[2:]
+    host = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+    torch.cuda.current_stream()   # this thread's CUDA context is current from here
+    code = register(host, size, HOST_REGISTER)
+    device = ctypes.c_uint64()
+    code = code or device_pointer(ctypes.byref(device), host, 0)
+    if code:
+        raise FlagsUnavailable(f"registering shared host memory with CUDA failed: CUresult {code}")
+    return device.value

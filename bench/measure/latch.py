@@ -12,6 +12,7 @@ import time
 from typing import Callable
 
 from bench import lazy
+from bench.measure.release import SharedRelease
 
 torch = lazy.module("torch")
 
@@ -41,12 +42,13 @@ class HeldClock:
     when the host finished queuing: if so the latch gave way and launch gaps may show, `again`
     says so, and the next latch is longer. Each latch lasts twice the last trial's queuing time
     (agreed over ranks: every rank sleeps as long and retries alike). `before_start` runs first
-    (a barrier between ranks).
+    (a barrier between ranks). With `release` (the ranks of one host), the latch is that shared
+    word instead of a sleep: every rank's operations start together once all have queued them.
     """
 
     def __init__(self, before_start: Callable[[], None] = lambda: None,
-                 agree: Callable[[list[float]], list[float]] = list) -> None:
-        self._before, self._agree = before_start, agree
+                 agree: Callable[[list[float]], list[float]] = list, release: SharedRelease | None = None) -> None:
+        self._before, self._agree, self._release = before_start, agree, release
         self.hold_s = FIRST_HOLD_S
         self.again = False
         self._start: torch.cuda.Event | None = None
@@ -54,14 +56,17 @@ class HeldClock:
 
     def start(self) -> None:
         self._before()
-        torch.cuda._sleep(sleep_cycles(self.hold_s))
+        if self._release is not None:
+            self._release.hold()
+        else:
+            torch.cuda._sleep(sleep_cycles(self.hold_s))
         self._start = torch.cuda.Event(enable_timing=True)
         self._start.record()
         self._t0 = time.perf_counter()
 
     def stop(self, part_events=None) -> tuple[float, dict[str, float]]:
         queued_s = time.perf_counter() - self._t0
-        gave_way = self._start.query()
+        gave_way = self._release.open() if self._release is not None else self._start.query()
         end = torch.cuda.Event(enable_timing=True)
         end.record()
         end.synchronize()

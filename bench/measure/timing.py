@@ -12,7 +12,9 @@ operations are captured once in a CUDA graph and each trial replays it:
 the trial then measures the wire, not Python. Held (HeldClock): the trial's operations are
 queued behind a sleep kernel on the stream and timed by events once it ends, so the trial is the
 device's own time for them, which neither the launch path nor a slow host can move (a latch that
-gives way before the host has queued everything is sized up and the trial run again). A
+gives way before the host has queued everything is sized up and the trial run again; the ranks
+of one host wait instead on one word of shared memory, raised once all have queued, and start
+together: bench.measure.release). A
 producer feeding a consumer (an input pipeline) is measured as one continuous stream instead
 (bench.measure.stream).
 """
@@ -28,6 +30,7 @@ from typing import Callable, Iterator, Mapping, Protocol
 
 from bench import lazy, results
 from bench.measure.latch import HELD_MAX_OPS, HELD_TRIAL_SHARE, HOLD_TRIES, HeldClock, elapsed
+from bench.measure.release import SharedRelease
 
 torch = lazy.module("torch")
 
@@ -118,9 +121,10 @@ def _same(values: list[float]) -> list[float]:
 
 
 def device_clock(launch: str, before_start: Callable[[], None] = lambda: None,
-                 agree: Agree = _same) -> EventClock | HeldClock:
-    """The clock of a GPU point by its launch: held behind a latch, else events around the launches."""
-    return HeldClock(before_start, agree) if launch == "held" else EventClock(before_start)
+                 agree: Agree = _same, release: SharedRelease | None = None) -> EventClock | HeldClock:
+    """The clock of a GPU point by its launch: held behind a latch (the ranks' shared `release`
+    where given), else events around the launches."""
+    return HeldClock(before_start, agree, release) if launch == "held" else EventClock(before_start)
 
 
 def _run_trial(enqueue: Enqueue, clock: Clock, n: int) -> Trial:

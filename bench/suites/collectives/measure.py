@@ -2,8 +2,8 @@
 
 As with nccl-tests' -c, every point is first run once on known data and checked against the
 exact answer; the timed ops then reuse the same buffers (in-place ops change their data, so the
-check precedes timing). A trial's time is the slowest rank's, the fastest rank's beside it (held: the last-released
-rank's span, which is the fastest's).
+check precedes timing). A trial's time is the slowest rank's, the fastest rank's beside it (held
+behind each rank's own latch, on several hosts: the last-released rank's span, the fastest's).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from bench import lazy
 from bench.contract import Context, Point, trial_rows
 from bench.measure import nccl, timing
 from bench.measure.consensus import Consensus
+from bench.measure.release import SharedRelease
 from bench.measure.timing import HostClock
 from bench.results import Sample
 from bench.suites.collectives.ops import Collective
@@ -58,11 +59,19 @@ class CollectivesState:
     ctx: Context
     ranks: Consensus
     comm: nccl.Communicator | None = None
+    start_word: SharedRelease | None = None
 
     def communicator(self) -> nccl.Communicator:
         if self.comm is None:
             self.comm = nccl.join(self.ctx.rank, self.ctx.world_size, self.ctx.local_rank)
         return self.comm
+
+    def release(self) -> SharedRelease | None:
+        """The word every rank's held ops start on, made at the first held point; None where the
+        ranks span hosts (each then sleeps behind its own latch)."""
+        if self.start_word is None and self.ctx.nnodes == 1:
+            self.start_word = SharedRelease.join(self.ctx.rank, self.ctx.world_size)
+        return self.start_word
 
 
 class _Op:
@@ -159,18 +168,21 @@ def measure_point(point: Point, ctx: Context, state: CollectivesState) -> list[S
     if ctx.device == "cuda":
         torch.cuda.synchronize()
     verified = ranks.all(op.correct())
-    clock = timing.device_clock(point.launch, ranks.barrier, ranks.reduce) if ctx.device == "cuda" \
+    release = state.release() if point.launch == "held" and ctx.device == "cuda" else None
+    clock = timing.device_clock(point.launch, ranks.barrier, ranks.reduce, release) if ctx.device == "cuda" \
         else HostClock(sync=ranks.barrier)
     timer = timing.measure_graph if point.launch == "graph" else timing.measure
-    # Held, the last-released rank's span is the ops' own time (below): the timing core decides on it.
-    trials = timer(op, clock, ctx.timing, ranks.least if point.launch == "held" else ranks.reduce)
+    # Held behind each rank's own latch, the last-released rank's span is the ops' own time (below):
+    # the timing core decides on it. Released together, every rank's span is, as eager.
+    last_released = point.launch == "held" and release is None
+    trials = timer(op, clock, ctx.timing, ranks.least if last_released else ranks.reduce)
     if point.launch == "graph":
         verified = verified and _graph_correct(op, ranks)
     times = [t.time_s for t in trials]
     slowest, fastest = ranks.reduce(times, "max"), ranks.reduce(times, "min")
     if ctx.rank != 0:
         return []
-    if point.launch == "held":
+    if last_released:
         # Every rank's ops end together, the last of them released by its latch: that rank's span
         # is the ops' own time, the others' add the wait for it.
         slowest = fastest
