@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Make the expectation table xferbench-doctor judges runs against (bench/analysis/expected.csv).
 
-Which runs count: each instance's sweeps at the defaults (of the suites they name) of their
+Which runs count: each instance's sweeps at the defaults, suite by suite, of the suite's
 newest version, and for a role that version does not measure, of the newest version that does. A run counts when it completed, no NCCL variable held NCCL back
 (bench.analysis.causes.NCCL_LIMITS), and its command line set nothing that changes what is
 measured (only out_dir, run_id, progress, resume, instance, device, suite); of those, per
-instance and set of suites, the runs of the version of its newest one (the method it measured with,
-bench.measure.METHOD, listed in results/reference/methods.json or recorded; else its commit).
+instance and suite, the runs of the version of its newest one (the method it measured that suite
+with, method_of: a method that changed only some suites leaves the others at the method before,
+so their runs pool; the run's method listed in results/reference/methods.json or
+recorded; else its commit).
 Every other run is listed with the reason it was left out. Each class's table stands on the
 hosts its runs came from (bench.hosts.host_id; several runs of one host count as one host for the
 spread between hosts): it prints, per class and role, the runs and hosts behind it. Run from the
@@ -21,6 +23,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from bench.analysis.causes import CLOCKS, PACES
 from bench.analysis.expected import (NOISE, SHIPPED, Expected, clock_baselines, from_runs, host_paces, machine_class,
@@ -39,11 +42,32 @@ def _changes_the_sweep(argv: list[str]) -> list[str]:
     return [k for k in keys if k not in NOT_MEASURING]
 
 
-def _label(meta: dict) -> str:
-    instance = meta.get("instance") or {}
-    # The suites it measured: an instance's default sweep and its training runs age apart.
-    suites = "+".join(sorted(str(x) for x in (meta.get("config") or {}).get("suites") or []))
-    return f"{instance.get('label') or instance.get('name', '')} ({suites or 'suites not recorded'})"
+# The suites a method (bench.measure.METHOD) changed from the one before it, where it did not
+# change them all: another suite's figures are the earlier method's, and pool with its runs.
+CHANGED_ONLY = {"held-3": ("collectives",)}   # held-2 changed every suite
+METHOD_ORDER = ("held-0", "held-1", "held-2", "held-3")
+
+
+def method_of(method: str, suite: str) -> str:
+    """The method a run of `method` measured `suite`'s figures with: the newest up to it that changed that suite."""
+    while method in CHANGED_ONLY and suite not in CHANGED_ONLY[method]:
+        method = METHOD_ORDER[METHOD_ORDER.index(method) - 1]
+    return method
+
+
+class Part(NamedTuple):
+    """One suite's figures of one run (suite None: the whole run)."""
+    run: Path
+    meta: dict
+    suite: str | None
+
+    def __str__(self) -> str:
+        return f"{self.run} ({self.suite})" if self.suite else str(self.run)
+
+
+def _label(part: Part) -> str:
+    instance = part.meta.get("instance") or {}
+    return f"{instance.get('label') or instance.get('name', '')} ({part.suite or 'suites not recorded'})"
 
 
 # The method of runs made before meta.json recorded it (tool.method), by folder under results/reference/.
@@ -51,55 +75,58 @@ _LISTED = Path(__file__).resolve().parent.parent / "results" / "reference" / "me
 METHODS: dict[str, str] = json.loads(_LISTED.read_text())["runs"] if _LISTED.exists() else {}
 
 
-def _version(run: Path, meta: dict) -> str:
-    """The version a run's figures belong to: the method it measured with (bench.measure.METHOD),
-    listed in results/reference/methods.json (which corrects a run whose code measured otherwise
-    than it recorded) or recorded; else its tool's commit."""
-    tool = meta.get("tool") or {}
-    return str(METHODS.get("/".join(Path(run).parts[-2:])) or tool.get("method") or tool.get("git_commit", ""))
+def _version(part: Part) -> str:
+    """The version a part's figures belong to: the method it measured its suite with
+    (bench.measure.method_of the run's method, listed in results/reference/methods.json, which
+    corrects a run whose code measured otherwise than it recorded, or recorded); else its tool's commit."""
+    tool = part.meta.get("tool") or {}
+    method = METHODS.get("/".join(part.run.parts[-2:])) or tool.get("method")
+    return method_of(str(method), part.suite or "") if method else str(tool.get("git_commit", ""))
 
 
-def versions(candidates: list[tuple[Path, dict]], label=_label) -> list[list[Path]]:
-    """Of (run, meta) pairs, per label (default: instance and set of suites), the runs of the
-    version (_version: the method, else the commit) of its newest run, then of the one before, and
-    so on: the runs of each rank."""
+def versions(candidates: list[Part], label=_label) -> list[list[Part]]:
+    """Per label (default: instance and suite), the parts of the version (_version: the method,
+    else the commit) of its newest run, then of the one before, and so on: the parts of each rank."""
     order: dict[str, list[str]] = {}   # label -> its versions, the newest first
-    for run, meta in sorted(candidates, key=lambda c: str(c[1].get("start_time", "")), reverse=True):
-        seen, version = order.setdefault(label(meta), []), _version(run, meta)
+    for part in sorted(candidates, key=lambda c: str(c.meta.get("start_time", "")), reverse=True):
+        seen, version = order.setdefault(label(part), []), _version(part)
         if version not in seen:
             seen.append(version)
-    ranks: list[list[Path]] = [[] for _ in range(max((len(c) for c in order.values()), default=0))]
-    for run, meta in candidates:
-        ranks[order[label(meta)].index(_version(run, meta))].append(run)
+    ranks: list[list[Part]] = [[] for _ in range(max((len(c) for c in order.values()), default=0))]
+    for part in candidates:
+        ranks[order[label(part)].index(_version(part))].append(part)
     return ranks
 
 
-def _newest(candidates: list[tuple[Path, dict]], label=_label) -> tuple[list[Path], list[str]]:
-    """Of (run, meta) pairs, per label, the runs of the version of the newest one; a line per run
-    left out."""
+def _newest(candidates: list[Part], label=_label) -> tuple[list[Part], list[str]]:
+    """Per label, the parts of the version of the newest one; a line per part left out."""
     ranks = versions(candidates, label)
-    return (ranks[0] if ranks else []), [f"{run}: an older version of its kind" for rank in ranks[1:] for run in rank]
+    return (ranks[0] if ranks else []), [f"{part}: an older version of its kind" for rank in ranks[1:] for part in rank]
 
 
-def table_of(ranks: list[list[Path]]) -> tuple[Expected, list[str]]:
+def _figures(parts: list[Part]) -> Expected:
+    return from_runs([(part.run, part.suite) if part.suite else part.run for part in parts], catalog())
+
+
+def table_of(ranks: list[list[Part]]) -> tuple[Expected, list[str]]:
     """The table of each label's newest version, and each role it lacks (e.g. a launch that version
-    no longer runs by default) from the newest older version that has it; a line per run: used,
+    no longer runs by default) from the newest older version that has it; a line per part: used,
     used for the roles the newer versions lack, or left out."""
-    table = from_runs(ranks[0], catalog())
-    lines = [f"used {run}" for run in ranks[0]]
+    table = _figures(ranks[0])
+    lines = [f"used {part}" for part in ranks[0]]
     for rank in ranks[1:]:
-        by_class: dict[str, list[Path]] = {}
-        for run in rank:
-            by_class.setdefault(machine_class(read_meta(run)).key, []).append(run)
-        for runs in by_class.values():
-            table, added = table.with_roles_of(from_runs(runs, catalog()))
-            lines += [f"used {run} for the {added} roles newer versions lack" if added else
-                      f"left out {run}: an older version, every role of it measured by a newer one" for run in runs]
+        by_class: dict[str, list[Part]] = {}
+        for part in rank:
+            by_class.setdefault(machine_class(part.meta).key, []).append(part)
+        for parts in by_class.values():
+            table, added = table.with_roles_of(_figures(parts))
+            lines += [f"used {part} for the {added} roles newer versions lack" if added else
+                      f"left out {part}: an older version, every role of it measured by a newer one" for part in parts]
     return table, lines
 
 
-def choose(runs: list[Path]) -> tuple[list[list[Path]], list[str]]:
-    """(the runs that count by version, the newest first: versions(); a line per run left out saying why)."""
+def choose(runs: list[Path]) -> tuple[list[list[Part]], list[str]]:
+    """(the parts of runs that count by version, the newest first: versions(); a line per run left out saying why)."""
     left, candidates = [], []
     for run in runs:
         meta = read_meta(run)
@@ -110,15 +137,17 @@ def choose(runs: list[Path]) -> tuple[list[list[Path]], list[str]]:
             reason = why or (f"not a default sweep ({', '.join(changed)})" if changed else "imported")
             left.append(f"{run}: {reason}")
             continue
-        candidates.append((run, meta))
+        suites = (meta.get("config") or {}).get("suites") or [None]
+        candidates += [Part(run, meta, None if suite is None else str(suite)) for suite in suites]
     return versions(candidates), left
 
 
 def noise_runs(folders: list[str]) -> tuple[list[Path], list[str]]:
     """The healthy runs under an 'identical' folder of the noise studies, of each machine class's
     newest version: a version that reads the host's pace measures its own noise."""
-    found = [(run, read_meta(run)) for run in find_runs(folders) if "identical" in run.parts]
-    return _newest([(run, meta) for run, meta in found if not unhealthy(meta)], lambda meta: machine_class(meta).key)
+    found = [Part(run, read_meta(run), None) for run in find_runs(folders) if "identical" in run.parts]
+    newest, left = _newest([part for part in found if not unhealthy(part.meta)], lambda part: machine_class(part.meta).key)
+    return [part.run for part in newest], left
 
 
 def main(argv: list[str] | None = None) -> int:

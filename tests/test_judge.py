@@ -371,10 +371,16 @@ def test_the_shipped_table_is_what_the_script_makes(tmp_path):
         assert (tmp_path / name).read_text() == shipped.read_text(), f"{shipped} is stale: run scripts/make_expected.py"
     used = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("used ")]
     newest = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("used ") and " for " not in line]
+    newest_parts = {" ".join(line.split()[1:3]) for line in proc.stdout.splitlines()
+                    if line.startswith("used ") and " for " not in line}
     assert "results/reference/h200-x4/x4b-default-1" in newest and "results/reference/h200-x1/x1c-default-2" in newest
     # one method's runs pool across commits (results/reference/methods.json); another method's are left out
-    assert {"results/reference/h200-x2/x2i-default-1", "results/reference/h200-x2/x2j-default-1"} <= set(newest)
-    # x2i recorded held-1 but measured as held-2: methods.json's listing wins; held-1's runs give what held-2 lacks
+    assert {"results/reference/h200-x2/x2p-default-1", "results/reference/h200-x2/x2q-default-1"} <= set(newest)
+    # held-3 changed the collectives alone: held-2's runs count for copy and p2p, not for collectives,
+    # and held-1's give the collectives' roles both lack
+    x2i = "results/reference/h200-x2/x2i-default-1"
+    assert {f"{x2i} (copy)", f"{x2i} (p2p)"} <= newest_parts and f"{x2i} (collectives)" not in newest_parts
+    assert f"left out {x2i} (collectives): an older version, every role of it measured by a newer one" in proc.stdout
     assert "results/reference/h200-x2/x2a-default-1" in set(used) - set(newest)
     assert "results/reference/h200-x4/x4a-default-1" not in used
     # an older version's runs, for the roles the newest does not measure (graph launches)
@@ -404,3 +410,4 @@ def test_a_baseline_table_takes_precedence_for_its_class():
     got = judge(load(H100), read_meta(H100), SUITES, merged, H100)
     assert got.low and all(v.source.startswith("baseline mine h100-x1") for v in got.low)
     copy.deepcopy(got.to_json())
+

@@ -132,7 +132,7 @@ def _one_node_collectives_runs() -> list[str]:
 
 
 @pytest.mark.parametrize("run", _one_node_collectives_runs())
-def test_collectives_estimate_is_within_20_percent_of_each_committed_run(run):
+def test_collectives_estimate_is_within_25_percent_of_each_committed_run(run):
     # Per-op times and the per-point cost come from the main sweep; the other runs (another trial
     # length, graph-only runs of small messages) differ in sizes, timing and start-up share.
     meta = json.loads((REFERENCE / "h200-x2" / run / "meta.json").read_text())
@@ -141,7 +141,9 @@ def test_collectives_estimate_is_within_20_percent_of_each_committed_run(run):
     recorded = [f"timing.min_trial_s={timing['min_trial_s']}", f"timing.launch=[{','.join(timing['launch'])}]",
                 f"collectives.nccl_launch=[{','.join(launches)}]"]   # the defaults then
     got = _plan(_cfg(*args, *recorded, "suite=collectives"), _h200(2)).suites[0]
-    assert got.seconds == pytest.approx(meta["suite_wall_s"]["collectives"], rel=0.2), got
+    # The estimate carries its basis host's pace; the same default collectives took 14.9-19.8 s on
+    # six 2x H200 hosts (x2p's ranks' Python ran 1.3x quicker than the basis x2s's): 25% holds them.
+    assert got.seconds == pytest.approx(meta["suite_wall_s"]["collectives"], rel=0.25), got
 
 
 @pytest.mark.parametrize("instance", ["h200-x2", "h200-x4"])   # h200-x1's newest host ran an older default
@@ -320,7 +322,7 @@ def test_plan_for_a_catalogued_machine_from_here(xferbench):
     assert not runs
     assert proc.stdout.startswith("xferbench plan for h200-x2: 2 GPU(s) (NV18); nothing measured")
     # the newest main sweep and the other of its host
-    assert "per-point cost h200-x2/x2l-default-1, h200-x2/x2l-default-2" in proc.stdout
+    assert "per-point cost h200-x2/x2s-default-1, h200-x2/x2s-default-2" in proc.stdout
 
 
 def test_every_run_prints_its_estimate_first(xferbench):

@@ -377,10 +377,15 @@ def unhealthy(meta: Mapping) -> str:
     return f"handicapped ({', '.join(limits)})" if limits else ""
 
 
-def _run_levels(run: Path, catalog: Catalog) -> pd.DataFrame:
-    """One run's points as (machine, instance, role..., size_bytes, log_time, theory_gbps, host)."""
+def _run_levels(run: Path, catalog: Catalog, suite: str | None = None) -> pd.DataFrame:
+    """One run's points (of one suite, where named) as (machine, instance, role..., size_bytes,
+    log_time, theory_gbps, host)."""
     meta = read_meta(run)
     rows = load(run, warn=lambda line: None)
+    if suite is not None:
+        rows = rows[rows["suite"] == suite]
+        if rows.empty:
+            return pd.DataFrame()
     levels = point_levels(rows, catalog)
     links = (meta.get("system") or {}).get("links") or {}
     out = roles(levels, links)
@@ -400,11 +405,12 @@ def _run_levels(run: Path, catalog: Catalog) -> pd.DataFrame:
     return out
 
 
-def from_runs(runs: Iterable[str | Path], catalog: Catalog, origin: str = "reference") -> Expected:
-    """The table made from healthy runs: per class, role and size, the median over hosts of each
-    host's median over its runs of each run's median time (its GPUs or pairs of one role: their
-    median)."""
-    levels = pd.concat([_run_levels(Path(r), catalog) for r in runs], ignore_index=True)
+def from_runs(runs: Iterable[str | Path | tuple[Path, str]], catalog: Catalog, origin: str = "reference") -> Expected:
+    """The table made from healthy runs (or (run, suite) pairs: that suite's points of the run):
+    per class, role and size, the median over hosts of each host's median over its runs of each
+    run's median time (its GPUs or pairs of one role: their median)."""
+    parts = [r if isinstance(r, tuple) else (Path(r), None) for r in runs]
+    levels = pd.concat([_run_levels(Path(run), catalog, suite) for run, suite in parts], ignore_index=True)
     keys = ["machine", *ROLE_KEYS, "size_bytes"]
     per_run = levels.groupby([*keys, "run"], sort=False).agg(
         log_time=("log_time", "median"), instance=("instance", "first"), host=("host", "first"),
