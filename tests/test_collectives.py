@@ -288,3 +288,22 @@ def test_a_worlds_port_is_free_and_below_the_ports_outgoing_connections_are_give
             s.bind(("127.0.0.1", port))   # free: nothing listens on it
         if below is not None and below > rank_group.LOWEST_PORT:
             assert rank_group.LOWEST_PORT <= port < below
+
+
+def test_held_collectives_without_the_drivers_stream_memory_operations_are_skipped_with_the_reason(monkeypatch):
+    from bench.measure import flags
+    from bench.measure.consensus import Consensus
+
+    def no_driver(name, *args, **kwargs):
+        raise OSError(f"{name}: cannot open shared object file")
+    flags._driver.cache_clear()
+    monkeypatch.setattr(flags.ctypes, "CDLL", no_driver)
+    ctx = Context("cuda", TimingConfig(), [8], gpu_count=2, launches=("held",), held_max_bytes=8, world_size=2)
+    try:
+        point = next(p for p in COLLECTIVES.points(Settings(ops=[CollectiveOp.broadcast], nproc=[2]), ctx)
+                     if p.launch == "held")
+        (row,) = collective_measure.measure_point(point, ctx, collective_measure.CollectivesState(ctx, Consensus(None)))
+    finally:
+        flags._driver.cache_clear()
+    assert row.status == "skipped" and row.note.startswith(
+        "held collectives need the driver's stream memory operations: no CUDA driver library (libcuda.so.1)")

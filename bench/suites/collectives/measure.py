@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from bench import lazy
 from bench.contract import Context, Point, trial_rows
-from bench.measure import nccl, timing
+from bench.measure import flags, nccl, timing
 from bench.measure.consensus import Consensus
 from bench.measure.release import SharedRelease
 from bench.measure.timing import HostClock
@@ -153,6 +153,12 @@ def _graph_correct(op: _Op, ranks: Consensus) -> bool:
 
 def measure_point(point: Point, ctx: Context, state: CollectivesState) -> list[Sample]:
     ranks = state.ranks
+    if point.launch == "held" and ctx.device == "cuda" and ctx.nnodes == 1:
+        try:
+            flags.require()   # the same driver on every rank of the host: every rank skips, or none
+        except flags.FlagsUnavailable as exc:
+            return [point.skipped(f"held collectives need the driver's stream memory operations: {exc}")] \
+                if ctx.rank == 0 else []
     try:
         op = _Op(OPS[point.op], point.size_bytes, point.dtype, point.api, ctx, state)
         oom = ""
