@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from typing import Callable, NamedTuple
 
 from bench import lazy
 
@@ -26,25 +27,33 @@ class FlagsUnavailable(RuntimeError):
     """The CUDA driver here has no stream memory operations; the message says so in one line."""
 
 
+class _Driver(NamedTuple):
+    write: Callable       # cuStreamWriteValue32
+    wait: Callable        # cuStreamWaitValue32
+    register: Callable    # cuMemHostRegister
+    device_pointer: Callable   # cuMemHostGetDevicePointer
+
+
+def _entry(lib, name: str, argtypes: list, since: str) -> Callable:
+    fn = getattr(lib, f"{name}_v2", None) or getattr(lib, name, None)
+    if fn is None:
+        raise FlagsUnavailable(f"the CUDA driver has no {name}: a driver older than {since}")
+    fn.argtypes, fn.restype = argtypes, ctypes.c_int
+    return fn
+
+
 @functools.cache
-def _driver() -> tuple:
+def _driver() -> _Driver:
     try:
         lib = ctypes.CDLL("libcuda.so.1")
     except OSError as exc:
         raise FlagsUnavailable(f"no CUDA driver library (libcuda.so.1): {exc}") from None
-    fns = []
-    for name in ("cuStreamWriteValue32", "cuStreamWaitValue32"):
-        fn = getattr(lib, f"{name}_v2", None) or getattr(lib, name, None)
-        if fn is None:
-            raise FlagsUnavailable(f"the CUDA driver has no {name}: a driver older than CUDA 8")
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
-        fn.restype = ctypes.c_int
-        fns.append(fn)
-    register, device_pointer = lib.cuMemHostRegister_v2, lib.cuMemHostGetDevicePointer_v2
-    register.argtypes, register.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint], ctypes.c_int
-    device_pointer.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p, ctypes.c_uint]
-    device_pointer.restype = ctypes.c_int
-    return (*fns, register, device_pointer)
+    value_op = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+    return _Driver(_entry(lib, "cuStreamWriteValue32", value_op, "CUDA 8"),
+                   _entry(lib, "cuStreamWaitValue32", value_op, "CUDA 8"),
+                   _entry(lib, "cuMemHostRegister", [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint], "CUDA 4"),
+                   _entry(lib, "cuMemHostGetDevicePointer",
+                          [ctypes.POINTER(ctypes.c_uint64), ctypes.c_void_p, ctypes.c_uint], "CUDA 4"))
 
 
 def require() -> None:
@@ -61,35 +70,34 @@ class HostFlags:
 
     def hand_off(self, done, then, word: int) -> None:
         """Work queued on stream `then` after this waits for the work queued on `done` so far."""
-        write, wait = _driver()[:2]
         self._counts[word] += 1
         count = self._counts[word] & 0xFFFFFFFF
         address = self._words.data_ptr() + 4 * word
-        for stream, call, flags in ((done, write, WRITE_DEFAULT), (then, wait, WAIT_GEQ)):
-            with torch.cuda.device(stream.device):
-                code = call(stream.cuda_stream, address, count, flags)
-            if code:
-                raise FlagsUnavailable(f"{call.__name__} failed on {stream.device}: CUresult {code}")
+        _stream_op(_driver().write, done, address, count, WRITE_DEFAULT)
+        wait_for(then, address, count)
+
+
+def _stream_op(call: Callable, stream, address: int, count: int, flags: int) -> None:
+    with torch.cuda.device(stream.device):
+        code = call(stream.cuda_stream, address, count, flags)
+    if code:
+        raise FlagsUnavailable(f"{call.__name__} failed on {stream.device}: CUresult {code}")
 
 
 def wait_for(stream, address: int, count: int) -> None:
     """Work queued on `stream` after this waits until the word at device `address` reaches `count`."""
-    wait = _driver()[1]
-    with torch.cuda.device(stream.device):
-        code = wait(stream.cuda_stream, address, count, WAIT_GEQ)
-    if code:
-        raise FlagsUnavailable(f"cuStreamWaitValue32 failed on {stream.device}: CUresult {code}")
+    _stream_op(_driver().wait, stream, address, count, WAIT_GEQ)
 
 
 def register_host(buffer, size: int) -> int:
     """The device address of `buffer`'s first `size` bytes (a writable buffer: an mmap of shared
     memory), registered with CUDA so that a stream can wait on its words."""
-    register, device_pointer = _driver()[2:]
+    driver = _driver()
     host = ctypes.addressof(ctypes.c_char.from_buffer(buffer))
     torch.cuda.current_stream()   # this thread's CUDA context is current from here
-    code = register(host, size, HOST_REGISTER)
+    code = driver.register(host, size, HOST_REGISTER)
     device = ctypes.c_uint64()
-    code = code or device_pointer(ctypes.byref(device), host, 0)
+    code = code or driver.device_pointer(ctypes.byref(device), host, 0)
     if code:
         raise FlagsUnavailable(f"registering shared host memory with CUDA failed: CUresult {code}")
     return device.value

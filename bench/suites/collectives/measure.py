@@ -153,7 +153,8 @@ def _graph_correct(op: _Op, ranks: Consensus) -> bool:
 
 def measure_point(point: Point, ctx: Context, state: CollectivesState) -> list[Sample]:
     ranks = state.ranks
-    if point.launch == "held" and ctx.device == "cuda" and ctx.nnodes == 1:
+    held_on_device = point.launch == "held" and ctx.device == "cuda"
+    if held_on_device and ctx.nnodes == 1:
         try:
             flags.require()   # the same driver on every rank of the host: every rank skips, or none
         except flags.FlagsUnavailable as exc:
@@ -174,7 +175,7 @@ def measure_point(point: Point, ctx: Context, state: CollectivesState) -> list[S
     if ctx.device == "cuda":
         torch.cuda.synchronize()
     verified = ranks.all(op.correct())
-    release = state.release() if point.launch == "held" and ctx.device == "cuda" else None
+    release = state.release() if held_on_device else None
     clock = timing.device_clock(point.launch, ranks.barrier, ranks.reduce, release) if ctx.device == "cuda" \
         else HostClock(sync=ranks.barrier)
     timer = timing.measure_graph if point.launch == "graph" else timing.measure
