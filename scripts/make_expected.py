@@ -76,9 +76,9 @@ METHODS: dict[str, str] = json.loads(_LISTED.read_text())["runs"] if _LISTED.exi
 
 
 def _version(part: Part) -> str:
-    """The version a part's figures belong to: the method it measured its suite with
-    (bench.measure.method_of the run's method, listed in results/reference/methods.json, which
-    corrects a run whose code measured otherwise than it recorded, or recorded); else its tool's commit."""
+    """The version a part's figures belong to: the method it measured its suite with (method_of
+    the run's method, listed in results/reference/methods.json, which corrects a run whose code
+    measured otherwise than it recorded, or recorded); else its tool's commit."""
     tool = part.meta.get("tool") or {}
     method = METHODS.get("/".join(part.run.parts[-2:])) or tool.get("method")
     return method_of(str(method), part.suite or "") if method else str(tool.get("git_commit", ""))
@@ -105,7 +105,7 @@ def _newest(candidates: list[Part], label=_label) -> tuple[list[Part], list[str]
 
 
 def _figures(parts: list[Part]) -> Expected:
-    return from_runs([(part.run, part.suite) if part.suite else part.run for part in parts], catalog())
+    return from_runs([(part.run, part.suite) for part in parts], catalog())
 
 
 def table_of(ranks: list[list[Part]]) -> tuple[Expected, list[str]]:

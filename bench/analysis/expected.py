@@ -377,16 +377,15 @@ def unhealthy(meta: Mapping) -> str:
     return f"handicapped ({', '.join(limits)})" if limits else ""
 
 
-def _run_levels(run: Path, catalog: Catalog, suite: str | None = None) -> pd.DataFrame:
-    """One run's points (of one suite, where named) as (machine, instance, role..., size_bytes,
-    log_time, theory_gbps, host)."""
+def _run_levels(run: Path, catalog: Catalog, suites: set[str] | None = None) -> pd.DataFrame:
+    """One run's points (of `suites`, where named) as (machine, instance, role..., size_bytes,
+    log_time, theory_gbps, host). The levels are read on the whole run (its usual pace is the
+    whole run's), then kept to those suites."""
     meta = read_meta(run)
     rows = load(run, warn=lambda line: None)
-    if suite is not None:
-        rows = rows[rows["suite"] == suite]
-        if rows.empty:
-            return pd.DataFrame()
     levels = point_levels(rows, catalog)
+    if suites is not None:
+        levels = levels[levels["suite"].isin(suites)].reset_index(drop=True)
     links = (meta.get("system") or {}).get("links") or {}
     out = roles(levels, links)
     out["machine"] = machine_class(meta).key
@@ -409,8 +408,14 @@ def from_runs(runs: Iterable[str | Path | tuple[Path, str]], catalog: Catalog, o
     """The table made from healthy runs (or (run, suite) pairs: that suite's points of the run):
     per class, role and size, the median over hosts of each host's median over its runs of each
     run's median time (its GPUs or pairs of one role: their median)."""
-    parts = [r if isinstance(r, tuple) else (Path(r), None) for r in runs]
-    levels = pd.concat([_run_levels(Path(run), catalog, suite) for run, suite in parts], ignore_index=True)
+    suites: dict[Path, set[str] | None] = {}   # per run, the suites it gives (None: all), each run read once
+    for item in runs:
+        run, suite = (Path(item[0]), item[1]) if isinstance(item, tuple) else (Path(item), None)
+        if suite is None or suites.get(run, set()) is None:
+            suites[run] = None
+        else:
+            suites.setdefault(run, set()).add(suite)
+    levels = pd.concat([_run_levels(run, catalog, named) for run, named in suites.items()], ignore_index=True)
     keys = ["machine", *ROLE_KEYS, "size_bytes"]
     per_run = levels.groupby([*keys, "run"], sort=False).agg(
         log_time=("log_time", "median"), instance=("instance", "first"), host=("host", "first"),
