@@ -32,7 +32,7 @@ def _hosts() -> list[Path]:
 def test_each_kind_has_three_held_out_hosts_of_two_recorded_runs_in_no_table():
     hosts = _hosts()
     assert {kind: sum(h.parent.name == kind for h in hosts) for kind in ("h200-x1", "h200-x2", "h200-x4")} == \
-        {"h200-x1": 3, "h200-x2": 9, "h200-x4": 4}
+        {"h200-x1": 3, "h200-x2": 9, "h200-x4": 7}
     table_hosts = {_host_id(m.parent) for m in REFERENCE.glob("*/*/meta.json")}
     for host in hosts:
         runs = sorted(p for p in host.iterdir() if p.is_dir())
@@ -44,13 +44,13 @@ def test_each_kind_has_three_held_out_hosts_of_two_recorded_runs_in_no_table():
 
 
 def test_nine_in_ten_held_out_runs_are_normal_with_95_percent_judged_and_the_rest_blame_their_host(tmp_path):
-    # Issue 41: at least 90% exit 0. Two 2x H200 runs exit 1, each on launch paths alone, read
-    # while their host ran slower than any of the table's (x2f-1, and x2o-2 at 1.33x the slowest):
-    # their cause names the host's pace, as a launch path's must.
+    # Issue 41: at least 90% exit 0. Two 2x H200 runs and one 4x H200 run exit 1, each on launch
+    # paths alone, read while their host ran slower than any of the table's (x2f-1, x2o-2 at 1.33x
+    # the slowest, x4s-2 at 1.08x): their cause names the host's pace, as a launch path's must.
     runs = sorted(HELD_OUT.glob("*/*/*"))
     doctor.main([*map(str, runs), "--json", str(tmp_path / "doctor.json")])
     verdicts = json.loads((tmp_path / "doctor.json").read_text())
-    assert len(verdicts) == len(runs) == 32
+    assert len(verdicts) == len(runs) == 38
     assert all(v["judged_share"] >= 0.95 for v in verdicts), [(v["run"], v["judged_share"]) for v in verdicts]
     failing = [v for v in verdicts if v["exit_code"] != 0]
     assert len(failing) <= 0.1 * len(verdicts), [v["run"] for v in failing]
@@ -63,7 +63,7 @@ def test_nine_in_ten_held_out_runs_are_normal_with_95_percent_judged_and_the_res
 
 
 def test_the_gate_between_a_hosts_two_runs_passes():
-    # 11 hosts, both orders. Host 7c4433eed1b8's first run read two launch paths at 0.29x and
+    # 19 hosts, both orders. Host 7c4433eed1b8's first run read two launch paths at 0.29x and
     # 0.37x of its second, and the all-threads host memory copy at 0.50x (one trial of five at
     # the host's usual pace), in a slow spell of its host: judged with their noise doubled, as
     # every point measured while the host was slow, they pass.

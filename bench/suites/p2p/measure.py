@@ -35,6 +35,21 @@ class _Leg(NamedTuple):
     hand_off: Callable
 
 
+def _copies(leg: _Leg, count: int) -> None:
+    """`count` copies of the leg, ending on the source GPU's stream. A held peer leg's run is
+    queued from one stream context with its call bound once: its latch lasts twice as long as the
+    host takes to queue the trial, and a long latch may slow a held pair copy's pace
+    (docs/method.md, "Eager and held"). Every other copy is queued as an eager loop queues it."""
+    if leg.staging is None and leg.copy is cudart.copy:
+        with torch.cuda.stream(leg.s_src):
+            issue = cudart.copier(leg.dst, leg.src)
+            for _ in range(count):
+                issue()
+        return
+    for _ in range(count):
+        _copy_once(leg)
+
+
 def _copy_once(leg: _Leg) -> None:
     """One copy of the leg; it ends on the source GPU's stream."""
     if leg.staging is None:
@@ -72,8 +87,7 @@ def _enqueue(legs: list[tuple[str, _Leg]], n: int) -> dict:
         parts[name] = [begin]
     for count in (min(n, 1), n - 1):
         for _, leg in legs:
-            for _ in range(count):
-                _copy_once(leg)
+            _copies(leg, count)
     for name, leg in legs:
         end = torch.cuda.Event(enable_timing=True)
         end.record(leg.s_src)
