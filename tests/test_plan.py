@@ -10,6 +10,7 @@ import json
 import math
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -160,6 +161,40 @@ def test_the_default_plan_gives_back_the_walls_of_the_runs_it_is_fitted_to(insta
     for suite in got.suites:
         assert all(len(m[m.suite == suite.name][POINT_KEYS].drop_duplicates()) == suite.points for m in measured)
         assert suite.seconds == pytest.approx(np.mean([w[suite.name] for w in walls]), rel=0.02), suite
+
+
+HELD_OUT = REFERENCE.parent / "heldout"
+
+
+def _x4_sweeps() -> list[Path]:
+    """The 4x H200 default sweeps of method held-3, on six hosts: three the plan is fitted to, three held out."""
+    return sorted([*REFERENCE.glob("h200-x4/x4[lno]-default-*"), *HELD_OUT.glob("h200-x4/*/x4[qrs]-default-*")])
+
+
+def test_the_host_work_follows_the_hosts_pace_within_the_reference_hosts():
+    # A default sweep's wall follows its host's pace: with each run's own (within the reference
+    # hosts' paces) the plan gives back every 4x H200 run's suite walls within 10%; with its basis
+    # host's alone, not the slowest hosts'.
+    machine = instance_machine(_cfg("instance=h200-x4").instance)
+    planned, _ = plan_suites(_cfg(), machine)
+    reference = plan.Reference.find(machine)
+    quickest, slowest = reference.paces()
+    basis_only = sum(s.seconds for s in _plan(_cfg(), machine).suites)
+    errors, unscaled = [], []
+    for run in _x4_sweeps():
+        walls = sum(json.loads((run / "meta.json").read_text())["suite_wall_s"].values())
+        pace = min(max(reference_times.read_run(run).host_pace_s, quickest), slowest)
+        got = sum(plan.estimate_suite(p, machine, reference, pace_here=pace).seconds for p in planned)
+        errors.append(got / walls - 1)
+        unscaled.append(basis_only / walls - 1)
+    assert len(errors) == 12 and max(map(abs, errors)) <= 0.10, errors
+    assert max(map(abs, unscaled)) > 0.10
+    # the plan on this machine reads its pace, and goes no further than the kind's reference hosts
+    for read, expect in ((slowest * 3, slowest), (quickest / 3, quickest)):
+        fixed = plan.estimate(_cfg(), planned, replace(machine, here=True), pace_here=lambda: read)
+        assert fixed.pace_here_s == expect and fixed.pace_basis_s == reference.pace_s()
+        assert f"host's work scaled {expect / reference.pace_s():.2f}x" in plan.format_plan(fixed)
+    assert plan.estimate(_cfg(), planned, machine).pace_here_s is None   # another machine keeps its basis's
 
 
 def test_collectives_points_are_what_the_reference_sweep_measured():

@@ -22,6 +22,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Callable
 
 from bench import lazy, suites
 from bench.driver.machine import Machine
@@ -31,7 +32,7 @@ from bench.points import SERIES_KEYS
 from bench.measure import timing
 from bench.measure.latch import HOLD_MARGIN_S, HeldClock
 from bench.measure.timing import TimingConfig
-from bench.results import point_key
+from bench.results import USUAL_PACE_QUANTILE, point_key
 from bench.driver import reference_times
 from bench.driver.reference_times import COLUMNS, RunTimes
 from bench.contract import Overhead, Point
@@ -74,6 +75,8 @@ class Plan:
     suites: list[SuiteEstimate]
     skipped: list[str] = field(default_factory=list)
     startup_s: float = 0.0
+    pace_here_s: float | None = None    # this host's usual pace, where the plan scaled its host's work by it
+    pace_basis_s: float | None = None   # the basis host's
 
     @property
     def seconds(self) -> float:
@@ -235,19 +238,35 @@ class Reference:
             t = latency + (t - latency) * (new / old if old > 0 else 1.0)
         return t
 
+    def basis(self, suite: str | None = None) -> list[RunTimes]:
+        """The runs a suite's per-point cost is fitted to (None: any suite): the newest main sweep
+        (most suites) that measured it, special-purpose runs having start-up heavy walls, and with
+        it the other main sweeps of its host: a fresh machine's first run pays costs its later ones
+        do not (its first pinned allocations), and a user's run may be either."""
+        walled = [r for r in self.runs if (suite is None or suite in r.suite_wall_s) and r.status in ("complete", None)]
+        if not walled:
+            return []
+        newest = max(walled, key=lambda r: (len(r.suite_wall_s), r.start_time))
+        return [r for r in walled if newest.host and r.host == newest.host
+                and set(r.suite_wall_s) == set(newest.suite_wall_s)] or [newest]
+
+    def pace_s(self, suite: str | None = None) -> float | None:
+        """The usual pace of the host the suite's per-point cost is fitted to (None: not read)."""
+        paces = sorted(r.host_pace_s for r in self.basis(suite) if r.host_pace_s)
+        return paces[len(paces) // 2] if paces else None
+
+    def paces(self) -> tuple[float, float] | None:
+        """The quickest and the slowest usual pace the kind's reference runs read (None: none read)."""
+        paces = [r.host_pace_s for r in self.runs if r.host_pace_s]
+        return (min(paces), max(paces)) if paces else None
+
     def overhead(self, suite: str, base: Overhead, distributed: bool) -> tuple[Overhead, str]:
         """`base` with per_point_s fitted to the main reference sweeps that measured the suite
-        (a distributed suite starts once per world of ranks); as it is where the suite models it
-        from its settings (`modelled`: a reference run of other settings would mislead)."""
-        walled = [r for r in self.runs if suite in r.suite_wall_s and r.status in ("complete", None)]
-        if not walled or base.modelled:
+        (basis(); a distributed suite starts once per world of ranks); as it is where the suite
+        models it from its settings (`modelled`: a reference run of other settings would mislead)."""
+        runs = self.basis(suite)
+        if not runs or base.modelled:
             return base, ""
-        # The main sweep (most suites), newest: special-purpose runs have start-up heavy walls.
-        # With it, the other main sweeps of its host: a fresh machine's first run pays costs its
-        # later ones do not (its first pinned allocations), and a user's run may be either.
-        newest = max(walled, key=lambda r: (len(r.suite_wall_s), r.start_time))
-        runs = [r for r in walled if newest.host and r.host == newest.host
-                and set(r.suite_wall_s) == set(newest.suite_wall_s)] or [newest]
         per_point = float(np.mean([self._per_point(run, suite, base, distributed) for run in runs]))
         return replace(base, per_point_s=per_point), ", ".join(f"{self.label}/{run.name}" for run in runs)
 
@@ -299,12 +318,15 @@ def _shared_cores(ranks: int, machine: Machine) -> int:
 
 
 def estimate_suite(planned: Planned, machine: Machine, reference: Reference | None,
-                   done: set = frozenset()) -> SuiteEstimate:
+                   done: set = frozenset(), pace_here: float | None = None) -> SuiteEstimate:
+    """The suite's estimate; with `pace_here` (this host's usual pace), its host's work (per-point
+    costs, start-up, and host-bound operations' timing) scaled from its basis host's pace to it."""
     suite, ctx = planned.suite, planned.ctx
     points = [p for p in planned.points() if point_key(p) not in done]
     distributed = planned.distribution() is not None
     base = suite.overhead_of(planned.settings, ctx)
     overhead, fitted = reference.overhead(suite.name, base, distributed) if reference else (base, "")
+    host = host_ratio(pace_here, reference.pace_s(suite.name) if reference and fitted else None)
     timed = other = 0.0
     from_model = 0
     for p in points:
@@ -314,13 +336,31 @@ def estimate_suite(planned: Planned, machine: Machine, reference: Reference | No
         graph = p.launch == "graph"
         shared = _shared_cores(p.world_size, machine) if distributed else 1
         host_op = _launch_time(p, per_op, reference, machine) if p.launch == "held" else None
-        timed += shared * timing_seconds(per_op, ctx.timing, graph, overhead.per_trial_s, host_op)
+        replayed = timing_seconds(per_op, ctx.timing, graph, overhead.per_trial_s, host_op)
+        timed += shared * replayed * (host if max(per_op, host_op or 0.0) < timing.HOST_BOUND_S else 1.0)
         other += shared * (overhead.per_point_s + p.size_bytes * overhead.per_byte_s
                            + (overhead.per_graph_s if graph else 0.0))
     worlds = {p.world_size for p in points} if distributed else {1}
     other += sum(overhead.startup_s * _shared_cores(n, machine) for n in worlds) if points else 0.0
-    return SuiteEstimate(suite.name, len(points), timed, other, _basis(reference, fitted, from_model, len(points)),
-                         _worlds(planned, machine) if distributed else "")
+    return SuiteEstimate(suite.name, len(points), timed, other * host,
+                         _basis(reference, fitted, from_model, len(points)), _worlds(planned, machine) if distributed else "")
+
+
+# Readings of the host's pace a plan takes on the machine it plans for (timing.host_pace: a
+# fixed piece of Python work each, short beside a run's start-up).
+PACE_READINGS = 50
+
+
+def pace_here() -> float:
+    """This host's usual pace now, as a run reads its own (results.USUAL_PACE_QUANTILE of readings)."""
+    readings = sorted(timing.host_pace() for _ in range(PACE_READINGS))
+    return readings[int(USUAL_PACE_QUANTILE * (PACE_READINGS - 1))]
+
+
+def host_ratio(here: float | None, basis: float | None) -> float:
+    """How much longer this host takes for the host's work than the basis host took (1: either
+    unknown): a default sweep's wall follows its host's pace (docs/usage.md, "The plan")."""
+    return here / basis if here and basis else 1.0
 
 
 def _worlds(planned: Planned, machine: Machine) -> str:
@@ -351,14 +391,22 @@ def _basis(reference: Reference | None, fitted: str, from_model: int, total: int
 
 
 def estimate(cfg, planned: list[Planned], machine: Machine, skipped: list[str] = (),
-             done: set = frozenset(), root: Path | None = None) -> Plan:
+             done: set = frozenset(), root: Path | None = None, pace_here: Callable[[], float] = pace_here) -> Plan:
     """The plan for suites already checked (sweep.plan_suites), on `machine`; its per-op times
-    from the shipped reference table, or from the run folders under `root`."""
+    from the shipped reference table, or from the run folders under `root`; on this machine, its
+    host's work scaled by its pace (`pace_here`) against the basis host's."""
     reference = Reference.find(machine, root)
-    suites = [estimate_suite(p, machine, reference, done) for p in planned]
+    # Only this machine's own pace says how it differs from the basis host: a plan for another
+    # (an instance from conf/, a recorded run) keeps the basis host's.
+    here = pace_here() if machine.here and reference and reference.pace_s() else None
+    if here:   # no further than the kind's reference hosts went: past them no wall has been seen to follow it
+        quickest, slowest = reference.paces()
+        here = min(max(here, quickest), slowest)
+    suites = [estimate_suite(p, machine, reference, done, here) for p in planned]
     points = sum(s.points for s in suites)
-    start = RUN_START_S.get(machine.device, 0.0) + SUMMARY_S.get(machine.device, 0.0) * points
-    return Plan(machine, suites, list(skipped), start if planned else 0.0)
+    host = host_ratio(here, reference.pace_s() if reference else None)
+    start = (RUN_START_S.get(machine.device, 0.0) + SUMMARY_S.get(machine.device, 0.0) * points) * host
+    return Plan(machine, suites, list(skipped), start if planned else 0.0, here, reference.pace_s() if here else None)
 
 
 # ---------------------------------------------------------------- what is printed
@@ -401,6 +449,9 @@ def format_plan(plan: Plan) -> str:
         lines.append("  " + "  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths)))
                      + f"  {r[5]}".rstrip())
     lines += [f"  {s.name}: {s.worlds}" for s in plan.suites if s.worlds]
+    if plan.pace_here_s:
+        lines.append(f"  host's work scaled {plan.pace_here_s / plan.pace_basis_s:.2f}x: this host's pace "
+                     f"{plan.pace_here_s * 1e6:.0f} µs, the basis host's {plan.pace_basis_s * 1e6:.0f} µs")
     lines += [f"  {line}" for line in plan.skipped]
     lines.append("  timing: warm-up, calibration and trials; other: per-point buffers, checks and writes, "
                  "and start-up")

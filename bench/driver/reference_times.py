@@ -1,5 +1,5 @@
 """The committed reference runs as the plan reads them: each run's median time per operation by
-series and size, its start, status, timing settings and suites' wall times.
+series and size, its start, status, timing settings, suites' wall times and host's usual pace.
 
 Read from the run folders (pandas, the readers' rules for usable trials), they are also kept as
 one table shipped in the package (reference_times.json, made by scripts/make_expected.py and
@@ -10,6 +10,7 @@ installed wheel, which carries no results/, still plans from measured times.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -38,6 +39,7 @@ class RunTimes:
     timing: dict
     rows: list[tuple]
     host: str = ""          # system.host_id: where recorded, the host it ran on
+    host_pace_s: float | None = None   # its usual reading of the host's pace (None: it read none)
 
 
 def read_run(path: Path) -> RunTimes | None:
@@ -55,9 +57,11 @@ def read_run(path: Path) -> RunTimes | None:
     medians["link"] = [speeds.pair(src, dst) for src, dst in medians[["src", "dst"]].itertuples(index=False)]
     rows = [tuple(v.item() if hasattr(v, "item") else v for v in row)
             for row in medians[list(COLUMNS)].itertuples(index=False)]
+    from bench.analysis.expected import usual_pace   # pandas' and numpy's reader: plan=true reads the table alone
+    pace = usual_pace(frame)
     return RunTimes(path.name, str(meta.get("start_time", "")), meta.get("status"),
                     meta.get("suite_wall_s") or {}, (meta.get("config") or {}).get("timing") or {}, rows,
-                    str(meta.get("system", {}).get("host_id") or ""))
+                    str(meta.get("system", {}).get("host_id") or ""), None if math.isnan(pace) else round(pace, 9))
 
 
 def runs_under(folder: Path) -> list[RunTimes]:
