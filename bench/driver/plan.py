@@ -342,8 +342,8 @@ def estimate_suite(planned: Planned, machine: Machine, reference: Reference | No
                            + (overhead.per_graph_s if graph else 0.0))
     worlds = {p.world_size for p in points} if distributed else {1}
     other += sum(overhead.startup_s * _shared_cores(n, machine) for n in worlds) if points else 0.0
-    return SuiteEstimate(suite.name, len(points), timed, other * host,
-                         _basis(reference, fitted, from_model, len(points)), _worlds(planned, machine) if distributed else "")
+    return SuiteEstimate(suite.name, len(points), timed, other * host, _basis(reference, fitted, from_model, len(points)),
+                         _worlds(planned, machine) if distributed else "")
 
 
 # Readings of the host's pace a plan takes on the machine it plans for (timing.host_pace: a
@@ -396,17 +396,18 @@ def estimate(cfg, planned: list[Planned], machine: Machine, skipped: list[str] =
     from the shipped reference table, or from the run folders under `root`; on this machine, its
     host's work scaled by its pace (`pace_here`) against the basis host's."""
     reference = Reference.find(machine, root)
+    basis = reference.pace_s() if reference else None
     # Only this machine's own pace says how it differs from the basis host: a plan for another
     # (an instance from conf/, a recorded run) keeps the basis host's.
-    here = pace_here() if machine.here and reference and reference.pace_s() else None
+    here = pace_here() if machine.here and basis else None
     if here:   # no further than the kind's reference hosts went: past them no wall has been seen to follow it
         quickest, slowest = reference.paces()
         here = min(max(here, quickest), slowest)
     suites = [estimate_suite(p, machine, reference, done, here) for p in planned]
     points = sum(s.points for s in suites)
-    host = host_ratio(here, reference.pace_s() if reference else None)
-    start = (RUN_START_S.get(machine.device, 0.0) + SUMMARY_S.get(machine.device, 0.0) * points) * host
-    return Plan(machine, suites, list(skipped), start if planned else 0.0, here, reference.pace_s() if here else None)
+    start = RUN_START_S.get(machine.device, 0.0) + SUMMARY_S.get(machine.device, 0.0) * points
+    start *= host_ratio(here, basis)
+    return Plan(machine, suites, list(skipped), start if planned else 0.0, here, basis if here else None)
 
 
 # ---------------------------------------------------------------- what is printed

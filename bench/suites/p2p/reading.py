@@ -70,8 +70,8 @@ class P2PView(SuiteView):
     # Staged and held, method held-1's hand-off between the GPUs (torch's events) ran at one of two
     # paces, trial by trial (docs/method.md): between-run sigma 0.19 over the held staged 16 and
     # 64 KiB points of its default sweeps of nvidia-h200-x2 and -x4 (the two paces 1.7x apart).
-    # held-2's flag in host memory holds its pace, but the 4x H200 table is still of held-1: the
-    # declared sigma stays until no class's table holds held-1's staged figures.
+    # held-2's flag in host memory holds its pace, and no class's table holds held-1's staged figures
+    # any more; the declared sigma stays while held-out runs of held-1 are judged (docs/judging.md).
     # Staged, a copy goes through the host's memory, whose traffic moves between identical runs of
     # one host by up to 15% as the copy suite's every-GPU traffic does: 0.88x and 1.01x of a 4x H200
     # fleet's median in two runs of one host (results/noise/h200-x4/identical, bidir at 256 MiB).
