@@ -90,12 +90,13 @@ def test_warm_up_is_one_operation_when_one_alone_lasts_a_trial():
     long_op = ScriptedWork(0.02)   # a 1 GiB host copy: a second warm-up op would only cost time
     measure(long_op.enqueue, long_op, cfg)
     assert [n for n, _ in long_op.readings[:2]] == [1, 1]   # warm-up 1 op, then calibration at n=1
-    assert len(long_op.readings) == 1 + 1 + cfg.trials   # the reading agrees with the warm-up's: taken
+    # the reading agrees with the warm-up's: taken, and it is the first trial
+    assert len(long_op.readings) == 1 + cfg.trials
     short_op = ScriptedWork(1e-4)
     measure(short_op.enqueue, short_op, cfg)
     # 1 + 2 warm-up ops, then calibration where the warm-up's rate puts N, trusted as they agree
     assert [n for n, _ in short_op.readings] [:4] == [1, 2, 120, 120]
-    assert len(short_op.readings) == 3 + cfg.trials
+    assert len(short_op.readings) == 2 + cfg.trials
 
 
 def test_a_slow_first_call_does_not_set_n():
@@ -284,6 +285,27 @@ def test_small_and_host_clocked_ops_read_the_hosts_pace_before_each_trial(host):
     assert all(math.isnan(t.host_pace_s) for t in measure(slow_op.enqueue, slow_op, warmed))
     copied = measure(lambda n: None, HostClock(), replace(CFG, trials=2, min_trial_s=1e-4))
     assert all(t.host_pace_s == 1.0 for t in copied)   # the host does the work: its pace beside every trial
+
+
+def test_calibrations_last_reading_is_the_first_trial_where_it_alone_set_n(host):
+    """A reading taken on trust at the N the trials run is a trial like theirs: kept, one run fewer.
+    A small op's reading then reads the host's pace before it, as every trial does."""
+    warmed = TimingConfig(warmup=3, trials=3, min_trial_s=0.01)
+    steady = ScriptedWork(2e-3)   # 2 ms ops: device-bound, no pace
+    trials = measure(steady.enqueue, steady, warmed)
+    assert [n for n, _ in steady.readings] == [1, 2, 6, 6, 6]   # warm-up, then three readings at N=6
+    assert [t.iters for t in trials] == [6, 6, 6] and all(math.isnan(t.host_pace_s) for t in trials)
+    hiccup = ScriptedWork(2e-3, {2: 0.03})   # calibration's reading disagrees with the warm-up's
+    trials = measure(hiccup.enqueue, hiccup, warmed)
+    assert len(hiccup.readings) == 2 + 3 + 3 and len(trials) == 3   # the median set N: no reading kept
+    host.readings = [1.5, 1.0, 1.1]
+    small = ScriptedWork(1e-5)
+    trials = measure(small.enqueue, small, warmed)
+    assert len(small.readings) == 2 + 3 * timing.SMALL_OP_SPLIT   # the first trial was calibration's
+    assert [t.host_pace_s for t in trials[:3]] == [1.5, 1.0, 1.1]   # its pace, read before it, kept
+    scaled = ScriptedWork(2e-3, {2: 0.0145})   # trusted but long: N scaled down, so not a trial
+    trials = measure(scaled.enqueue, scaled, warmed)
+    assert [n for n, _ in scaled.readings] == [1, 2, 6, 5, 5, 5] and len(trials) == 3
 
 
 def test_an_op_whose_first_call_is_slow_still_reads_the_hosts_pace(host):

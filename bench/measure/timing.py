@@ -5,7 +5,8 @@ current stream for asynchronous GPU work, or the host's perf_counter with a sync
 both sides where the host itself blocks (pageable copies, CPU and gloo work). N doubles (or
 jumps by the measured rate) until trials at N last `min_trial_s` by two readings that agree (the
 warm-up's rate may be one; a third decides where they do not), so timer resolution and the
-interpreter's launch cost are dwarfed and no single outlier reading sets N. A trial shorter
+interpreter's launch cost are dwarfed and no single outlier reading sets N; a reading that set N
+alone, at that N, is the first trial. A trial shorter
 than half of `min_trial_s` is measured once more, and flagged `short` if it still is. Warm-up is
 `warmup` operations, or one that alone lasts min_trial_s. In graph mode about min_trial_s of
 operations are captured once in a CUDA graph and each trial replays it:
@@ -164,18 +165,30 @@ def calibrate(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Agree = 
     fast glitch (N jumps far too high) sets N alone. Every reading is agreed over the ranks
     (`agree`), so every rank takes the same branches and runs the same operations.
     """
+    return _calibrated(enqueue, clock, cfg, agree, per_op, paced=False)[0]
+
+
+def _calibrated(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Agree, per_op: float,
+                paced: bool) -> tuple[int, Trial | None]:
+    """calibrate()'s N, and its last reading as a trial where that reading alone set N (taken on
+    trust, at that very N, not short): a trial like any other (`paced`: the host's pace read
+    before it, agreed with its time in one round trip), so measure() runs one trial fewer."""
     least = min(cfg.max_iters, max(1, cfg.min_iters))
 
-    def reading() -> float:
-        return agree([_run_trial(enqueue, clock, n).time_s])[0]
+    def reading() -> tuple[Trial, float, float]:
+        pace = _reading() if paced else math.nan
+        trial = _run_trial(enqueue, clock, n)
+        t, pace = agree([trial.time_s, pace])
+        return trial, t, pace
 
     n = 1 if not per_op > 0 else min(cfg.max_iters, max(1, math.ceil(1.2 * cfg.min_trial_s / per_op)))
     while True:
-        t = reading()
+        last, t, pace = reading()
+        alone = True
         if t >= cfg.min_trial_s or n >= cfg.max_iters:
             if not _agrees(t / n, per_op):
-                second = reading()
-                t = statistics.median([t, second] + ([] if _agrees(second, t) else [reading()]))
+                alone, second = False, reading()[1]
+                t = statistics.median([t, second] + ([] if _agrees(second, t) else [reading()[1]]))
             if t >= cfg.min_trial_s or n >= cfg.max_iters:
                 break
         n = grow(n, t, cfg)
@@ -183,17 +196,23 @@ def calibrate(enqueue: Enqueue, clock: Clock, cfg: TimingConfig, agree: Agree = 
         # Fewer operations take no less than their share of the time (a fixed cost only adds to
         # it), so scaling down by the median rate still gives trials of at least min_trial_s.
         n = math.ceil(n * 1.2 * cfg.min_trial_s / t)
-    return int(agree([min(cfg.max_iters, max(n, least))])[0])
+    n = int(agree([min(cfg.max_iters, max(n, least))])[0])
+    if not (alone and n == last.iters and t >= cfg.min_trial_s / 2):
+        return n, None
+    if paced:
+        _note(pace)
+    return n, replace(last, host_pace_s=pace)
 
 
 def _trials(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig, agree: Agree,
-            paced: bool = False) -> list[Trial]:
-    """cfg.trials trials; `paced`: each after a reading of the host's pace. Each trial's time and
-    pace are agreed together after it (each the slowest rank's): one round trip between the ranks
-    a trial, not two. A trial whose agreed time is far shorter than calibration promised is run
-    again, then kept but flagged `short`. Each trial keeps this rank's own time."""
-    trials = []
-    for _ in range(cfg.trials):
+            paced: bool = False, first: Trial | None = None) -> list[Trial]:
+    """cfg.trials trials, `first` (calibration's last reading) among them; `paced`: each after a
+    reading of the host's pace. Each trial's time and pace are agreed together after it (each the
+    slowest rank's): one round trip between the ranks a trial, not two. A trial whose agreed time
+    is far shorter than calibration promised is run again, then kept but flagged `short`. Each
+    trial keeps this rank's own time."""
+    trials = [] if first is None else [first]
+    for _ in range(cfg.trials - len(trials)):
         trial, t = _agreed_trial(enqueue, clock, n, agree, paced)
         if t < cfg.min_trial_s / 2:
             trial, t = _agreed_trial(enqueue, clock, n, agree, paced)
@@ -205,7 +224,10 @@ def _trials(enqueue: Enqueue, clock: Clock, n: int, cfg: TimingConfig, agree: Ag
 def _agreed_trial(enqueue: Enqueue, clock: Clock, n: int, agree: Agree, paced: bool) -> tuple[Trial, float]:
     """A trial with its agreed pace (read before it), and its agreed time. The round trip after
     each trial also lines the ranks up for the next: with the trials' agreements gathered into
-    one after the last, a rank started late far more often (docs/usage.md)."""
+    one after the last, a rank started late far more often (docs/usage.md). Nor does it stand
+    for the barrier before the next trial: the Python between them (the pace's reading, this
+    trial's bookkeeping) takes each rank its own time, and without that barrier a rank started
+    bandwidth-bound collectives late more often (docs/method.md, "Calibration")."""
     pace = _reading() if paced else math.nan
     trial = _run_trial(enqueue, clock, n)
     t, pace = agree([trial.time_s, pace])
@@ -335,13 +357,16 @@ def measure(
         cfg = replace(cfg, min_trial_s=cfg.min_trial_s * HELD_TRIAL_SHARE, max_iters=min(cfg.max_iters, HELD_MAX_OPS))
     elif per_op < SMALL_OP_S:
         cfg = replace(cfg, trials=cfg.trials * SMALL_OP_SPLIT, min_trial_s=cfg.min_trial_s / SMALL_OP_SPLIT)
-    n = calibrate(enqueue, clock, cfg, agree, per_op)
-    # The warm-up errs slow (a first call sets up peers, NCCL, caches): the calibrated N, agreed
-    # on every rank, says too how long an op takes.
+    # The warm-up errs slow (a first call sets up peers, NCCL, caches), so an op it finds under
+    # HOST_BOUND_S is one for sure: calibration reads the pace before its readings, and its last
+    # one can be the first trial. Where only the calibrated rate says so, it cannot.
+    pace_first = read_pace and not held and (isinstance(clock, HostClock) or not per_op >= HOST_BOUND_S)
+    n, first = _calibrated(enqueue, clock, cfg, agree, per_op, pace_first)
+    # The calibrated N, agreed on every rank, says too how long an op takes.
     calibrated = 1.2 * cfg.min_trial_s / n
     per_op = calibrated if math.isnan(per_op) else min(per_op, calibrated)
     paced = read_pace and not held and (per_op < HOST_BOUND_S or isinstance(clock, HostClock))
-    trials = _trials(enqueue, clock, n, cfg, agree, paced)
+    trials = _trials(enqueue, clock, n, cfg, agree, paced, first if paced == pace_first else None)
     # Only GPU work waits: the device's clock is what a slow host must not set; work the host does
     # itself (and tests on CPUs shared with other tests) keeps its readings for the readers to sort.
     waits = isinstance(clock, EventClock) and per_op < WAIT_BELOW_S
