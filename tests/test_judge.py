@@ -271,7 +271,7 @@ def test_a_healthy_run_in_its_own_table_has_nothing_wrong():
     data = got.to_json()
     assert data["verdict"] in ("normal", "not enough judged") and len(data["families"]) == len(got.verdicts)
     assert data["machine"] == "h200 pcie5x16 nvlink18 x4" and data["missing"] == []
-    assert all(v.noise.startswith(("measured between", "launch paths between", "between 2 hosts", "between 3 hosts", "its role's GPUs or pairs"))
+    assert all(v.noise.startswith(("measured between", "launch paths between", "between 2 hosts", "between 3 hosts", "between 4 hosts", "its role's GPUs or pairs"))
                for v in got.verdicts if v.verdict != "not judged" and "host's own" not in v.reason)
 
 
@@ -391,9 +391,9 @@ def test_the_shipped_table_is_what_the_script_makes(tmp_path):
     assert set(table.origins) == {"h100 pcie5x16 nvlink0 x1", "h200 pcie5x16 nvlink0 x1", "h200 pcie5x16 nvlink18 x2",
                                   "h200 pcie5x16 nvlink18 x4"}
     runs = table.classes().set_index("machine")   # each class says what it stands on
-    assert runs.loc["h200 pcie5x16 nvlink18 x4", "runs"] == 6 and runs.loc["h100 pcie5x16 nvlink0 x1", "runs"] == 1
+    assert runs.loc["h200 pcie5x16 nvlink18 x4", "runs"] == 8 and runs.loc["h100 pcie5x16 nvlink0 x1", "runs"] == 1
     # two runs of one host are one host, with no spread between hosts; three hosts have one
-    assert tuple(runs.loc["h200 pcie5x16 nvlink18 x4", ["runs", "hosts"]]) == (6, 3)
+    assert tuple(runs.loc["h200 pcie5x16 nvlink18 x4", ["runs", "hosts"]]) == (8, 4)
     assert tuple(runs.loc["h200 pcie5x16 nvlink0 x1", ["runs", "hosts"]]) == (6, 3)
     assert runs.loc["h100 pcie5x16 nvlink0 x1", "hosts"] == 1
     by_class = table.frame.groupby("machine")["host_spread"]

@@ -160,35 +160,57 @@ def test_the_default_plan_gives_back_the_walls_of_the_runs_it_is_fitted_to(insta
     measured = [read_samples(samples_file(run)) for run in fitted]
     for suite in got.suites:
         assert all(len(m[m.suite == suite.name][POINT_KEYS].drop_duplicates()) == suite.points for m in measured)
-        assert suite.seconds == pytest.approx(np.mean([w[suite.name] for w in walls]), rel=0.02), suite
+        # per-op times are the class's medians (four 4x H200 hosts), not the basis host's own
+        assert suite.seconds == pytest.approx(np.mean([w[suite.name] for w in walls]), rel=0.025), suite
 
 
 HELD_OUT = REFERENCE.parent / "heldout"
 
 
-def _x4_sweeps() -> list[Path]:
-    """The 4x H200 default sweeps of method held-3, on six hosts: three the plan is fitted to, three held out."""
-    return sorted([*REFERENCE.glob("h200-x4/x4[lno]-default-*"), *HELD_OUT.glob("h200-x4/*/x4[qrs]-default-*")])
+# The 4x H200 default sweeps of one timing core each: that of 02754e3 (method held-3) on six
+# hosts, three the plan was fitted to and three held out; that of d378323 (calibration's reading
+# is the first trial: a trial fewer a point) on two, the newest reference host and one held out.
+TODAYS = ("x4w-default-1", "x4w-default-2")
+ERAS = {
+    "02754e3": (TODAYS, ["h200-x4/x4[lno]-default-*"], ["h200-x4/*/x4[qrs]-default-*"]),
+    "d378323": ((), ["h200-x4/x4w-default-*"], ["h200-x4/*/x4x-default-*"]),
+}
 
 
-def test_the_host_work_follows_the_hosts_pace_within_the_reference_hosts():
+def _x4_sweeps(fitted: list[str], held_out: list[str]) -> list[Path]:
+    return sorted([*(r for g in fitted for r in REFERENCE.glob(g)), *(r for g in held_out for r in HELD_OUT.glob(g))])
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_the_host_work_follows_the_hosts_pace_within_the_reference_hosts(era):
     # A default sweep's wall follows its host's pace: with each run's own (within the reference
-    # hosts' paces) the plan gives back every 4x H200 run's suite walls within 10%; with its basis
-    # host's alone, not the slowest hosts'.
+    # hosts' paces) the plan gives back every 4x H200 run's suite walls within 10%, fitted to the
+    # newest reference host of the runs' own timing core; with its basis host's pace alone, not
+    # the slowest hosts'.
     machine = instance_machine(_cfg("instance=h200-x4").instance)
     planned, _ = plan_suites(_cfg(), machine)
-    reference = plan.Reference.find(machine)
+    newer, fitted, held_out = ERAS[era]
+    shipped = plan.Reference.find(machine)
+    reference = plan.Reference(shipped.label, [r for r in shipped.runs if r.name not in newer])
     quickest, slowest = reference.paces()
-    basis_only = sum(s.seconds for s in _plan(_cfg(), machine).suites)
+    basis_only = sum(plan.estimate_suite(p, machine, reference).seconds for p in planned)
     errors, unscaled = [], []
-    for run in _x4_sweeps():
+    for run in _x4_sweeps(fitted, held_out):
         walls = sum(json.loads((run / "meta.json").read_text())["suite_wall_s"].values())
         pace = min(max(reference_times.read_run(run).host_pace_s, quickest), slowest)
         got = sum(plan.estimate_suite(p, machine, reference, pace_here=pace).seconds for p in planned)
         errors.append(got / walls - 1)
         unscaled.append(basis_only / walls - 1)
-    assert len(errors) == 12 and max(map(abs, errors)) <= 0.10, errors
-    assert max(map(abs, unscaled)) > 0.10
+    assert len(errors) == {"02754e3": 12, "d378323": 4}[era] and max(map(abs, errors)) <= 0.10, errors
+    if era == "02754e3":
+        assert max(map(abs, unscaled)) > 0.10
+
+
+def test_the_plan_on_this_machine_reads_its_pace_within_the_reference_hosts():
+    machine = instance_machine(_cfg("instance=h200-x4").instance)
+    planned, _ = plan_suites(_cfg(), machine)
+    reference = plan.Reference.find(machine)
+    quickest, slowest = reference.paces()
     # the plan on this machine reads its pace, and goes no further than the kind's reference hosts
     for read, expect in ((slowest * 3, slowest), (quickest / 3, quickest)):
         fixed = plan.estimate(_cfg(), planned, replace(machine, here=True), pace_here=lambda: read)
@@ -357,7 +379,7 @@ def test_plan_for_a_catalogued_machine_from_here(xferbench):
     assert not runs
     assert proc.stdout.startswith("xferbench plan for h200-x2: 2 GPU(s) (NV18); nothing measured")
     # the newest main sweep and the other of its host
-    assert "per-point cost h200-x2/x2s-default-1, h200-x2/x2s-default-2" in proc.stdout
+    assert "per-point cost h200-x2/x2v-default-1, h200-x2/x2v-default-2" in proc.stdout
 
 
 def test_every_run_prints_its_estimate_first(xferbench):
