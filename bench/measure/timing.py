@@ -227,7 +227,7 @@ def _agreed_trial(enqueue: Enqueue, clock: Clock, n: int, agree: Agree, paced: b
     one after the last, a rank started late far more often (docs/usage.md). Nor does it stand
     for the barrier before the next trial: the Python between them (the pace's reading, this
     trial's bookkeeping) takes each rank its own time, and without that barrier a rank started
-    bandwidth-bound collectives late more often (docs/method.md, "Calibration")."""
+    bandwidth-bound collectives late more often (docs/method.md, "Timing")."""
     pace = _reading() if paced else math.nan
     trial = _run_trial(enqueue, clock, n)
     t, pace = agree([trial.time_s, pace])
