@@ -32,7 +32,7 @@ from bench.points import SERIES_KEYS
 from bench.measure import timing
 from bench.measure.latch import HOLD_MARGIN_S, HeldClock
 from bench.measure.timing import TimingConfig
-from bench.results import USUAL_PACE_QUANTILE, point_key
+from bench.results import point_key
 from bench.driver import reference_times
 from bench.driver.reference_times import COLUMNS, RunTimes
 from bench.contract import Overhead, Point
@@ -352,9 +352,8 @@ PACE_READINGS = 50
 
 
 def pace_here() -> float:
-    """This host's usual pace now, as a run reads its own (results.USUAL_PACE_QUANTILE of readings)."""
-    readings = sorted(timing.host_pace() for _ in range(PACE_READINGS))
-    return readings[int(USUAL_PACE_QUANTILE * (PACE_READINGS - 1))]
+    """This host's usual pace now, as a run reads its own (timing.usual_of its readings)."""
+    return timing.usual_of(sorted(timing.host_pace() for _ in range(PACE_READINGS)))
 
 
 def host_ratio(here: float | None, basis: float | None) -> float:

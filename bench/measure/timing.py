@@ -272,13 +272,17 @@ def _note(agreed: float) -> None:
     bisect.insort(_readings, agreed)
 
 
+def usual_of(readings: list[float]) -> float:
+    """The usual one of sorted readings of host_pace(): as the readers take a run's
+    (results.USUAL_PACE_QUANTILE, a low quantile, not the luckiest reading)."""
+    return readings[int(results.USUAL_PACE_QUANTILE * (len(readings) - 1))]
+
+
 def usual_pace() -> float:
-    """This process's usual reading: as the readers take a run's (results.USUAL_PACE_QUANTILE, a
-    low quantile, not the luckiest reading), else a ranks' pace, read beside NCCL's own busy
-    threads, would hardly ever be usual and every small collective would wait for the host."""
-    if not _readings:
-        return math.inf
-    return _readings[int(results.USUAL_PACE_QUANTILE * (len(_readings) - 1))]
+    """This process's usual reading (usual_of its readings so far): not the luckiest, else a
+    ranks' pace, read beside NCCL's own busy threads, would hardly ever be usual and every small
+    collective would wait for the host."""
+    return usual_of(_readings) if _readings else math.inf
 
 
 def at_pace(pace: float) -> bool:
