@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from bench.analysis import causes
-from bench.analysis.expected import usual_pace
+from bench.analysis.judge import host_record
 from bench.results import load, read_meta, samples_file
 
 GPU, LINK, HOST_SIDE, LAUNCH, NCCL, EVERY_LINK, EVERY_GPU = (
@@ -106,14 +106,6 @@ def places(low: list[int], n: int, ctx: FleetView) -> list[Place]:
     return out
 
 
-def _host(run: Path, machine: str) -> causes.HostRecord:
-    """The run's host as the judge reads it (its usual pace against the class's healthy hosts'),
-    so that a launch path found low in a fleet names its host's pace as it does alone."""
-    rows = load(run) if samples_file(run) is not None else None
-    return causes.HostRecord(usual_pace(rows) if rows is not None and len(rows) else math.nan,
-                             causes.healthy_paces(machine))
-
-
 class NodeCauses:
     """The causes of a node's low families from its own runs' records, each run's facts read once."""
 
@@ -125,8 +117,10 @@ class NodeCauses:
         if row not in self._facts:
             run = self.ctx.survey.runs[row]
             path = Path(run.run)
+            # the host as the single-run judge reads it, so that a low launch path names its pace
+            rows = load(path) if samples_file(path) is not None else None
             self._facts[row] = causes.facts(read_meta(path), path, causes.healthy_clocks(run.machine),
-                                            _host(path, run.machine))
+                                            host_record(rows, run.machine))
         return self._facts[row]
 
     def explain(self, key: dict, bandwidth: bool, launch_path: bool, rows: np.ndarray, cols: np.ndarray) -> list[str]:

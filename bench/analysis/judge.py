@@ -428,6 +428,13 @@ def _nothing_judged(rows: pd.DataFrame, levels: pd.DataFrame, catalog: Catalog) 
     return out
 
 
+def host_record(rows: pd.DataFrame | None, machine: str) -> causes.HostRecord:
+    """A run's host as a launch path is held against it: the run's usual pace (NaN where it has no
+    rows or read none) beside its class's healthy hosts' (`machine`: its class's key)."""
+    return causes.HostRecord(usual_pace(rows) if rows is not None and len(rows) else math.nan,
+                             causes.healthy_paces(machine))
+
+
 def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expected | None = None,
           run_dir: str | Path | None = None, tolerance: float = TOLERANCE, alpha: float = ALPHA,
           planned: set[tuple[str, str]] | None = None, min_judged: float = MIN_JUDGED,
@@ -449,7 +456,7 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
                      for suite, op in (planned or set()) - measured_ops)
     checked = "" if planned is not None else (unplanned or "not planned")
     levels = point_levels(rows, catalog) if len(rows) else pd.DataFrame()
-    host = causes.HostRecord(usual_pace(rows) if len(rows) else math.nan, causes.healthy_paces(machine))
+    host = host_record(rows, machine)
     facts = causes.facts(meta, run_dir, causes.healthy_clocks(machine), host)
     verdicts: list[Verdict] = []
     z = math.nan
