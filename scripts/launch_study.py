@@ -3,9 +3,11 @@
 
 For the runs given (e.g. three runs of one host and one made while every CPU was busy), each
 GPU op variant at sizes up to --max-size: its time per op in each run, launched eager (the launch
-path) and held behind a latch (the device's own time), and how far each run is from the runs'
-median. Prints a Markdown table, per held family (suite, op, mode) how many of its points have
-every run within --within of that median and the farthest, and per launch the share of points. Exit 0 when every held point is, 1 when not, 2 on unusable input.
+path), held behind a latch or replayed from a graph (the device's own time), and how far each run
+is from the runs' median. Prints a Markdown table, per held or graph family (launch, suite, op,
+mode) how many of its points have every run within --within of that median and the farthest,
+and per launch the share of points. Exit 0 when every held and graph point is, 1 when not, 2 on
+unusable input.
 
   python scripts/launch_study.py RUN_1 RUN_2 RUN_3 RUN_BUSY [--max-size 64KiB] [--within 0.05]
 """
@@ -20,18 +22,21 @@ from bench.points import VARIANT_KEYS, variant_label
 from bench.results import ResultsError, load
 from bench.sizes import format_size, parse_size
 
+DEVICE = ("held", "graph")   # the launches that time the device, not the host's launch path
+
 
 def per_op_us(rows: pd.DataFrame, max_size: int) -> pd.DataFrame:
-    """Median time per op (µs) of each point of each run: GPU ops launched eager or held, whole ops."""
+    """Median time per op (µs) of each point of each run: GPU ops launched eager, held or in graphs, whole ops."""
     keep = rows[(rows["part"] == "total") & (rows["status"] == "ok") & (rows["size_bytes"] <= max_size)
-                & rows["launch"].isin(["eager", "held"]) & rows["backend"].isin(["cuda", "nccl"])]
+                & rows["launch"].isin(("eager",) + DEVICE) & rows["backend"].isin(["cuda", "nccl"])]
     keys = [k for k in VARIANT_KEYS if k != "launch"] + ["size_bytes", "launch", "run_id"]
     return (keep.groupby(keys, dropna=False)["time_s"].median() * 1e6).unstack("run_id")
 
 
 def family(info: dict) -> str:
-    """A held point's family in the study's tally: its suite, op and mode."""
-    return " ".join(str(info[k]) for k in ("suite", "op", "mode") if isinstance(info[k], str) and info[k] not in ("", "default"))
+    """A held or graph point's family in the study's tally: its launch, suite, op and mode."""
+    return " ".join(str(info[k]) for k in ("launch", "suite", "op", "mode")
+                    if isinstance(info[k], str) and info[k] not in ("", "default"))
 
 
 def study(rows: pd.DataFrame, max_size: int, within: float) -> tuple[list[str], dict[str, float]]:
@@ -39,7 +44,7 @@ def study(rows: pd.DataFrame, max_size: int, within: float) -> tuple[list[str], 
     runs = list(times.columns)
     lines = [f"| op | size | launch | {' | '.join(runs)} | farthest from median |",
              "|---|---|---|" + "---|" * len(runs) + "---|"]
-    held_ok: dict[str, list[bool]] = {"eager": [], "held": []}
+    within_by_launch: dict[str, list[bool]] = {}
     families: dict[str, list[float]] = {}
     for key, row in times.iterrows():
         values = row.dropna()
@@ -48,16 +53,16 @@ def study(rows: pd.DataFrame, max_size: int, within: float) -> tuple[list[str], 
         median = values.median()
         far = float((values / median - 1).abs().max())
         info = dict(zip(times.index.names, key))
-        held_ok[info["launch"]].append(far <= within)
-        if info["launch"] == "held":
+        within_by_launch.setdefault(info["launch"], []).append(far <= within)
+        if info["launch"] in DEVICE:
             families.setdefault(family(info), []).append(far)
         cells = " | ".join(f"{row[r]:.2f}" if pd.notna(row[r]) else "" for r in runs)
         lines.append(f"| {variant_label(info)} | {format_size(int(info['size_bytes']))} | {info['launch']} | "
                      f"{cells} | {far:+.1%} |".replace("+", "±"))
     lines.append("")
-    lines += [f"held {name}: {sum(f <= within for f in fars)} of {len(fars)} within ±{within:.0%}, farthest {max(fars):.1%}"
+    lines += [f"{name}: {sum(f <= within for f in fars)} of {len(fars)} within ±{within:.0%}, farthest {max(fars):.1%}"
               for name, fars in sorted(families.items())]
-    shares = {launch: sum(ok) / len(ok) for launch, ok in held_ok.items() if ok}
+    shares = {launch: sum(ok) / len(ok) for launch, ok in sorted(within_by_launch.items())}
     return lines, shares
 
 
@@ -73,13 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ResultsError, ValueError) as exc:
         print(f"launch_study: error: {exc}", file=sys.stderr)
         return 2
-    if "held" not in shares:
-        print("launch_study: error: no held point is in two or more of these runs", file=sys.stderr)
+    if not set(DEVICE) & set(shares):
+        print("launch_study: error: no held or graph point is in two or more of these runs", file=sys.stderr)
         return 2
     print("\n".join(lines))
     for launch, share in shares.items():
         print(f"{launch}: {share:.0%} of points within ±{args.within:.0%} of their median over the runs")
-    return 0 if shares["held"] == 1.0 else 1
+    return 0 if all(shares.get(launch, 1.0) == 1.0 for launch in DEVICE) else 1
 
 
 if __name__ == "__main__":
