@@ -18,17 +18,17 @@ import sys
 
 import pandas as pd
 
+from bench.analysis.launch_path import DEVICE_LAUNCHES
+from bench.analysis.noise import GPU_BACKENDS
 from bench.points import VARIANT_KEYS, variant_label
 from bench.results import ResultsError, load
 from bench.sizes import format_size, parse_size
-
-DEVICE = ("held", "graph")   # the launches that time the device, not the host's launch path
 
 
 def per_op_us(rows: pd.DataFrame, max_size: int) -> pd.DataFrame:
     """Median time per op (µs) of each point of each run: GPU ops launched eager, held or in graphs, whole ops."""
     keep = rows[(rows["part"] == "total") & (rows["status"] == "ok") & (rows["size_bytes"] <= max_size)
-                & rows["launch"].isin(("eager",) + DEVICE) & rows["backend"].isin(["cuda", "nccl"])]
+                & rows["launch"].isin(("eager",) + DEVICE_LAUNCHES) & rows["backend"].isin(GPU_BACKENDS)]
     keys = [k for k in VARIANT_KEYS if k != "launch"] + ["size_bytes", "launch", "run_id"]
     return (keep.groupby(keys, dropna=False)["time_s"].median() * 1e6).unstack("run_id")
 
@@ -54,7 +54,7 @@ def study(rows: pd.DataFrame, max_size: int, within: float) -> tuple[list[str], 
         far = float((values / median - 1).abs().max())
         info = dict(zip(times.index.names, key))
         within_by_launch.setdefault(info["launch"], []).append(far <= within)
-        if info["launch"] in DEVICE:
+        if info["launch"] in DEVICE_LAUNCHES:
             families.setdefault(family(info), []).append(far)
         cells = " | ".join(f"{row[r]:.2f}" if pd.notna(row[r]) else "" for r in runs)
         lines.append(f"| {variant_label(info)} | {format_size(int(info['size_bytes']))} | {info['launch']} | "
@@ -78,13 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ResultsError, ValueError) as exc:
         print(f"launch_study: error: {exc}", file=sys.stderr)
         return 2
-    if not set(DEVICE) & set(shares):
+    if not set(DEVICE_LAUNCHES) & set(shares):
         print("launch_study: error: no held or graph point is in two or more of these runs", file=sys.stderr)
         return 2
     print("\n".join(lines))
     for launch, share in shares.items():
         print(f"{launch}: {share:.0%} of points within ±{args.within:.0%} of their median over the runs")
-    return 0 if all(shares.get(launch, 1.0) == 1.0 for launch in DEVICE) else 1
+    return 0 if all(shares.get(launch, 1.0) == 1.0 for launch in DEVICE_LAUNCHES) else 1
 
 
 if __name__ == "__main__":
