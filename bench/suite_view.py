@@ -71,6 +71,12 @@ class SuiteView:
     # for a suite whose ops declare none (keyed as its own `expectation` reads it); each figure's
     # measured basis is in docs/judging.md.
     efficiency: ClassVar[Mapping[Any, float]] = {}
+    # The methods (bench/methods.py) that changed its figures, oldest first: a run's figures are
+    # of the newest of them up to the run's method, and pool with the runs of that one.
+    methods: ClassVar[tuple[str, ...]] = ("held-0", "held-1", "held-2")
+    # Of those, the ones after which its figures differ from every earlier one's by more than
+    # healthy hosts do: the runs before judge, and are judged by, a table of their own.
+    splits: ClassVar[tuple[str, ...]] = ()
 
     def op(self, name: str) -> Op:
         """The declaration of its op `name` (Op's defaults where it declares none)."""

@@ -6,9 +6,11 @@ newest version, and for a role that version does not measure, of the newest vers
 (bench.analysis.causes.NCCL_LIMITS), and its command line set nothing that changes what is
 measured (only out_dir, run_id, progress, resume, instance, device, suite); of those, per
 instance and suite, the runs of the version of its newest one (the method it measured that suite
-with, method_of: a method that changed only some suites leaves the others at the method before,
-so their runs pool; the run's method listed in results/reference/methods.json or
-recorded; else its commit).
+with, bench.methods.method_of: a method that changed only some suites, as each suite declares
+(SuiteView.methods), leaves the others at the method before, so their runs pool; the run's method
+listed in results/reference/methods.json or recorded; else its commit). A suite whose method split
+its figures (SuiteView.splits) gets a table per generation, each of its own newest version: the
+doctor judges a run by its own generation's.
 Every other run is listed with the reason it was left out. Each class's table stands on the
 hosts its runs came from (bench.hosts.host_id; several runs of one host count as one host for the
 spread between hosts): it prints, per class and role, the runs and hosts behind it. Run from the
@@ -26,11 +28,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from bench.analysis.causes import CLOCKS, PACES
-from bench.analysis.expected import (NOISE, SHIPPED, Expected, clock_baselines, from_runs, host_paces, machine_class,
-                                     unhealthy)
+from bench.analysis.expected import NOISE, SHIPPED, Expected, from_runs, machine_class, unhealthy
+from bench.analysis.healthy_hosts import clock_baselines, host_paces
 from bench.analysis.point_expectations import OLDEST_JUDGED
 from bench.cli.common import catalog
+from bench.methods import generation, method_of
 from bench.results import ResultsError, find_runs, read_meta
+from bench.suite_view import view
 
 # Command-line keys that leave what a run measures as the defaults have it (suite= picks whole
 # suites at their defaults: training runs judge training runs).
@@ -40,19 +44,6 @@ NOT_MEASURING = {"out_dir", "run_id", "progress", "resume", "instance", "device"
 def _changes_the_sweep(argv: list[str]) -> list[str]:
     keys = [arg.split("=", 1)[0].lstrip("+~") for arg in argv if not arg.startswith("-")]
     return [k for k in keys if k not in NOT_MEASURING]
-
-
-# The suites a method (bench.measure.METHOD) changed from the one before it, where it did not
-# change them all: another suite's figures are the earlier method's, and pool with its runs.
-CHANGED_ONLY = {"held-3": ("collectives",)}   # held-2 changed every suite
-METHOD_ORDER = ("held-0", "held-1", "held-2", "held-3")
-
-
-def method_of(method: str, suite: str) -> str:
-    """The method a run of `method` measured `suite`'s figures with: the newest up to it that changed that suite."""
-    while method in CHANGED_ONLY and suite not in CHANGED_ONLY[method]:
-        method = METHOD_ORDER[METHOD_ORDER.index(method) - 1]
-    return method
 
 
 class Part(NamedTuple):
@@ -65,9 +56,19 @@ class Part(NamedTuple):
         return f"{self.run} ({self.suite})" if self.suite else str(self.run)
 
 
+CATALOG = catalog()
+
+
+def _method(part: Part) -> str | None:
+    """The method a part's run measured with: listed in results/reference/methods.json, or recorded."""
+    return METHODS.get("/".join(part.run.parts[-2:])) or (part.meta.get("tool") or {}).get("method")
+
+
 def _label(part: Part) -> str:
     instance = part.meta.get("instance") or {}
-    return f"{instance.get('label') or instance.get('name', '')} ({part.suite or 'suites not recorded'})"
+    era = generation(_method(part), view(CATALOG, part.suite or "").splits)
+    return (f"{instance.get('label') or instance.get('name', '')} ({part.suite or 'suites not recorded'})"
+            + (f" [since {era}]" if era else ""))
 
 
 # The method of runs made before meta.json recorded it (tool.method), by folder under results/reference/.
@@ -79,9 +80,9 @@ def _version(part: Part) -> str:
     """The version a part's figures belong to: the method it measured its suite with (method_of
     the run's method, listed in results/reference/methods.json, which corrects a run whose code
     measured otherwise than it recorded, or recorded); else its tool's commit."""
-    tool = part.meta.get("tool") or {}
-    method = METHODS.get("/".join(part.run.parts[-2:])) or tool.get("method")
-    return method_of(str(method), part.suite or "") if method else str(tool.get("git_commit", ""))
+    method = _method(part)
+    return method_of(method, view(CATALOG, part.suite or "").methods) if method \
+        else str((part.meta.get("tool") or {}).get("git_commit", ""))
 
 
 def versions(candidates: list[Part], label=_label) -> list[list[Part]]:
@@ -105,7 +106,7 @@ def _newest(candidates: list[Part], label=_label) -> tuple[list[Part], list[str]
 
 
 def _figures(parts: list[Part]) -> Expected:
-    return from_runs([(part.run, part.suite) for part in parts], catalog())
+    return from_runs([(part.run, part.suite) for part in parts], CATALOG)
 
 
 def table_of(ranks: list[list[Part]]) -> tuple[Expected, list[str]]:
@@ -180,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     identical, older = noise_runs(args.noise)
     left += older
     if identical and args.out == str(SHIPPED):
-        noise = from_runs(identical, catalog(), origin="noise runs")
+        noise = from_runs(identical, CATALOG, origin="noise runs")
         noise.frame = noise.frame[noise.frame["runs"] > 1]
         noise.write(NOISE)
         print(f"wrote {NOISE} from {len(identical)} identical runs: "

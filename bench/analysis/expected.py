@@ -32,16 +32,17 @@ import numpy as np
 import pandas as pd
 
 from bench.hosts import host_id
+from bench.methods import generation, generation_order
 from bench.suite_view import LATENCY_BOUND, Catalog, view
 from bench.analysis.compare import BANDWIDTH_SHARE, LATENCY_RATIO, PLATEAU, point_levels
 from bench.links import NVLINK_LINK_GBPS, hbm_gbps
 from bench.points import ROLE_KEYS
 from bench.analysis.causes import limiting_env
-from bench.results import COMPLETE, USUAL_PACE_QUANTILE, load, meta_columns, read_meta, run_status
+from bench.results import COMPLETE, load, meta_columns, read_meta, run_status
 
 SHIPPED = Path(__file__).with_name("expected.csv")
 NOISE = Path(__file__).with_name("noise.csv")   # the same table made of identical runs (results/noise/*/identical)
-COLUMNS = ["machine", "instances", *ROLE_KEYS, "size_bytes", "time_s", "runs", "hosts", "spread", "host_spread",
+COLUMNS = ["machine", "generation", "instances", *ROLE_KEYS, "size_bytes", "time_s", "runs", "hosts", "spread", "host_spread",
            "theory_gbps"]
 _GPU = re.compile(r"cuda:(\d+)$")
 
@@ -244,17 +245,28 @@ def _pair_spread(values: list[float] | pd.Series) -> float:
     return float(np.median(np.abs(a[i] - a[j]))) if len(i) else math.nan
 
 
+def _newest_generation(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each class's newest generation of each suite."""
+    order = frame["generation"].map(generation_order)
+    newest = order.groupby([frame["machine"], frame["suite"]]).transform("max")
+    return frame[order == newest]
+
+
 class Expected:
     """The expectation table: per machine class and role, a curve; `origins` says, per class,
-    what made it ('reference': the shipped table; 'baseline DIR': a user's runs)."""
+    what made it ('reference': the shipped table; 'baseline DIR': a user's runs). A suite whose
+    method split its figures (bench/methods.py) has a table per generation: the curves are the
+    newest generation's, `measured_as` gives those of a run's own."""
 
     def __init__(self, frame: pd.DataFrame, origin: str = "reference") -> None:
+        if "generation" not in frame:
+            frame = frame.assign(generation="")
         self.frame = frame[COLUMNS].reset_index(drop=True)
         self.origins = {m: origin for m in self.frame["machine"].unique()}
         self._curves: dict[tuple, Curve] = {}
         self._host_spreads: dict[tuple, np.ndarray] = {}   # per curve, host_spread by size
         self._by_role: dict[tuple, list[Curve]] = {}
-        for (machine, *role), rows in self.frame.groupby(["machine", *ROLE_KEYS], sort=False):
+        for (machine, *role), rows in _newest_generation(self.frame).groupby(["machine", *ROLE_KEYS], sort=False):
             rows = rows.sort_values("size_bytes")
             curve = Curve(rows["size_bytes"].to_numpy(np.int64), np.log(rows["time_s"].to_numpy(float)),
                           rows["runs"].to_numpy(np.int64), rows["spread"].to_numpy(float),
@@ -266,7 +278,7 @@ class Expected:
 
     @classmethod
     def read(cls, path: str | Path = SHIPPED, origin: str = "reference") -> Expected:
-        frame = pd.read_csv(path, dtype={k: str for k in ("machine", "instances", *ROLE_KEYS)},
+        frame = pd.read_csv(path, dtype={k: str for k in ("machine", "generation", "instances", *ROLE_KEYS)},
                             keep_default_na=False)
         for column in ("spread", "host_spread", "theory_gbps"):
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
@@ -284,9 +296,19 @@ class Expected:
         merged.origins = {**{m: o for m, o in other.origins.items() if m not in self.origins}, **self.origins}
         return merged
 
+    def measured_as(self, meta: Mapping, catalog: Catalog) -> Expected:
+        """The table a run is judged by: of each suite, the rows of the run's generation
+        (bench/methods.py: measured by methods whose figures its own compare with), so a class
+        without that generation of a suite has no curves of it."""
+        method = (meta.get("tool") or {}).get("method")
+        wanted = {suite: generation(method, view(catalog, suite).splits) for suite in self.frame["suite"].unique()}
+        kept = Expected(self.frame[self.frame["generation"] == self.frame["suite"].map(wanted)])
+        kept.origins = {m: o for m, o in self.origins.items() if m in kept.origins}
+        return kept
+
     def with_roles_of(self, older: Expected) -> tuple[Expected, int]:
-        """This table and the other's curves of the (class, role)s this one lacks; how many those are."""
-        keys = ["machine", *ROLE_KEYS]
+        """This table and the other's curves of the (class, generation, role)s this one lacks; how many those are."""
+        keys = ["machine", "generation", *ROLE_KEYS]
         have = set(self.frame[keys].itertuples(index=False, name=None))
         new = older.frame[[key not in have for key in older.frame[keys].itertuples(index=False, name=None)]]
         merged = pd.concat([self.frame, new]).sort_values([*keys, "size_bytes"], kind="stable")
@@ -301,16 +323,16 @@ class Expected:
 
     def classes(self) -> pd.DataFrame:
         """Per class: the instances, runs and hosts its table stands on."""
-        return (self.frame.groupby("machine", sort=True)
+        return (_newest_generation(self.frame).groupby("machine", sort=True)
                 .agg(instances=("instances", lambda s: "+".join(sorted(set("+".join(s).split("+"))))),
                      runs=("runs", "max"), hosts=("hosts", "max"), rows=("time_s", "size"))
                 .reset_index())
 
     def roles(self) -> pd.DataFrame:
-        """Per class and suite: how many roles stand on how many runs and hosts (the fewest of their sizes)."""
-        per_role = self.frame.groupby(["machine", *ROLE_KEYS], sort=True).agg(runs=("runs", "min"),
-                                                                              hosts=("hosts", "min"))
-        return (per_role.reset_index().groupby(["machine", "suite", "runs", "hosts"], sort=True)
+        """Per class, generation and suite: how many roles stand on how many runs and hosts (the fewest of their sizes)."""
+        per_role = self.frame.groupby(["machine", "generation", *ROLE_KEYS], sort=True).agg(runs=("runs", "min"),
+                                                                                            hosts=("hosts", "min"))
+        return (per_role.reset_index().groupby(["machine", "generation", "suite", "runs", "hosts"], sort=True)
                 .size().rename("roles").reset_index())
 
     def curve(self, machine: str, role: Mapping) -> Curve | None:
@@ -401,6 +423,8 @@ def _run_levels(run: Path, catalog: Catalog, suites: set[str] | None = None) -> 
                           for point, k in zip(levels.to_dict("records"), factor)]
     out["run"] = str(run)
     out["host"] = host_id(meta.get("system") or {})
+    method = (meta.get("tool") or {}).get("method")
+    out["generation"] = [generation(method, view(catalog, suite).splits) for suite in out["suite"]]
     return out
 
 
@@ -416,7 +440,7 @@ def from_runs(runs: Iterable[str | Path | tuple[Path, str]], catalog: Catalog, o
         else:
             suites.setdefault(run, set()).add(suite)
     levels = pd.concat([_run_levels(run, catalog, named) for run, named in suites.items()], ignore_index=True)
-    keys = ["machine", *ROLE_KEYS, "size_bytes"]
+    keys = ["machine", "generation", *ROLE_KEYS, "size_bytes"]
     per_run = levels.groupby([*keys, "run"], sort=False).agg(
         log_time=("log_time", "median"), instance=("instance", "first"), host=("host", "first"),
         theory_gbps=("theory_gbps", "median")).reset_index()
@@ -430,7 +454,7 @@ def from_runs(runs: Iterable[str | Path | tuple[Path, str]], catalog: Catalog, o
     table["log_time"], table["host_spread"] = by_host["median"], by_host["_pair_spread"]
     table = table.reset_index()
     table["time_s"] = np.exp(table["log_time"])
-    order = table.sort_values(["machine", *ROLE_KEYS, "size_bytes"]).index
+    order = table.sort_values(["machine", "generation", *ROLE_KEYS, "size_bytes"]).index
     return Expected(table.loc[order, COLUMNS], origin)
 
 
@@ -441,48 +465,3 @@ def shipped() -> Expected:
 def shipped_noise() -> Expected | None:
     """The noise studies' table (their spreads are the classes' between-run noise); None without one."""
     return Expected.read(NOISE, origin="noise runs") if NOISE.exists() else None
-
-
-def clock_baselines(runs: Iterable[str | Path]) -> pd.DataFrame:
-    """Per class and clock-event reason, the largest share of samples any GPU of a healthy run
-    showed it in (reason '-', share 0: the class's runs showed none): bench/analysis/clocks.csv,
-    which causes.py holds a low run's reasons against. Runs without telemetry say nothing."""
-    shares: dict[tuple[str, str], float] = {}
-    for run in runs:
-        meta = read_meta(Path(run))
-        telemetry = meta.get("telemetry") or {}
-        if unhealthy(meta) or not telemetry.get("available"):
-            continue
-        machine = machine_class(meta).key
-        shares.setdefault((machine, "-"), 0.0)
-        for gpu in telemetry.get("gpus") or []:
-            for reason, share in ((gpu.get("clock_reasons") or {}).get("fraction") or {}).items():
-                shares[machine, reason] = max(shares.get((machine, reason), 0.0), float(share))
-    rows = [{"machine": m, "reason": r, "share": round(v, 3)} for (m, r), v in sorted(shares.items())]
-    return pd.DataFrame(rows, columns=["machine", "reason", "share"])
-
-
-def usual_pace(rows: pd.DataFrame) -> float:
-    """A run's usual pace (results.host_slow's reading): the low quantile of its single-process
-    trials' host_pace_s (a collective's reads its slowest rank), else of all; NaN: none read."""
-    pace = rows["host_pace_s"].dropna() if "host_pace_s" in rows else pd.Series(dtype=float)
-    alone = pace[rows.loc[pace.index, "world_size"] == 1] if len(pace) else pace
-    pace = alone if len(alone) else pace
-    return float(pace.quantile(USUAL_PACE_QUANTILE)) if len(pace) else math.nan
-
-
-def host_paces(runs: Iterable[str | Path]) -> pd.DataFrame:
-    """Per class and healthy host, the median of its runs' usual paces: bench/analysis/paces.csv,
-    which a launch path found low is held against (causes.py). Runs that read no pace say nothing."""
-    found = []
-    for run in runs:
-        meta = read_meta(Path(run))
-        if unhealthy(meta):
-            continue
-        pace = usual_pace(load(Path(run), warn=lambda line: None))
-        if math.isfinite(pace):
-            host = host_id(meta.get("system") or {})
-            found.append({"machine": machine_class(meta).key, "host": host, "pace_s": pace})
-    frame = pd.DataFrame(found, columns=["machine", "host", "pace_s"])
-    return (frame.groupby(["machine", "host"]).agg(runs=("pace_s", "size"), pace_s=("pace_s", "median"))
-            .reset_index().sort_values(["machine", "host"]))

@@ -220,6 +220,7 @@ def judge_fleet(survey: Survey, matrix: RunMatrix, catalog: Catalog, table: Expe
     hosts, node = node_of(survey.runs)
     meta = read_meta(max(survey.runs, key=lambda r: (r.schema or 0, str(r.run))).run)
     links = (meta.get("system") or {}).get("links") or {}
+    table = table.measured_as(meta, catalog)
     raw = by_node(matrix.y, node, len(hosts))
     points = _fleet_points(matrix, raw, by_node(matrix.value, node, len(hosts)), meta, catalog, table)
     aside = _aside(matrix, survey, points)
@@ -235,6 +236,7 @@ def judge_fleet(survey: Survey, matrix: RunMatrix, catalog: Catalog, table: Expe
         (peer[k], widen[k]), (tab[k], widen_tab[k]) = _changes(f, y, fleet_y)
     machine = machine_class(meta).key
     noise = shipped_noise()
+    noise = noise.measured_as(meta, catalog) if noise is not None else None
     table_sigmas = [_table_sigma(f, points, catalog, table, noise, machine) for f in fams]
     stats, z = _limits(fams, peer, tab, table_sigmas, catalog, tolerance, alpha)
     ctx = FleetContext(survey, matrix, node, hosts, points, y_runs, y, fleet_y, fams, stats, peer, tab, widen,

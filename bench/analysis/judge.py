@@ -44,7 +44,8 @@ import pandas as pd
 from bench.analysis import causes, launch_path as lp
 from bench.analysis.cache import short_of_hbm
 from bench.analysis.compare import JUDGED_CLASSES, point_levels
-from bench.analysis.expected import Expected, machine_class, shipped, shipped_noise, usual_pace
+from bench.analysis.expected import Expected, machine_class, shipped, shipped_noise
+from bench.analysis.healthy_hosts import usual_pace
 from bench.analysis.noise import PAIR_MEDIAN_TO_SIGMA, default_noise, family_sigma, median_factor, run_noise
 from bench.analysis.point_expectations import JudgedPoint, judged_points
 from bench.analysis.verdicts import (FAILED, HIGH, INCONSISTENT, JUDGED, LOW, MIN_JUDGED, NOISY, NORMAL, NOT_JUDGED,
@@ -445,7 +446,7 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
     machine can measure (the command line plans them, bench/cli/doctor.py); None with
     `unplanned` saying why they could not be planned. `noise`: the noise studies' table
     (default: the shipped one)."""
-    table = shipped() if expected is None else expected
+    table = (shipped() if expected is None else expected).measured_as(meta, catalog)
     machine = machine_class(meta).key
     run = str(run_dir or meta.get("run_id", ""))
     status = run_status(dict(meta))
@@ -469,6 +470,7 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
         z = NormalDist().inv_cdf(1 - alpha / (2 * max(tests, 1)))
         links = (meta.get("system") or {}).get("links") or {}
         noise = shipped_noise() if noise is None else noise
+        noise = noise.measured_as(meta, catalog) if noise is not None else None
         verdicts = [_verdict(f, rows, facts, links, catalog, table, noise, z, tolerance, machine) for f in families]
         _by_device_side(families, verdicts)
     measured = {tuple(r) for r in levels[VARIANT_KEYS].itertuples(index=False)} if not levels.empty else set()

@@ -26,7 +26,7 @@ from bench.driver.launcher import external_rank
 from bench.driver.machine import Machine, instance_machine, cuda_gpus, detect_device, instance_mismatch, this_machine
 from bench.driver.runner import run_suite
 from bench.driver.sweep import Planned, plan_suites, suite_ops
-from bench.measure import METHOD
+from bench.methods import METHOD
 from bench.driver.inventory import Topology, describe, host
 from bench.gpus import Gpu, nvml_gpus
 from bench.journal import ResultsWriteError, RunWriter, write_json, write_meta

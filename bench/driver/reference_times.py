@@ -57,7 +57,7 @@ def read_run(path: Path) -> RunTimes | None:
     medians["link"] = [speeds.pair(src, dst) for src, dst in medians[["src", "dst"]].itertuples(index=False)]
     rows = [tuple(v.item() if hasattr(v, "item") else v for v in row)
             for row in medians[list(COLUMNS)].itertuples(index=False)]
-    from bench.analysis.expected import usual_pace   # pandas' and numpy's reader: plan=true reads the table alone
+    from bench.analysis.healthy_hosts import usual_pace   # pandas' and numpy's reader: plan=true reads the table alone
     pace = usual_pace(frame)
     return RunTimes(path.name, str(meta.get("start_time", "")), meta.get("status"),
                     meta.get("suite_wall_s") or {}, (meta.get("config") or {}).get("timing") or {}, rows,

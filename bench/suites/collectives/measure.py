@@ -7,6 +7,7 @@ behind each rank's own latch, on several hosts: the last-released rank's span, t
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 
 from bench import lazy
@@ -151,6 +152,14 @@ def _graph_correct(op: _Op, ranks: Consensus) -> bool:
     return ranks.all(op.correct())
 
 
+def _holds_in_graph(spec: Collective) -> bool:
+    """Whether held ops are graph replays queued behind the start word: eager calls held so ran at
+    the pace of the stream they landed on, which differs from one process to the next (docs/method.md,
+    "Held collectives"). Not under NCCL's graph mixing support, which orders replays after its own
+    streams: replays held so hung."""
+    return spec.held_in_graph and os.environ.get("NCCL_GRAPH_MIXING_SUPPORT") == "0"
+
+
 def measure_point(point: Point, ctx: Context, state: CollectivesState) -> list[Sample]:
     ranks = state.ranks
     held_on_device = point.launch == "held" and ctx.device == "cuda"
@@ -176,14 +185,15 @@ def measure_point(point: Point, ctx: Context, state: CollectivesState) -> list[S
         torch.cuda.synchronize()
     verified = ranks.all(op.correct())
     release = state.release() if held_on_device else None
+    in_graph = point.launch == "graph" or (release is not None and _holds_in_graph(op.spec))
     clock = timing.device_clock(point.launch, ranks.barrier, ranks.reduce, release) if ctx.device == "cuda" \
         else HostClock(sync=ranks.barrier)
-    timer = timing.measure_graph if point.launch == "graph" else timing.measure
+    timer = timing.measure_graph if in_graph else timing.measure
     # Held behind each rank's own latch, the last-released rank's span is the ops' own time (below):
     # the timing core decides on it. Released together, every rank's span is, as eager.
     last_released = point.launch == "held" and release is None
     trials = timer(op, clock, ctx.timing, ranks.least if last_released else ranks.reduce)
-    if point.launch == "graph":
+    if in_graph:
         verified = verified and _graph_correct(op, ranks)
     times = [t.time_s for t in trials]
     slowest, fastest = ranks.reduce(times, "max"), ranks.reduce(times, "min")

@@ -39,6 +39,9 @@ class Collective(Op):
     # Elements this rank sends to each peer, the same it receives from it (count, n, rank); None: even blocks.
     counts: Callable[[int, int, int], list[int]] | None = None
     link: str = NVLINK
+    # Held on one host, its calls are captured in a graph whose replays wait on the ranks' start
+    # word (docs/method.md, "Held collectives"); False: held as eager calls queued behind it.
+    held_in_graph: bool = True
 
 
 def _all_gather(dist, b) -> None:   # torch 2.13 renamed the tensor form; older releases have only the old name
@@ -117,7 +120,10 @@ OPS = (
     Collective(name="all_to_allv", order=125, bus=split_bus, split=True, default=False, nccl_tests="alltoallv",
                out=whole, counts=uneven, torch=_all_to_allv, nccl=_all_to_allv_nccl, correct=_all_to_allv_correct),
     # the same ring as torch's: send to the next rank, receive from the previous
+    # torch queues a batch of sends and receives on a stream of its own: captured, their replays
+    # ran at one of two paces from one process to the next, held eagerly they did not.
     Collective(name="sendrecv", order=130, efficiency=0.79, nccl_tests="sendrecv", out=whole, torch=_ring,
+               held_in_graph=False,
                nccl=lambda comm, b: comm.sendrecv_calls(b.inp, b.out, b.next, b.prev),
                correct=lambda b: b.matches(b.out, b.pattern(b.prev))),
 )

@@ -1,0 +1,35 @@
+"""How a point is measured, named, and which runs' figures may judge which.
+
+METHOD is recorded in each run's meta.json (tool.method), so the tables of healthy machines
+(scripts/make_expected.py) pool the runs of every commit that measures alike, from as many hosts
+as the lent machines gave. Change it with any change to what a point's figure means (a clock, a
+launch, a check, the trials kept); not for which points a sweep holds, nor for analysis. A suite
+declares which methods changed its figures (`SuiteView.methods`) and after which of them its
+earlier figures judge nothing newer (`SuiteView.splits`).
+"""
+from __future__ import annotations
+
+METHOD = "held-4"
+METHOD_ORDER = ("held-0", "held-1", "held-2", "held-3", "held-4")
+
+
+def method_of(method: str, changed: tuple[str, ...]) -> str:
+    """The method a run of `method` measured a suite's figures with: the newest of the methods
+    that changed that suite (`changed`) up to it; `method` itself where it is none of ours."""
+    if method not in METHOD_ORDER:
+        return method
+    upto = METHOD_ORDER[:METHOD_ORDER.index(method) + 1]
+    return next((m for m in reversed(upto) if m in changed), method)
+
+
+def generation(method: str | None, splits: tuple[str, ...]) -> str:
+    """The generation of a run's figures of a suite: the newest of the suite's splits up to its
+    method, '' before any (and for a run that recorded no method of ours)."""
+    if method not in METHOD_ORDER:
+        return ""
+    return method_of(method, splits) if method_of(method, splits) in splits else ""
+
+
+def generation_order(name: str) -> int:
+    """A generation's place: later generations sort after earlier ones ('' first)."""
+    return METHOD_ORDER.index(name) + 1 if name in METHOD_ORDER else 0
