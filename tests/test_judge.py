@@ -13,6 +13,7 @@ import copy
 import json
 import math
 import shutil
+from pathlib import Path
 
 import pandas as pd
 
@@ -20,6 +21,7 @@ from bench.analysis import causes
 from bench.analysis.compare import VARIANT_KEYS
 from bench.analysis.expected import Expected, machine_class
 from bench.analysis.judge import judge
+from bench.analysis.verdicts import INCONSISTENT
 from bench.cli.common import catalog
 from bench.driver.telemetry import GpuInfo, Recording, Sample, summarize
 from bench.importers.nvbandwidth import import_nvbandwidth
@@ -398,6 +400,43 @@ def test_the_shipped_table_is_what_the_script_makes(tmp_path):
     assert runs.loc["h100 pcie5x16 nvlink0 x1", "hosts"] == 1
     by_class = table.frame.groupby("machine")["host_spread"]
     assert by_class.count()["h100 pcie5x16 nvlink0 x1"] == 0 and by_class.count()["h200 pcie5x16 nvlink18 x4"] > 100
+    # held-4 split the collectives: its runs make a table of their own generation, on three hosts,
+    # and held-3's stays, with the roles older versions gave it; copies of held-4 runs pool with held-2's
+    x2ad = "results/reference/h200-x2/x2ad-default-1"
+    assert {f"{x2ad} (collectives)", f"{x2ad} (copy)"} <= newest_parts and f"{x2i} (copy)" in newest_parts
+    roles = table.roles()
+    x2 = roles[(roles["machine"] == "h200 pcie5x16 nvlink18 x2") & (roles["suite"] == "collectives")]
+    assert set(x2["generation"]) == {"", "held-4"}
+    assert x2[x2["generation"] == "held-4"][["runs", "hosts"]].min().tolist() == [6, 3]
+
+
+def _relabelled(run: Path, method: str, tmp_path: Path) -> Path:
+    copied = tmp_path / run.name
+    shutil.copytree(run, copied)
+    meta = json.loads((copied / "meta.json").read_text())
+    meta["tool"]["method"] = method
+    (copied / "meta.json").write_text(json.dumps(meta))
+    return copied
+
+
+def test_a_run_is_judged_by_the_table_of_its_own_generation(tmp_path):
+    # held-4's held collectives read up to 1.46x held-3's: judged by held-3's table they would be
+    # inconsistent, and held-3's runs judged by held-4's low
+    held4 = ROOT / "results" / "reference" / "h200-x2" / "x2ad-default-1"
+    held3 = ROOT / "results" / "heldout" / "h200-x2" / "0deb3bf538b8" / "x2u-default-1"
+    for run, method in ((held4, "held-4"), (held3, "held-3")):
+        assert json.loads((run / "meta.json").read_text())["tool"]["method"] == method
+        got = judge(load(run), read_meta(run), SUITES, None, run)
+        assert not got.low and not got.state(INCONSISTENT), [v.family for v in got.low + got.state(INCONSISTENT)]
+    as_older = _relabelled(held4, "held-3", tmp_path)
+    older = judge(load(as_older), read_meta(as_older), SUITES, None, as_older)
+    wrong = {v.key["op"] for v in older.state(INCONSISTENT) if v.key["suite"] == "collectives" and v.key["launch"] == "held"}
+    assert len(wrong) >= 5 and "sendrecv" not in wrong
+    as_newer = _relabelled(held3, "held-4", tmp_path)
+    newer = judge(load(as_newer), read_meta(as_newer), SUITES, None, as_newer)
+    assert any(v.key["suite"] == "collectives" and v.key["launch"] == "held" for v in newer.low)
+    # the copies' generation is one: the relabelling moves none of them
+    assert not [v for v in older.low + older.state(INCONSISTENT) + newer.low + newer.state(INCONSISTENT) if v.key["suite"] != "collectives"]
 
 
 def test_a_baseline_table_takes_precedence_for_its_class():

@@ -379,7 +379,7 @@ def test_plan_for_a_catalogued_machine_from_here(xferbench):
     assert not runs
     assert proc.stdout.startswith("xferbench plan for h200-x2: 2 GPU(s) (NV18); nothing measured")
     # the newest main sweep and the other of its host
-    assert "per-point cost h200-x2/x2v-default-1, h200-x2/x2v-default-2" in proc.stdout
+    assert "per-point cost h200-x2/x2ae-default-1, h200-x2/x2ae-default-2" in proc.stdout
 
 
 def test_every_run_prints_its_estimate_first(xferbench):
