@@ -4,10 +4,12 @@ METHOD is recorded in each run's meta.json (tool.method), so the tables of healt
 (scripts/make_expected.py) pool the runs of every commit that measures alike, from as many hosts
 as the lent machines gave. Change it with any change to what a point's figure means (a clock, a
 launch, a check, the trials kept); not for which points a sweep holds, nor for analysis. A suite
-declares which methods changed its figures (`SuiteView.methods`) and after which of them its
-earlier figures judge nothing newer (`SuiteView.splits`).
+declares which methods changed its figures (`SuiteView.methods`) and after which of them the
+earlier figures of a launch judge nothing newer (`SuiteView.splits`).
 """
 from __future__ import annotations
+
+from typing import Mapping
 
 METHOD = "held-4"
 METHOD_ORDER = ("held-0", "held-1", "held-2", "held-3", "held-4")
@@ -22,12 +24,14 @@ def method_of(method: str, changed: tuple[str, ...]) -> str:
     return next((m for m in reversed(upto) if m in changed), method)
 
 
-def generation(method: str | None, splits: tuple[str, ...]) -> str:
-    """The generation of a run's figures of a suite: the newest of the suite's splits up to its
-    method, '' before any (and for a run that recorded no method of ours)."""
+def generation(method: str | None, splits: Mapping[str, tuple[str, ...]], launch: str) -> str:
+    """The generation of a run's figures of one launch of a suite: the newest of the suite's
+    splits up to the run's method that split that launch, '' before any (and for a run that
+    recorded no method of ours)."""
     if method not in METHOD_ORDER:
         return ""
-    return method_of(method, splits) if method_of(method, splits) in splits else ""
+    upto = METHOD_ORDER[:METHOD_ORDER.index(method) + 1]
+    return next((m for m in reversed(upto) if launch in splits.get(m, ())), "")
 
 
 def generation_order(name: str) -> int:

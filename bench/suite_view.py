@@ -74,9 +74,10 @@ class SuiteView:
     # The methods (bench/methods.py) that changed its figures, oldest first: a run's figures are
     # of the newest of them up to the run's method, and pool with the runs of that one.
     methods: ClassVar[tuple[str, ...]] = ("held-0", "held-1", "held-2")
-    # Of those, the ones after which its figures differ from every earlier one's by more than
-    # healthy hosts do: the runs before judge, and are judged by, a table of their own.
-    splits: ClassVar[tuple[str, ...]] = ()
+    # Of those, the ones after which its figures of some launches differ from every earlier one's
+    # by more than healthy hosts do (method -> launches): the runs before judge, and are judged
+    # by, a table of their own for those launches.
+    splits: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
     def op(self, name: str) -> Op:
         """The declaration of its op `name` (Op's defaults where it declares none)."""

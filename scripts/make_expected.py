@@ -8,9 +8,10 @@ measured (only out_dir, run_id, progress, resume, instance, device, suite); of t
 instance and suite, the runs of the version of its newest one (the method it measured that suite
 with, bench.methods.method_of: a method that changed only some suites, as each suite declares
 (SuiteView.methods), leaves the others at the method before, so their runs pool; the run's method
-listed in results/reference/methods.json or recorded; else its commit). A suite whose method split
-its figures (SuiteView.splits) gets a table per generation, each of its own newest version: the
-doctor judges a run by its own generation's.
+listed in results/reference/methods.json or recorded; else its commit). Where a method split a
+launch's figures (SuiteView.splits), the newest version's rows of it are a generation of their own
+and an older version's fill the generation before (the `generation` column): the doctor judges a
+run by its own generation's.
 Every other run is listed with the reason it was left out. Each class's table stands on the
 hosts its runs came from (bench.hosts.host_id; several runs of one host count as one host for the
 spread between hosts): it prints, per class and role, the runs and hosts behind it. Run from the
@@ -32,7 +33,7 @@ from bench.analysis.expected import NOISE, SHIPPED, Expected, from_runs, machine
 from bench.analysis.healthy_hosts import clock_baselines, host_paces
 from bench.analysis.point_expectations import OLDEST_JUDGED
 from bench.cli.common import catalog
-from bench.methods import generation, method_of
+from bench.methods import method_of
 from bench.results import ResultsError, find_runs, read_meta
 from bench.suite_view import view
 
@@ -66,9 +67,7 @@ def _method(part: Part) -> str | None:
 
 def _label(part: Part) -> str:
     instance = part.meta.get("instance") or {}
-    era = generation(_method(part), view(CATALOG, part.suite or "").splits)
-    return (f"{instance.get('label') or instance.get('name', '')} ({part.suite or 'suites not recorded'})"
-            + (f" [since {era}]" if era else ""))
+    return f"{instance.get('label') or instance.get('name', '')} ({part.suite or 'suites not recorded'})"
 
 
 # The method of runs made before meta.json recorded it (tool.method), by folder under results/reference/.

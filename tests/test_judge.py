@@ -378,11 +378,10 @@ def test_the_shipped_table_is_what_the_script_makes(tmp_path):
     assert "results/reference/h200-x4/x4l-default-1" in newest and "results/reference/h200-x1/x1c-default-2" in newest
     # one method's runs pool across commits (results/reference/methods.json); another method's are left out
     assert {"results/reference/h200-x2/x2p-default-1", "results/reference/h200-x2/x2q-default-1"} <= set(newest)
-    # held-3 changed the collectives alone: held-2's runs count for copy and p2p, not for collectives,
-    # and held-1's give the collectives' roles both lack
+    # held-3 and held-4 changed the collectives alone: held-2's runs count for copy and p2p, not
+    # for collectives, and older versions give the collectives' roles the newest lacks
     x2i = "results/reference/h200-x2/x2i-default-1"
     assert {f"{x2i} (copy)", f"{x2i} (p2p)"} <= newest_parts and f"{x2i} (collectives)" not in newest_parts
-    assert f"left out {x2i} (collectives): an older version, every role of it measured by a newer one" in proc.stdout
     assert "results/reference/h200-x2/x2a-default-1" in set(used) - set(newest)
     assert "results/reference/h200-x4/x4a-default-1" not in used
     # an older version's runs, for the roles the newest does not measure (graph launches)
@@ -450,3 +449,15 @@ def test_a_baseline_table_takes_precedence_for_its_class():
     assert got.low and all(v.source.startswith("baseline mine h100-x1") for v in got.low)
     copy.deepcopy(got.to_json())
 
+
+
+def test_a_methods_split_parts_the_launches_it_names_from_the_runs_before_it():
+    from bench.methods import generation, method_of
+    splits = SUITES["collectives"].splits
+    assert [generation(m, splits, "held") for m in ("held-2", "held-3", "held-4", None, "0eb39c7")] == \
+        ["", "", "held-4", "", ""]
+    assert generation("held-4", splits, "eager") == "" and generation("held-4", SUITES["copy"].splits, "held") == ""
+    # a method that changed the collectives alone leaves a copy of its run at the method before
+    assert method_of("held-4", SUITES["copy"].methods) == "held-2"
+    assert method_of("held-4", SUITES["collectives"].methods) == "held-4"
+    assert method_of("held-3", SUITES["collectives"].methods) == "held-3"

@@ -246,17 +246,17 @@ def _pair_spread(values: list[float] | pd.Series) -> float:
 
 
 def _newest_generation(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of each class's newest generation of each suite."""
+    """The rows of each class's newest generation of each role."""
     order = frame["generation"].map(generation_order)
-    newest = order.groupby([frame["machine"], frame["suite"]]).transform("max")
+    newest = order.groupby([frame[k] for k in ("machine", *ROLE_KEYS)]).transform("max")
     return frame[order == newest]
 
 
 class Expected:
     """The expectation table: per machine class and role, a curve; `origins` says, per class,
-    what made it ('reference': the shipped table; 'baseline DIR': a user's runs). A suite whose
-    method split its figures (bench/methods.py) has a table per generation: the curves are the
-    newest generation's, `measured_as` gives those of a run's own."""
+    what made it ('reference': the shipped table; 'baseline DIR': a user's runs). A role whose
+    figures a method split (bench/methods.py) has a curve per generation: the newest is the
+    table's, `measured_as` gives those of a run's own."""
 
     def __init__(self, frame: pd.DataFrame, origin: str = "reference") -> None:
         if "generation" not in frame:
@@ -297,12 +297,13 @@ class Expected:
         return merged
 
     def measured_as(self, meta: Mapping, catalog: Catalog) -> Expected:
-        """The table a run is judged by: of each suite, the rows of the run's generation
-        (bench/methods.py: measured by methods whose figures its own compare with), so a class
-        without that generation of a suite has no curves of it."""
+        """The table a run is judged by: of each suite and launch, the rows of the run's
+        generation (bench/methods.py: measured by methods whose figures its own compare with), so
+        a class without that generation of a role has no curve of it."""
         method = (meta.get("tool") or {}).get("method")
-        wanted = {suite: generation(method, view(catalog, suite).splits) for suite in self.frame["suite"].unique()}
-        kept = Expected(self.frame[self.frame["generation"] == self.frame["suite"].map(wanted)])
+        wanted = [generation(method, view(catalog, suite).splits, launch)
+                  for suite, launch in zip(self.frame["suite"], self.frame["launch"])]
+        kept = Expected(self.frame[self.frame["generation"] == wanted])
         kept.origins = {m: o for m, o in self.origins.items() if m in kept.origins}
         return kept
 
@@ -424,7 +425,8 @@ def _run_levels(run: Path, catalog: Catalog, suites: set[str] | None = None) -> 
     out["run"] = str(run)
     out["host"] = host_id(meta.get("system") or {})
     method = (meta.get("tool") or {}).get("method")
-    out["generation"] = [generation(method, view(catalog, suite).splits) for suite in out["suite"]]
+    out["generation"] = [generation(method, view(catalog, suite).splits, launch)
+                         for suite, launch in zip(out["suite"], out["launch"])]
     return out
 
 
