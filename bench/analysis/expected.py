@@ -22,6 +22,8 @@ precedence for their class (`over`).
 """
 from __future__ import annotations
 
+import functools
+
 import math
 import re
 from dataclasses import dataclass
@@ -266,6 +268,7 @@ class Expected:
         self._curves: dict[tuple, Curve] = {}
         self._host_spreads: dict[tuple, np.ndarray] = {}   # per curve, host_spread by size
         self._by_role: dict[tuple, list[Curve]] = {}
+        self._measured_as: dict[str | None, Expected] = {}
         for (machine, *role), rows in _newest_generation(self.frame).groupby(["machine", *ROLE_KEYS], sort=False):
             rows = rows.sort_values("size_bytes")
             curve = Curve(rows["size_bytes"].to_numpy(np.int64), np.log(rows["time_s"].to_numpy(float)),
@@ -301,11 +304,13 @@ class Expected:
         generation (bench/methods.py: measured by methods whose figures its own compare with), so
         a class without that generation of a role has no curve of it."""
         method = (meta.get("tool") or {}).get("method")
-        wanted = [generation(method, view(catalog, suite).splits, launch)
-                  for suite, launch in zip(self.frame["suite"], self.frame["launch"])]
-        kept = Expected(self.frame[self.frame["generation"] == wanted])
-        kept.origins = {m: o for m, o in self.origins.items() if m in kept.origins}
-        return kept
+        if method not in self._measured_as:   # a doctor judges many runs of a few methods
+            wanted = [generation(method, view(catalog, suite).splits, launch)
+                      for suite, launch in zip(self.frame["suite"], self.frame["launch"])]
+            kept = Expected(self.frame[self.frame["generation"] == wanted])
+            kept.origins = {m: o for m, o in self.origins.items() if m in kept.origins}
+            self._measured_as[method] = kept
+        return self._measured_as[method]
 
     def with_roles_of(self, older: Expected) -> tuple[Expected, int]:
         """This table and the other's curves of the (class, generation, role)s this one lacks; how many those are."""
@@ -460,10 +465,12 @@ def from_runs(runs: Iterable[str | Path | tuple[Path, str]], catalog: Catalog, o
     return Expected(table.loc[order, COLUMNS], origin)
 
 
+@functools.cache   # read once a process: the doctor judges many runs by it, and nothing changes it
 def shipped() -> Expected:
     return Expected.read(SHIPPED)
 
 
+@functools.cache
 def shipped_noise() -> Expected | None:
     """The noise studies' table (their spreads are the classes' between-run noise); None without one."""
     return Expected.read(NOISE, origin="noise runs") if NOISE.exists() else None
