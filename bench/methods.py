@@ -15,23 +15,25 @@ METHOD = "held-4"
 METHOD_ORDER = ("held-0", "held-1", "held-2", "held-3", "held-4")
 
 
+def _newest_up_to(method: str | None, among) -> str | None:
+    """The newest of `among` at or before `method` in METHOD_ORDER; None where none is, or where
+    `method` is none of ours."""
+    if method not in METHOD_ORDER:
+        return None
+    return next((m for m in reversed(METHOD_ORDER[:METHOD_ORDER.index(method) + 1]) if m in among), None)
+
+
 def method_of(method: str, changed: tuple[str, ...]) -> str:
     """The method a run of `method` measured a suite's figures with: the newest of the methods
     that changed that suite (`changed`) up to it; `method` itself where it is none of ours."""
-    if method not in METHOD_ORDER:
-        return method
-    upto = METHOD_ORDER[:METHOD_ORDER.index(method) + 1]
-    return next((m for m in reversed(upto) if m in changed), method)
+    return _newest_up_to(method, changed) or method
 
 
 def generation(method: str | None, splits: Mapping[str, tuple[str, ...]], launch: str) -> str:
     """The generation of a run's figures of one launch of a suite: the newest of the suite's
     splits up to the run's method that split that launch, '' before any (and for a run that
     recorded no method of ours)."""
-    if method not in METHOD_ORDER:
-        return ""
-    upto = METHOD_ORDER[:METHOD_ORDER.index(method) + 1]
-    return next((m for m in reversed(upto) if launch in splits.get(m, ())), "")
+    return _newest_up_to(method, [m for m, launches in splits.items() if launch in launches]) or ""
 
 
 def generation_order(name: str) -> int:

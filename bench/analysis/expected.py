@@ -247,6 +247,12 @@ def _pair_spread(values: list[float] | pd.Series) -> float:
     return float(np.median(np.abs(a[i] - a[j]))) if len(i) else math.nan
 
 
+def _generations(method: str | None, frame: pd.DataFrame, catalog: Catalog) -> list[str]:
+    """Each row's generation (bench/methods.py) in a run of `method`, by its suite and launch."""
+    return [generation(method, view(catalog, suite).splits, launch)
+            for suite, launch in zip(frame["suite"], frame["launch"])]
+
+
 def _newest_generation(frame: pd.DataFrame) -> pd.DataFrame:
     """The rows of each class's newest generation of each role."""
     order = frame["generation"].map(generation_order)
@@ -305,9 +311,7 @@ class Expected:
         a class without that generation of a role has no curve of it."""
         method = (meta.get("tool") or {}).get("method")
         if method not in self._measured_as:   # a doctor judges many runs of a few methods
-            wanted = [generation(method, view(catalog, suite).splits, launch)
-                      for suite, launch in zip(self.frame["suite"], self.frame["launch"])]
-            kept = Expected(self.frame[self.frame["generation"] == wanted])
+            kept = Expected(self.frame[self.frame["generation"] == _generations(method, self.frame, catalog)])
             kept.origins = {m: o for m, o in self.origins.items() if m in kept.origins}
             self._measured_as[method] = kept
         return self._measured_as[method]
@@ -429,9 +433,7 @@ def _run_levels(run: Path, catalog: Catalog, suites: set[str] | None = None) -> 
                           for point, k in zip(levels.to_dict("records"), factor)]
     out["run"] = str(run)
     out["host"] = host_id(meta.get("system") or {})
-    method = (meta.get("tool") or {}).get("method")
-    out["generation"] = [generation(method, view(catalog, suite).splits, launch)
-                         for suite, launch in zip(out["suite"], out["launch"])]
+    out["generation"] = _generations((meta.get("tool") or {}).get("method"), out, catalog)
     return out
 
 
