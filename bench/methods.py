@@ -23,10 +23,23 @@ def _newest_up_to(method: str | None, among) -> str | None:
     return next((m for m in reversed(METHOD_ORDER[:METHOD_ORDER.index(method) + 1]) if m in among), None)
 
 
-def method_of(method: str, changed: tuple[str, ...]) -> str:
+def method_of(method: str, changed: tuple[str, ...], only: Mapping[str, tuple[str, ...]] | None = None,
+              launches: tuple[str, ...] | None = None) -> str:
     """The method a run of `method` measured a suite's figures with: the newest of the methods
-    that changed that suite (`changed`) up to it; `method` itself where it is none of ours."""
-    return _newest_up_to(method, changed) or method
+    that changed that suite (`changed`) up to it; `method` itself where it is none of ours. With
+    `launches`, of those figures' launches alone: a method that changed other launches only
+    (`only`: method -> the launches it changed) does not count."""
+    only = only or {}
+    among = [m for m in changed if launches is None or m not in only or set(only[m]) & set(launches)]
+    return _newest_up_to(method, among) or method
+
+
+def launch_groups(changed_launches: Mapping[str, tuple[str, ...]], every: tuple[str, ...]) -> list[tuple[str, ...] | None]:
+    """How a suite's figures divide by the methods that changed them: None (all launches at once)
+    where no method changed only some launches; else those launches, and the rest of `every`."""
+    some = tuple(dict.fromkeys(launch for launches in changed_launches.values() for launch in launches))
+    rest = tuple(launch for launch in every if launch not in some)
+    return [some, rest] if some and rest else [None]
 
 
 def generation(method: str | None, splits: Mapping[str, tuple[str, ...]], launch: str) -> str:

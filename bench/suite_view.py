@@ -78,6 +78,9 @@ class SuiteView:
     # by more than healthy hosts do (method -> launches): the runs before judge, and are judged
     # by, a table of their own for those launches.
     splits: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    # Of `methods`, those that changed its figures of some launches only (method -> those
+    # launches): the runs either side of one pool for the other launches.
+    changed_launches: ClassVar[Mapping[str, tuple[str, ...]]] = {}
 
     def op(self, name: str) -> Op:
         """The declaration of its op `name` (Op's defaults where it declares none)."""

@@ -7,7 +7,9 @@ newest version, and for a role that version does not measure, of the newest vers
 measured (only out_dir, run_id, progress, resume, instance, device, suite); of those, per
 instance and suite, the runs of the version of its newest one (the method it measured that suite
 with, bench.methods.method_of: a method that changed only some suites, as each suite declares
-(SuiteView.methods), leaves the others at the method before, so their runs pool; the run's method
+(SuiteView.methods), leaves the others at the method before, so their runs pool, and one that
+changed some launches of a suite only (SuiteView.changed_launches: held collectives) leaves its
+other launches so; the run's method
 listed in results/reference/methods.json or recorded; else its commit). Where a method split a
 launch's figures (SuiteView.splits), the newest version's rows of it are a generation of their own
 and an older version's fill the generation before (the `generation` column): the doctor judges a
@@ -33,7 +35,8 @@ from bench.analysis.expected import NOISE, SHIPPED, Expected, from_runs, machine
 from bench.analysis.healthy_hosts import clock_baselines, host_paces
 from bench.analysis.point_expectations import OLDEST_JUDGED
 from bench.cli.common import catalog
-from bench.methods import method_of
+from bench.config.settings import Launch
+from bench.methods import launch_groups, method_of
 from bench.results import ResultsError, find_runs, read_meta
 from bench.suite_view import view
 
@@ -48,16 +51,20 @@ def _changes_the_sweep(argv: list[str]) -> list[str]:
 
 
 class Part(NamedTuple):
-    """One suite's figures of one run (suite None: the whole run)."""
+    """One suite's figures of one run (suite None: the whole run), of some launches only where a
+    method changed the suite's figures of those alone (bench.methods.launch_groups)."""
     run: Path
     meta: dict
     suite: str | None
+    launches: tuple[str, ...] | None = None
 
     def __str__(self) -> str:
-        return f"{self.run} ({self.suite})" if self.suite else str(self.run)
+        group = f" {'+'.join(self.launches)}" if self.launches else ""
+        return f"{self.run} ({self.suite}{group})" if self.suite else str(self.run)
 
 
 CATALOG = catalog()
+EVERY_LAUNCH = tuple(launch.value for launch in Launch)
 
 
 def _method(part: Part) -> str | None:
@@ -67,7 +74,8 @@ def _method(part: Part) -> str | None:
 
 def _label(part: Part) -> str:
     instance = part.meta.get("instance") or {}
-    return f"{instance.get('label') or instance.get('name', '')} ({part.suite or 'suites not recorded'})"
+    group = f" {'+'.join(part.launches)}" if part.launches else ""
+    return f"{instance.get('label') or instance.get('name', '')} ({part.suite or 'suites not recorded'}{group})"
 
 
 # The method of runs made before meta.json recorded it (tool.method), by folder under results/reference/.
@@ -79,8 +87,8 @@ def _version(part: Part) -> str:
     """The version a part's figures belong to: the method it measured its suite with (method_of
     the run's method, listed in results/reference/methods.json, which corrects a run whose code
     measured otherwise than it recorded, or recorded); else its tool's commit."""
-    method = _method(part)
-    return method_of(method, view(CATALOG, part.suite or "").methods) if method \
+    method, suite = _method(part), view(CATALOG, part.suite or "")
+    return method_of(method, suite.methods, suite.changed_launches, part.launches) if method \
         else str((part.meta.get("tool") or {}).get("git_commit", ""))
 
 
@@ -105,7 +113,7 @@ def _newest(candidates: list[Part], label=_label) -> tuple[list[Part], list[str]
 
 
 def _figures(parts: list[Part]) -> Expected:
-    return from_runs([(part.run, part.suite) for part in parts], CATALOG)
+    return from_runs([(part.run, part.suite, part.launches) for part in parts], CATALOG)
 
 
 def table_of(ranks: list[list[Part]]) -> tuple[Expected, list[str]]:
@@ -119,9 +127,13 @@ def table_of(ranks: list[list[Part]]) -> tuple[Expected, list[str]]:
         for part in rank:
             by_class.setdefault(machine_class(part.meta).key, []).append(part)
         for parts in by_class.values():
-            table, added = table.with_roles_of(_figures(parts))
-            lines += [f"used {part} for the {added} roles newer versions lack" if added else
-                      f"left out {part}: an older version, every role of it measured by a newer one" for part in parts]
+            older = _figures(parts)
+            table, added = table.with_roles_of(older)
+            # the parts pool their runs for the roles added; each says how many of those it holds
+            held = [len(older.roles_of(part.run, part.suite, part.launches) & added) for part in parts]
+            lines += [f"used {part} for the {n} roles newer versions lack" if n else
+                      f"left out {part}: an older version, every role of it measured by a newer one"
+                      for part, n in zip(parts, held)]
     return table, lines
 
 
@@ -138,7 +150,9 @@ def choose(runs: list[Path]) -> tuple[list[list[Part]], list[str]]:
             left.append(f"{run}: {reason}")
             continue
         suites = (meta.get("config") or {}).get("suites") or [None]
-        candidates += [Part(run, meta, None if suite is None else str(suite)) for suite in suites]
+        candidates += [Part(run, meta, None, None)] if suites == [None] else \
+            [Part(run, meta, str(suite), launches) for suite in suites
+             for launches in launch_groups(view(CATALOG, str(suite)).changed_launches, EVERY_LAUNCH)]
     return versions(candidates), left
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -273,7 +274,7 @@ def test_a_healthy_run_in_its_own_table_has_nothing_wrong():
     data = got.to_json()
     assert data["verdict"] in ("normal", "not enough judged") and len(data["families"]) == len(got.verdicts)
     assert data["machine"] == "h200 pcie5x16 nvlink18 x4" and data["missing"] == []
-    assert all(v.noise.startswith(("measured between", "launch paths between", "between 2 hosts", "between 3 hosts", "between 4 hosts", "its role's GPUs or pairs"))
+    assert all(re.match(r"measured between|launch paths between|between \d+ hosts|its role's GPUs or pairs", v.noise)
                for v in got.verdicts if v.verdict != "not judged" and "host's own" not in v.reason)
 
 
@@ -373,15 +374,16 @@ def test_the_shipped_table_is_what_the_script_makes(tmp_path):
         assert (tmp_path / name).read_text() == shipped.read_text(), f"{shipped} is stale: run scripts/make_expected.py"
     used = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("used ")]
     newest = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("used ") and " for " not in line]
-    newest_parts = {" ".join(line.split()[1:3]) for line in proc.stdout.splitlines()
+    newest_parts = {line[len("used "):] for line in proc.stdout.splitlines()
                     if line.startswith("used ") and " for " not in line}
     assert "results/reference/h200-x4/x4l-default-1" in newest and "results/reference/h200-x1/x1c-default-2" in newest
     # one method's runs pool across commits (results/reference/methods.json); another method's are left out
     assert {"results/reference/h200-x2/x2p-default-1", "results/reference/h200-x2/x2q-default-1"} <= set(newest)
-    # held-3 and held-4 changed the collectives alone: held-2's runs count for copy and p2p, not
-    # for collectives, and older versions give the collectives' roles the newest lacks
+    # held-3 and held-4 changed held collectives alone: held-2's runs count for copy, p2p and the
+    # eager and graph collectives, not for held ones, and older versions give the roles the newest lacks
     x2i = "results/reference/h200-x2/x2i-default-1"
-    assert {f"{x2i} (copy)", f"{x2i} (p2p)"} <= newest_parts and f"{x2i} (collectives)" not in newest_parts
+    assert {f"{x2i} (copy)", f"{x2i} (p2p)", f"{x2i} (collectives eager+graph)"} <= newest_parts
+    assert f"{x2i} (collectives held)" not in newest_parts
     assert "results/reference/h200-x2/x2a-default-1" in set(used) - set(newest)
     assert "results/reference/h200-x4/x4a-default-1" not in used
     # an older version's runs, for the roles the newest does not measure (graph launches)
@@ -392,9 +394,9 @@ def test_the_shipped_table_is_what_the_script_makes(tmp_path):
     assert set(table.origins) == {"h100 pcie5x16 nvlink0 x1", "h200 pcie5x16 nvlink0 x1", "h200 pcie5x16 nvlink18 x2",
                                   "h200 pcie5x16 nvlink18 x4"}
     runs = table.classes().set_index("machine")   # each class says what it stands on
-    assert runs.loc["h200 pcie5x16 nvlink18 x4", "runs"] == 8 and runs.loc["h100 pcie5x16 nvlink0 x1", "runs"] == 1
+    assert runs.loc["h200 pcie5x16 nvlink18 x4", "runs"] == 12 and runs.loc["h100 pcie5x16 nvlink0 x1", "runs"] == 1
     # two runs of one host are one host, with no spread between hosts; three hosts have one
-    assert tuple(runs.loc["h200 pcie5x16 nvlink18 x4", ["runs", "hosts"]]) == (8, 4)
+    assert tuple(runs.loc["h200 pcie5x16 nvlink18 x4", ["runs", "hosts"]]) == (12, 6)
     assert tuple(runs.loc["h200 pcie5x16 nvlink0 x1", ["runs", "hosts"]]) == (6, 3)
     assert runs.loc["h100 pcie5x16 nvlink0 x1", "hosts"] == 1
     by_class = table.frame.groupby("machine")["host_spread"]
@@ -402,11 +404,15 @@ def test_the_shipped_table_is_what_the_script_makes(tmp_path):
     # held-4 split the collectives: its runs make a table of their own generation, on three hosts,
     # and held-3's stays, with the roles older versions gave it; copies of held-4 runs pool with held-2's
     x2ad = "results/reference/h200-x2/x2ad-default-1"
-    assert {f"{x2ad} (collectives)", f"{x2ad} (copy)"} <= newest_parts and f"{x2i} (copy)" in newest_parts
+    assert {f"{x2ad} (collectives held)", f"{x2ad} (copy)"} <= newest_parts and f"{x2i} (copy)" in newest_parts
     roles = table.roles()
-    x2 = roles[(roles["machine"] == "h200 pcie5x16 nvlink18 x2") & (roles["suite"] == "collectives")]
-    assert set(x2["generation"]) == {"", "held-4"}
-    assert x2[x2["generation"] == "held-4"][["runs", "hosts"]].min().tolist() == [6, 3]
+    for machine, stands_on, eager in (("h200 pcie5x16 nvlink18 x2", [6, 3], [20, 10]),
+                                      ("h200 pcie5x16 nvlink18 x4", [4, 2], [12, 6])):
+        held = roles[(roles["machine"] == machine) & (roles["suite"] == "collectives")]
+        assert set(held["generation"]) == {"", "held-4"}
+        assert held[held["generation"] == "held-4"][["runs", "hosts"]].min().tolist() == stands_on
+        # their eager collectives pool with every earlier method's since held-2 (changed_launches)
+        assert held[held["generation"] == ""][["runs", "hosts"]].max().tolist() == eager
 
 
 def _relabelled(run: Path, method: str, tmp_path: Path) -> Path:
@@ -461,3 +467,11 @@ def test_a_methods_split_parts_the_launches_it_names_from_the_runs_before_it():
     assert method_of("held-4", SUITES["copy"].methods) == "held-2"
     assert method_of("held-4", SUITES["collectives"].methods) == "held-4"
     assert method_of("held-3", SUITES["collectives"].methods) == "held-3"
+    # held-3 and held-4 changed held collectives alone: the eager and graph figures of their runs
+    # pool with held-2's
+    from bench.methods import launch_groups
+    collectives = SUITES["collectives"]
+    groups = launch_groups(collectives.changed_launches, ("eager", "held", "graph"))
+    assert groups == [("held",), ("eager", "graph")] and launch_groups({}, ("eager", "held")) == [None]
+    assert [method_of(m, collectives.methods, collectives.changed_launches, group)
+            for m in ("held-3", "held-4") for group in groups] == ["held-3", "held-2", "held-4", "held-2"]

@@ -47,6 +47,7 @@ NOISE = Path(__file__).with_name("noise.csv")   # the same table made of identic
 COLUMNS = ["machine", "generation", "instances", *ROLE_KEYS, "size_bytes", "time_s", "runs", "hosts", "spread", "host_spread",
            "theory_gbps"]
 _GPU = re.compile(r"cuda:(\d+)$")
+_ROLE_OF = ["machine", "generation", *ROLE_KEYS]   # a curve's class, generation and role
 
 
 @dataclass(frozen=True)
@@ -275,6 +276,7 @@ class Expected:
         self._host_spreads: dict[tuple, np.ndarray] = {}   # per curve, host_spread by size
         self._by_role: dict[tuple, list[Curve]] = {}
         self._measured_as: dict[str | None, Expected] = {}
+        self.runs_of_role: dict[tuple, frozenset[str]] = {}   # made from runs: per (class, generation, role), its runs
         for (machine, *role), rows in _newest_generation(self.frame).groupby(["machine", *ROLE_KEYS], sort=False):
             rows = rows.sort_values("size_bytes")
             curve = Curve(rows["size_bytes"].to_numpy(np.int64), np.log(rows["time_s"].to_numpy(float)),
@@ -316,13 +318,23 @@ class Expected:
             self._measured_as[method] = kept
         return self._measured_as[method]
 
-    def with_roles_of(self, older: Expected) -> tuple[Expected, int]:
-        """This table and the other's curves of the (class, generation, role)s this one lacks; how many those are."""
-        keys = ["machine", "generation", *ROLE_KEYS]
-        have = set(self.frame[keys].itertuples(index=False, name=None))
-        new = older.frame[[key not in have for key in older.frame[keys].itertuples(index=False, name=None)]]
-        merged = pd.concat([self.frame, new]).sort_values([*keys, "size_bytes"], kind="stable")
-        return Expected(merged, next(iter(self.origins.values()), "reference")), len(new.groupby(keys, sort=False))
+    def with_roles_of(self, older: Expected) -> tuple[Expected, set[tuple]]:
+        """This table and the other's curves of the (class, generation, role)s this one lacks; those keys."""
+        have = self.role_keys()
+        new = older.frame[[key not in have for key in older.frame[_ROLE_OF].itertuples(index=False, name=None)]]
+        merged = pd.concat([self.frame, new]).sort_values([*_ROLE_OF, "size_bytes"], kind="stable")
+        return Expected(merged, next(iter(self.origins.values()), "reference")), older.role_keys() - have
+
+    def role_keys(self) -> set[tuple]:
+        """Its (class, generation, role)s."""
+        return set(self.frame[_ROLE_OF].itertuples(index=False, name=None))
+
+    def roles_of(self, run: str | Path, suite: str, launches: tuple[str, ...] | None = None) -> set[tuple]:
+        """The (class, generation, role)s a run's points of one suite (of `launches`, where named)
+        gave (a table made from runs)."""
+        at, launch = _ROLE_OF.index("suite"), _ROLE_OF.index("launch")
+        return {key for key, runs in self.runs_of_role.items()
+                if key[at] == suite and (launches is None or key[launch] in launches) and str(run) in runs}
 
     def without(self, machines: Iterable[str]) -> Expected:
         """The table less some classes (a class judged by the others alone)."""
@@ -409,15 +421,19 @@ def unhealthy(meta: Mapping) -> str:
     return f"handicapped ({', '.join(limits)})" if limits else ""
 
 
-def _run_levels(run: Path, catalog: Catalog, suites: set[str] | None = None) -> pd.DataFrame:
-    """One run's points (of `suites`, where named) as (machine, instance, role..., size_bytes,
-    log_time, theory_gbps, host). The levels are read on the whole run (its usual pace is the
-    whole run's), then kept to those suites."""
+def _run_levels(run: Path, catalog: Catalog, parts: set[tuple[str, tuple[str, ...] | None]] | None = None) -> pd.DataFrame:
+    """One run's points (of `parts`, where named: (suite, its launches or None for all)) as
+    (machine, instance, role..., size_bytes, log_time, theory_gbps, host). The levels are read on
+    the whole run (its usual pace is the whole run's), then kept to those parts."""
     meta = read_meta(run)
     rows = load(run, warn=lambda line: None)
     levels = point_levels(rows, catalog)
-    if suites is not None:
-        levels = levels[levels["suite"].isin(suites)].reset_index(drop=True)
+    if parts is not None:
+        kept = np.zeros(len(levels), dtype=bool)
+        for suite, launches in parts:
+            kept |= (levels["suite"] == suite).to_numpy() & (levels["launch"].isin(launches).to_numpy()
+                                                             if launches is not None else True)
+        levels = levels[kept].reset_index(drop=True)
     links = (meta.get("system") or {}).get("links") or {}
     out = roles(levels, links)
     out["machine"] = machine_class(meta).key
@@ -437,18 +453,20 @@ def _run_levels(run: Path, catalog: Catalog, suites: set[str] | None = None) -> 
     return out
 
 
-def from_runs(runs: Iterable[str | Path | tuple[Path, str]], catalog: Catalog, origin: str = "reference") -> Expected:
-    """The table made from healthy runs (or (run, suite) pairs: that suite's points of the run):
-    per class, role and size, the median over hosts of each host's median over its runs of each
-    run's median time (its GPUs or pairs of one role: their median)."""
-    suites: dict[Path, set[str] | None] = {}   # per run, the suites it gives (None: all), each run read once
+def from_runs(runs: Iterable[str | Path | tuple], catalog: Catalog, origin: str = "reference") -> Expected:
+    """The table made from healthy runs (or (run, suite) pairs: that suite's points of the run;
+    or (run, suite, launches): of those launches): per class, role and size, the median over hosts
+    of each host's median over its runs of each run's median time (its GPUs or pairs of one role:
+    their median)."""
+    parts: dict[Path, set | None] = {}   # per run, the parts it gives (None: all), each run read once
     for item in runs:
-        run, suite = (Path(item[0]), item[1]) if isinstance(item, tuple) else (Path(item), None)
-        if suite is None or suites.get(run, set()) is None:
-            suites[run] = None
+        run, suite, launches = (Path(item[0]), item[1], item[2] if len(item) > 2 else None) \
+            if isinstance(item, tuple) else (Path(item), None, None)
+        if suite is None or parts.get(run, set()) is None:
+            parts[run] = None
         else:
-            suites.setdefault(run, set()).add(suite)
-    levels = pd.concat([_run_levels(run, catalog, named) for run, named in suites.items()], ignore_index=True)
+            parts.setdefault(run, set()).add((suite, launches))
+    levels = pd.concat([_run_levels(run, catalog, named) for run, named in parts.items()], ignore_index=True)
     keys = ["machine", "generation", *ROLE_KEYS, "size_bytes"]
     per_run = levels.groupby([*keys, "run"], sort=False).agg(
         log_time=("log_time", "median"), instance=("instance", "first"), host=("host", "first"),
@@ -464,7 +482,9 @@ def from_runs(runs: Iterable[str | Path | tuple[Path, str]], catalog: Catalog, o
     table = table.reset_index()
     table["time_s"] = np.exp(table["log_time"])
     order = table.sort_values(["machine", "generation", *ROLE_KEYS, "size_bytes"]).index
-    return Expected(table.loc[order, COLUMNS], origin)
+    made = Expected(table.loc[order, COLUMNS], origin)
+    made.runs_of_role = per_run.groupby(_ROLE_OF, sort=False)["run"].agg(frozenset).to_dict()
+    return made
 
 
 @functools.cache   # read once a process: the doctor judges many runs by it, and nothing changes it

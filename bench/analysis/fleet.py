@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis import causes
-from bench.analysis.compare import JUDGED_CLASSES, family_z, plateau
+from bench.analysis.compare import HOST_SLOW_NOISE, JUDGED_CLASSES, family_z, plateau
 from bench.analysis.expected import Expected, machine_class, roles, shipped_noise
 from bench.analysis.fleet_levels import RunLevels, many_levels
 from bench.analysis.fleet_nodes import RunMatrix, Survey, by_node, node_of, run_matrix, survey
@@ -39,9 +39,10 @@ from bench.analysis.launch_path import (between_hosts, bounded, device_side, hos
                                         widened)
 from bench.analysis.noise import GPU_BACKENDS, default_noise, family_sigma, launch_path_noise, median_factor, run_noise
 from bench.analysis.point_expectations import HOST_SLOW, OLDEST_JUDGED, JudgedPoint, judged_points
+from bench.methods import generation
 from bench.points import ROLE_KEYS, VARIANT_KEYS, variant_label
 from bench.results import ResultsError, read_meta
-from bench.suite_view import LATENCY_BOUND, Catalog
+from bench.suite_view import LATENCY_BOUND, Catalog, view
 
 MIN_NODES = 3          # a family is judged against its peers where this many nodes measured it
 MAD_TO_SIGMA = 1.4826  # a normal distribution's sigma over its median absolute deviation
@@ -120,6 +121,17 @@ def _families(points: list[JudgedPoint], matrix: RunMatrix, fleet_y: np.ndarray,
                            min((p.runs for p in known), default=0), known[0].source if known else "",
                            point_roles[cols[0]], points[cols[0]].bandwidth))
     return out
+
+
+def _without_mixed_generations(fams: list[_Family], survey: Survey, catalog: Catalog) -> list[_Family]:
+    """The families, those whose runs measured them in different generations (bench/methods.py:
+    held collectives before and after held-4) judged against the fleet alone: one table cannot
+    hold both, and the newer reads up to 1.46x the older."""
+    for f in fams:
+        splits = view(catalog, f.key["suite"]).splits
+        if len({generation(run.method, splits, f.key["launch"]) for run in survey.runs}) > 1:
+            f.expected, f.runs, f.source = np.full(len(f.cols), np.nan), 0, ""
+    return fams
 
 
 def _median_change(y: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -229,7 +241,7 @@ def judge_fleet(survey: Survey, matrix: RunMatrix, catalog: Catalog, table: Expe
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         fleet_y = np.nanmedian(y, axis=0)
-    fams = _families(points, matrix, fleet_y, links)
+    fams = _without_mixed_generations(_families(points, matrix, fleet_y, links), survey, catalog)
     peer, tab, widen = (np.empty((len(fams), len(hosts))) for _ in range(3))
     widen_tab = np.empty_like(widen)
     for k, f in enumerate(fams):
@@ -360,8 +372,11 @@ class FleetContext:
             several = np.add.reduceat(seen, starts) >= 2
             spans = (hi - lo)[several]
             sigma = family_sigma(s.declared, run_noise(spans) if spans.size else 0.0, spans.size)
-            limit = _widened(math.log1p(-self.tolerance) - self.z * sigma * math.sqrt(2), self.tolerance,
-                             np.maximum.reduceat(np.where(seen, widen, 1.0), starts))
+            # A node with a run measured while its host was slow: its noise twice, as the gate
+            # and the single-run judge take a launch path's in a spell.
+            spell = np.maximum.reduceat(self.matrix.slow[np.ix_(rows, f.cols)].any(axis=1), starts)
+            wider = np.maximum.reduceat(np.where(seen, widen, 1.0), starts) * np.where(spell, HOST_SLOW_NOISE, 1.0)
+            limit = _widened(math.log1p(-self.tolerance) - self.z * sigma * math.sqrt(2), self.tolerance, wider)
             with np.errstate(invalid="ignore"):
                 apart = several & (lo - hi < limit) & (np.exp(limit) >= CAN_CATCH)
             for j in np.flatnonzero(apart):

@@ -33,6 +33,7 @@ class FleetRun:
     status: str
     schema: int | None
     suites: tuple[str, ...]   # the suites its config asked for (none recorded: an import)
+    method: str | None = None   # how it measured (bench/methods.py; meta.json's tool.method)
 
 
 @dataclass
@@ -47,7 +48,7 @@ def _run(run: Path) -> FleetRun:
     system = meta.get("system") or {}
     return FleetRun(run, host_id(system) or f"run {run}", str(system.get("hostname") or ""),
                     machine_class(meta).key, run_status(meta), meta.get("schema_version"),
-                    tuple((meta.get("config") or {}).get("suites") or ()))
+                    tuple((meta.get("config") or {}).get("suites") or ()), (meta.get("tool") or {}).get("method"))
 
 
 def survey(paths: Iterable[str | Path], any_class: bool = False) -> Survey:

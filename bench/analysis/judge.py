@@ -43,7 +43,7 @@ import pandas as pd
 
 from bench.analysis import causes, launch_path as lp
 from bench.analysis.cache import short_of_hbm
-from bench.analysis.compare import JUDGED_CLASSES, point_levels
+from bench.analysis.compare import HOST_SLOW_NOISE, JUDGED_CLASSES, point_levels
 from bench.analysis.expected import Expected, machine_class, shipped, shipped_noise
 from bench.analysis.healthy_hosts import usual_pace
 from bench.analysis.noise import PAIR_MEDIAN_TO_SIGMA, default_noise, family_sigma, median_factor, run_noise
@@ -272,7 +272,8 @@ def _sigma(f: _Family, judged: list[JudgedPoint], catalog: Catalog, table: Expec
     or its hosts where the spread between the class's hosts is the wider (a new host is judged;
     hosts differ in what they carry), at least its role's spread in the run; a launch path's:
     the spread of launch paths between hosts,
-    at least the run-to-run noise, wider where its class stands on fewer than MIN_HOSTS hosts."""
+    at least the run-to-run noise, wider where its class stands on fewer than MIN_HOSTS hosts and
+    where its sizes ran while the host was slow."""
     sigma, said = _noise(f, f.key, catalog, table, noise, machine)
     runs, hosts = min((p.runs for p in judged), default=0), min((p.hosts for p in judged), default=0)
     if not judged:
@@ -288,7 +289,12 @@ def _sigma(f: _Family, judged: list[JudgedPoint], catalog: Catalog, table: Expec
         return (between, f"{where}, more than {said}", hosts) if between > sigma else (sigma, said, runs)
     between, where = lp.host_sigma(role, sizes, table, machine, declared, hosts)
     said = where if between >= sigma else f"{where}; at least {said} ({sigma:.3f})"
-    return *lp.widened(max(between, sigma), hosts, said), hosts if runs else 0
+    sigma, said = lp.widened(max(between, sigma), hosts, said)
+    if any(p.host_slow for p in judged):
+        # As the gate judges it: the spread between hosts is of their usual moods, and a spell
+        # that slows the host moves its launch paths further (docs/judging.md, a launch path's limit).
+        sigma, said = sigma * HOST_SLOW_NOISE, f"{said}; x {HOST_SLOW_NOISE:g}: sizes ran while the host was slow"
+    return sigma, said, hosts if runs else 0
 
 
 def _siblings_verdict(f: _Family, v: Verdict, sigma: float, z: float, tolerance: float) -> None:

@@ -145,6 +145,7 @@ class CollectivesView(SuiteView):
     # held-3: held calls start on one word of every rank; held-4: held in graphs (docs/method.md,
     # "Held collectives"), up to 1.46x faster than held-3's held calls.
     methods = (*SuiteView.methods, "held-3", "held-4")
+    changed_launches = {"held-3": ("held",), "held-4": ("held",)}
     splits = {"held-4": ("held",)}
     headline = (
         Metric("all_reduce, bus bandwidth", "collectives", "all_reduce", NCCL),
