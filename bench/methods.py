@@ -4,8 +4,9 @@ METHOD is recorded in each run's meta.json (tool.method), so the tables of healt
 (scripts/make_expected.py) pool the runs of every commit that measures alike, from as many hosts
 as the lent machines gave. Change it with any change to what a point's figure means (a clock, a
 launch, a check, the trials kept); not for which points a sweep holds, nor for analysis. A suite
-declares which methods changed its figures (`SuiteView.methods`) and after which of them the
-earlier figures of a launch judge nothing newer (`SuiteView.splits`).
+declares which methods changed its figures (`SuiteView.methods`), which of them changed some
+launches only (`SuiteView.changed_launches`), and after which of them the earlier figures of a
+launch judge nothing newer (`SuiteView.splits`).
 """
 from __future__ import annotations
 

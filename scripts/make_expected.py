@@ -9,8 +9,8 @@ instance and suite, the runs of the version of its newest one (the method it mea
 with, bench.methods.method_of: a method that changed only some suites, as each suite declares
 (SuiteView.methods), leaves the others at the method before, so their runs pool, and one that
 changed some launches of a suite only (SuiteView.changed_launches: held collectives) leaves its
-other launches so; the run's method
-listed in results/reference/methods.json or recorded; else its commit). Where a method split a
+other launches so; the run's method listed in results/reference/methods.json or recorded; else
+its commit). Where a method split a
 launch's figures (SuiteView.splits), the newest version's rows of it are a generation of their own
 and an older version's fill the generation before (the `generation` column): the doctor judges a
 run by its own generation's.
@@ -58,9 +58,13 @@ class Part(NamedTuple):
     suite: str | None
     launches: tuple[str, ...] | None = None
 
+    @property
+    def figures(self) -> str:
+        """Which of the run's figures: its suite, and its launches where only some."""
+        return f"{self.suite}{' ' + '+'.join(self.launches) if self.launches else ''}"
+
     def __str__(self) -> str:
-        group = f" {'+'.join(self.launches)}" if self.launches else ""
-        return f"{self.run} ({self.suite}{group})" if self.suite else str(self.run)
+        return f"{self.run} ({self.figures})" if self.suite else str(self.run)
 
 
 CATALOG = catalog()
@@ -74,8 +78,7 @@ def _method(part: Part) -> str | None:
 
 def _label(part: Part) -> str:
     instance = part.meta.get("instance") or {}
-    group = f" {'+'.join(part.launches)}" if part.launches else ""
-    return f"{instance.get('label') or instance.get('name', '')} ({part.suite or 'suites not recorded'}{group})"
+    return f"{instance.get('label') or instance.get('name', '')} ({part.figures if part.suite else 'suites not recorded'})"
 
 
 # The method of runs made before meta.json recorded it (tool.method), by folder under results/reference/.
