@@ -42,6 +42,16 @@ def test_points_measure_each_bidirectional_pair_once():
     assert bidir == {("cuda:0", "cuda:1"), ("cuda:0", "cuda:2"), ("cuda:1", "cuda:2")}
 
 
+def test_held_staged_copies_name_their_ring_of_slots_and_nothing_else_does():
+    settings = p2p.Settings(pairs="ring", ops=["uni", "bidir"], modes=["peer", "staged"], engine=["ce"])
+    pts = P2P.points(settings, Context("cuda", TimingConfig(), [4096, 1 << 20], gpu_count=2,
+                                       launches=("eager", "held"), held_max_bytes=65536))
+    ringed = {(p.op, p.mode, p.launch, p.size_bytes) for p in pts if p.params is not None}
+    assert ringed == {("uni", "staged", "held", 4096), ("bidir", "staged", "held", 4096)}
+    row = next(p for p in pts if p.params is not None).sample(time_s=1e-5)
+    assert row.params == '{"slots": 4}'
+
+
 def test_one_gpu_is_a_skip_not_an_error():
     settings = p2p.Settings(pairs="all", ops=["uni"], modes=["peer"], engine=["ce"])
     assert P2P.check(settings, Context("cuda", TimingConfig(), [4096], gpu_count=1)) == "needs 2 or more GPUs, found 1"

@@ -35,16 +35,17 @@ def platform(backend: str) -> str:
 
 
 def default_noise(catalog: Catalog, variant: Mapping, size_class: str) -> float:
-    """The suite's noise for a family (its variant keys): the largest entry tagged with its values
+    """The suite's noise for a family (its variant keys): of the entries tagged with its values
     (e.g. ("gpu", "bandwidth", "pageable"), or ("gpu", "bandwidth", "staged", "held"): every tag one
-    of them), else its (platform, size class) entry; a suite without its own figure gets the
-    platform's largest."""
+    of them), the largest of those with the most tags, else its (platform, size class) entry; a
+    suite without its own figure gets the platform's largest."""
     plat = platform(variant["backend"])
     declared = view(catalog, variant["suite"]).noise
     values = {str(v) for v in variant.values()}
-    tagged = [v for key, v in declared.items() if key[:2] == (plat, size_class) and key[2:] and set(key[2:]) <= values]
+    tagged = [(len(key), v) for key, v in declared.items()
+              if key[:2] == (plat, size_class) and key[2:] and set(key[2:]) <= values]
     if tagged:
-        return max(tagged)
+        return max(tagged)[1]
     known = [v for s in catalog.values() for key, v in s.noise.items() if key == (plat, size_class)]
     return declared.get((plat, size_class), max(known, default=FALLBACK_NOISE))
 

@@ -70,11 +70,24 @@ class HostFlags:
 
     def hand_off(self, done, then, word: int) -> None:
         """Work queued on stream `then` after this waits for the work queued on `done` so far."""
+        self.wait(then, word, self.signal(done, word))
+
+    def signal(self, done, word: int) -> int:
+        """Raise `word` once the work queued on stream `done` so far is done: its count from now."""
         self._counts[word] += 1
-        count = self._counts[word] & 0xFFFFFFFF
-        address = self._words.data_ptr() + 4 * word
-        _stream_op(_driver().write, done, address, count, WRITE_DEFAULT)
-        wait_for(then, address, count)
+        _stream_op(_driver().write, done, self._address(word), self._counts[word] & 0xFFFFFFFF, WRITE_DEFAULT)
+        return self._counts[word]
+
+    def wait(self, then, word: int, count: int) -> None:
+        """Work queued on stream `then` after this waits until `word` has been raised `count` times."""
+        wait_for(then, self._address(word), count & 0xFFFFFFFF)
+
+    def count(self, word: int) -> int:
+        """How many times `word` has been raised, or queued to be."""
+        return self._counts[word]
+
+    def _address(self, word: int) -> int:
+        return self._words.data_ptr() + 4 * word
 
 
 def _stream_op(call: Callable, stream, address: int, count: int, flags: int) -> None:

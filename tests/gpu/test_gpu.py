@@ -76,6 +76,10 @@ def test_p2p_matrix(xferbench):
     # Held staged copies hand off through the driver's flags in host memory (bench/measure/flags.py).
     staged = df[df["mode"] == "staged"]
     assert set(staged.launch) == {"eager", "held"} and (staged.status == "ok").all(), staged.note.unique()
+    # Held, they go round a ring of slots in host memory: one hand-off a copy, not an eager round trip.
+    assert set(staged[staged.launch == "held"].params) == {'{"slots": 4}'} and set(staged[staged.launch == "eager"].params) == {""}
+    small_staged = staged[(staged.size_bytes == 4096) & (staged.part == "total")].groupby(["op", "launch"]).time_s.median()
+    assert (small_staged.xs("held", level="launch") < small_staged.xs("eager", level="launch")).all()
     assert "rows src, columns dst" in proc.stdout
     # Held peer copies are one cudaMemcpyAsync each, without torch's joins of both GPUs' streams.
     small = df[(df.size_bytes == 4096) & (df.op == "uni") & (df["mode"] == "peer") & (df.part == "total")]

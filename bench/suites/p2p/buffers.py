@@ -46,8 +46,19 @@ class P2PState:
         ring += [torch.cuda.Stream(device=device) for _ in range(count - len(ring))]
         return ring[:count]
 
+    def staging(self, direction: str, size: int, slots: int) -> tuple:
+        """The `slots` pieces of `size` bytes of pinned host memory a direction's staged copies go
+        through: one slot of its host buffer, or a ring of its own (held copies)."""
+        if slots == 1:
+            return (self.buffer(f"host_{direction}", None)[:size],)
+        key = (f"ring_{direction}", None)
+        if key not in self._buffers or self._buffers[key].numel() < slots * size:
+            self._buffers[key] = torch.empty(slots * size, dtype=torch.uint8, pin_memory=True)
+        return tuple(self._buffers[key][:slots * size].view(slots, size))
+
     def flags(self, direction: str) -> HostFlags:
-        """A direction's staged hand-offs: word 0 its first leg done, word 1 its second."""
+        """A direction's staged hand-offs: word 0 counts copies written into host memory, word 1
+        copies read out of it (p2p/measure.py: WRITTEN, READ)."""
         if direction not in self._flags:
             self._flags[direction] = HostFlags(2)
         return self._flags[direction]

@@ -14,6 +14,7 @@ from bench.measure import cudart, flags, kernels, timing
 from bench.measure.chase import NOTE as LATENCY_NOTE
 from bench.measure.chase import Chase
 from bench.measure.checks import same_data
+from bench.measure.flags import HostFlags
 from bench.measure.lanes import Lane, SpanClock, Streams, Together, sync_all
 from bench.measure.latch import HELD_STREAMS
 from bench.measure.timing import EventClock
@@ -24,15 +25,19 @@ torch = lazy.module("torch")
 
 
 class _Leg(NamedTuple):
-    """One direction of a pair copy: src -> dst, direct (with `copy`) or via `staging` in host
-    memory, handed between the GPUs' streams by `hand_off`."""
+    """One direction of a pair copy: src -> dst, direct (with `copy`) or staged through pinned host
+    memory (`staging`: its slots, taken in turn), handed between the GPUs' streams by torch's events
+    (`flags` None: eager, one slot) or by words of host memory (`flags`: held, a ring of slots)."""
     dst: object
     src: object
-    staging: object
+    staging: tuple
     s_src: object
     s_dst: object
     copy: Callable
-    hand_off: Callable
+    flags: HostFlags | None
+
+
+WRITTEN, READ = 0, 1   # a held staged leg's words: copies written into host memory, copies read out of it
 
 
 def _copies(leg: _Leg, count: int) -> None:
@@ -40,34 +45,54 @@ def _copies(leg: _Leg, count: int) -> None:
     queued from one stream context with its call bound once: its latch lasts twice as long as the
     host takes to queue the trial, and a long latch may slow a held pair copy's pace
     (docs/method.md, "Eager and held"). Every other copy is queued as an eager loop queues it."""
-    if leg.staging is None and leg.copy is cudart.copy:
+    if not leg.staging and leg.copy is cudart.copy:
         with torch.cuda.stream(leg.s_src):
             issue = cudart.copier(leg.dst, leg.src)
             for _ in range(count):
                 issue()
         return
+    copy_once = _copy_once if not leg.staging else _staged_held if leg.flags else _staged_eager
     for _ in range(count):
-        _copy_once(leg)
+        copy_once(leg)
 
 
 def _copy_once(leg: _Leg) -> None:
-    """One copy of the leg; it ends on the source GPU's stream."""
-    if leg.staging is None:
-        with torch.cuda.stream(leg.s_src):
-            leg.copy(leg.dst, leg.src)
-        return
     with torch.cuda.stream(leg.s_src):
-        leg.staging.copy_(leg.src, non_blocking=True)
-    leg.hand_off(leg.s_src, leg.s_dst, 0)
+        leg.copy(leg.dst, leg.src)
+
+
+def _staged_eager(leg: _Leg) -> None:
+    """One staged copy as an eager torch program makes it: torch's events hand it from GPU to GPU,
+    and the next copy into the slot waits for this one to be read out."""
+    with torch.cuda.stream(leg.s_src):
+        leg.staging[0].copy_(leg.src, non_blocking=True)
+    leg.s_dst.wait_stream(leg.s_src)
     with torch.cuda.stream(leg.s_dst):
-        leg.dst.copy_(leg.staging, non_blocking=True)
-    leg.hand_off(leg.s_dst, leg.s_src, 1)  # the next copy into `staging` waits for this one to be read
+        leg.dst.copy_(leg.staging[0], non_blocking=True)
+    leg.s_src.wait_stream(leg.s_dst)
 
 
-def _torch_hand_off(done, then, word: int) -> None:
-    """torch's hand-off between GPUs, an event: what an eager torch program pays. Held staged
-    copies hand off through a word in host memory instead (bench/measure/flags.py says why)."""
-    then.wait_stream(done)
+def _staged_held(leg: _Leg) -> None:
+    """One staged copy into the ring's next slot: it waits for the copy that last used the slot to
+    be read out, and the destination GPU for it to be written. One hand-off a copy stands between
+    the GPUs, as in NCCL's shared-memory transport; a round trip per copy (one slot) strays from
+    process to process with the host's hand-offs (docs/method.md, "Eager and held")."""
+    flags, slots = leg.flags, len(leg.staging)
+    k = flags.count(READ)
+    if k >= slots:
+        flags.wait(leg.s_src, READ, k + 1 - slots)
+    with torch.cuda.stream(leg.s_src):
+        leg.staging[k % slots].copy_(leg.src, non_blocking=True)
+    flags.hand_off(leg.s_src, leg.s_dst, WRITTEN)
+    with torch.cuda.stream(leg.s_dst):
+        leg.dst.copy_(leg.staging[k % slots], non_blocking=True)
+    flags.signal(leg.s_dst, READ)
+
+
+def _end_on_source(leg: _Leg) -> None:
+    """A held staged leg ends once its last copy is read out: its source stream waits for that."""
+    if leg.staging and leg.flags:
+        leg.flags.wait(leg.s_src, READ, leg.flags.count(READ))
 
 
 def _enqueue(legs: list[tuple[str, _Leg]], n: int) -> dict:
@@ -89,6 +114,7 @@ def _enqueue(legs: list[tuple[str, _Leg]], n: int) -> dict:
         for _, leg in legs:
             _copies(leg, count)
     for name, leg in legs:
+        _end_on_source(leg)
         end = torch.cuda.Event(enable_timing=True)
         end.record(leg.s_src)
         parts[name] = (parts[name][0], end)
@@ -138,14 +164,14 @@ def measure_pair(point: Point, ctx: Context, state: P2PState) -> list[Sample]:
         return [point.skipped(f"held staged copies need the driver's stream memory operations: {why}")]
     legs, rings, checks, ring_len = [], [], [], HELD_STREAMS if point.launch == "held" else 1
     for name, a, b in directions:
-        hand_off = state.flags(name).hand_off if held_staged else _torch_hand_off
         dst, src = state.buffer("dst", b)[:n], state.buffer("src", a)[:n]
-        staging = state.buffer(f"host_{name}", None)[:n] if point.mode == "staged" else None
+        staging = state.staging(name, n, point.params.slots if held_staged else 1) if point.mode == "staged" else ()
         if copy is cudart.copy:
             kernels.ce_copy(dst, src)   # torch enables peer access as it copies; cudaMemcpyAsync alone would not
         dst.zero_()
         rings.append((state.streams(a, name, ring_len), state.streams(b, name, ring_len)))
-        legs.append((name, _Leg(dst, src, staging, None, None, copy, hand_off)))   # streams: per trial, from the rings
+        flags_of_leg = state.flags(name) if held_staged else None
+        legs.append((name, _Leg(dst, src, staging, None, None, copy, flags_of_leg)))   # streams: per trial, from the rings
         checks.append((dst, src))
     note = ""
     if point.mode == "peer" and point.engine != "sm" and not torch.cuda.can_device_access_peer(i, j):

@@ -8,7 +8,7 @@ from bench.pairs import class_pairs, pairs_at_size
 from bench.points import ALL
 from bench.sizes import machine_sizes
 from bench.suites.p2p.reading import P2PView
-from bench.suites.p2p.settings import CONCURRENT_OPS, PAIR_OPS, Settings
+from bench.suites.p2p.settings import CONCURRENT_OPS, HELD_STAGING, PAIR_OPS, Settings
 
 
 def select_pairs(spec: str | list, n: int) -> list[tuple[int, int]]:
@@ -53,7 +53,8 @@ def sweep(s: Settings, ctx: Context) -> list[Point]:
                         # copy suite's, and the hand-off between them (a flag in host memory) the class's.
                         held = engine == "ce" and (mode == "peer" or (i, j) in per_link)
                         out += [Point(name, op, size, memory="device", mode=mode, backend="cuda", src=f"cuda:{i}",
-                                      dst=f"cuda:{j}", launch=launch, engine=engine)
+                                      dst=f"cuda:{j}", launch=launch, engine=engine,
+                                      params=HELD_STAGING if (mode, launch) == ("staged", "held") else None)
                                 for launch in ctx.launches_at(size, graph=False, held=held)]
         if (size == max(machine) if auto else size in machine) and "peer" in modes:
             out += [Point(name, op, size, memory="device", mode="peer", backend="cuda", world_size=count,

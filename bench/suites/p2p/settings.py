@@ -24,6 +24,19 @@ class P2PMode(Choice):
     staged = "staged"
 
 
+@dataclass(frozen=True)
+class Staging:
+    """How a held staged copy goes through host memory: round a ring of `slots` buffers."""
+    slots: int
+
+
+# Four slots: a held staged copy then waits on one hand-off between the GPUs, not on a round trip
+# through host memory, whose pace strays from process to process (docs/method.md, "Eager and held").
+# A figure of a point with these params is a copy's time in a stream of them, as NCCL's
+# shared-memory transport moves a FIFO of steps; a staged copy's lone trip is the eager point's.
+HELD_STAGING = Staging(slots=4)
+
+
 _PAIRS_HELP = "use auto, all, ring, or a list of [src, dst] pairs like [[0,1],[1,0]]"
 
 
