@@ -285,10 +285,10 @@ def test_an_unknown_gpu_is_judged_by_its_own_links_and_what_the_other_classes_re
     judged = {v.family: v for v in got.judged}
     h2d = judged["copy h2d pinned eager ce numa=local host->cuda:0 (bandwidth-bound)"]
     assert h2d.verdict == "normal" and h2d.source.startswith("theory: PCIe Gen5 x16 = 63 GB/s x 0.8")
-    assert "(4 other classes: h100 pcie5x16 nvlink0 x1, h200 pcie5x16 nvlink0 x1" in h2d.source
+    assert "(5 other classes: h100 pcie5x16 nvlink0 x1, h100 pcie5x16 nvlink18 x2, h200 pcie5x16 nvlink0 x1" in h2d.source
     # a latency by the time the other classes take; its noise how far they differ, never measured here
     latency = [v for v in got.verdicts if v.size_class == "latency"]
-    assert latency and all(v.source.startswith("the time 4 other classes") or v.verdict == "too noisy"
+    assert latency and all(v.source.startswith("the time 5 other classes") or v.verdict == "too noisy"
                            for v in latency)
     assert all(v.noise.startswith("launch paths between hosts" if v.family.endswith("(launch path)") else
                                   "never measured on this class") for v in got.verdicts if v.noise)
@@ -392,11 +392,12 @@ def test_the_shipped_table_is_what_the_script_makes(tmp_path):
     assert not any("/noise/" in run or "/faults/" in run for run in used)   # held out, and the faults
     table = Expected.read()
     assert set(table.origins) == {"h100 pcie5x16 nvlink0 x1", "h200 pcie5x16 nvlink0 x1", "h200 pcie5x16 nvlink18 x2",
-                                  "h200 pcie5x16 nvlink18 x4"}
+                                  "h200 pcie5x16 nvlink18 x4", "h100 pcie5x16 nvlink18 x2"}
     runs = table.classes().set_index("machine")   # each class says what it stands on
-    assert runs.loc["h200 pcie5x16 nvlink18 x4", "runs"] == 12 and runs.loc["h100 pcie5x16 nvlink0 x1", "runs"] == 1
+    assert runs.loc["h200 pcie5x16 nvlink18 x4", "runs"] == 14 and runs.loc["h100 pcie5x16 nvlink0 x1", "runs"] == 1
     # two runs of one host are one host, with no spread between hosts; three hosts have one
-    assert tuple(runs.loc["h200 pcie5x16 nvlink18 x4", ["runs", "hosts"]]) == (12, 6)
+    assert tuple(runs.loc["h200 pcie5x16 nvlink18 x4", ["runs", "hosts"]]) == (14, 7)
+    assert tuple(runs.loc["h100 pcie5x16 nvlink18 x2", ["runs", "hosts"]]) == (6, 3)
     assert tuple(runs.loc["h200 pcie5x16 nvlink0 x1", ["runs", "hosts"]]) == (6, 3)
     assert runs.loc["h100 pcie5x16 nvlink0 x1", "hosts"] == 1
     by_class = table.frame.groupby("machine")["host_spread"]
@@ -406,8 +407,8 @@ def test_the_shipped_table_is_what_the_script_makes(tmp_path):
     x2ad = "results/reference/h200-x2/x2ad-default-1"
     assert {f"{x2ad} (collectives held)", f"{x2ad} (copy)"} <= newest_parts and f"{x2i} (copy)" in newest_parts
     roles = table.roles()
-    for machine, stands_on, eager in (("h200 pcie5x16 nvlink18 x2", [6, 3], [20, 10]),
-                                      ("h200 pcie5x16 nvlink18 x4", [4, 2], [12, 6])):
+    for machine, stands_on, eager in (("h200 pcie5x16 nvlink18 x2", [10, 4], [24, 11]),
+                                      ("h200 pcie5x16 nvlink18 x4", [6, 3], [14, 7])):
         held = roles[(roles["machine"] == machine) & (roles["suite"] == "collectives")]
         assert set(held["generation"]) == {"", "held-4"}
         assert held[held["generation"] == "held-4"][["runs", "hosts"]].min().tolist() == stands_on

@@ -160,8 +160,10 @@ def test_the_default_plan_gives_back_the_walls_of_the_runs_it_is_fitted_to(insta
     measured = [read_samples(samples_file(run)) for run in fitted]
     for suite in got.suites:
         assert all(len(m[m.suite == suite.name][POINT_KEYS].drop_duplicates()) == suite.points for m in measured)
-        # per-op times are the class's medians (four 4x H200 hosts), not the basis host's own
-        assert suite.seconds == pytest.approx(np.mean([w[suite.name] for w in walls]), rel=0.025), suite
+        # per-op times are the newest run's, the per-point cost the mean over the basis host's runs,
+        # whose eager launches read slower on a fresh machine's first run (x2ai's p2p took 6.0 s,
+        # the same host's fourth run 4.7 s): within 5% of their mean wall
+        assert suite.seconds == pytest.approx(np.mean([w[suite.name] for w in walls]), rel=0.05), suite
 
 
 HELD_OUT = REFERENCE.parent / "heldout"
@@ -171,11 +173,11 @@ HELD_OUT = REFERENCE.parent / "heldout"
 # hosts, three the plan was fitted to and three held out; that of d378323 (calibration's reading
 # is the first trial: a trial fewer a point) on two, the newest reference host and one held out.
 TODAYS = ("x4w-default-1", "x4w-default-2")
-HELD_4 = ("x4af-default-1", "x4af-default-2", "x4ag-default-1", "x4ag-default-2")
+HELD_4 = ("x4af-default-1", "x4af-default-2", "x4ag-default-1", "x4ag-default-2", "x4ak-default-1", "x4ak-default-2")
 ERAS = {
     "02754e3": ((*TODAYS, *HELD_4), ["h200-x4/x4[lno]-default-*"], ["h200-x4/*/x4[qrs]-default-*"]),
     "d378323": (HELD_4, ["h200-x4/x4w-default-*"], ["h200-x4/*/x4x-default-*"]),
-    "2f9ebf8": ((), ["h200-x4/x4a[fg]-default-*"], ["h200-x4/*/x4x-default-*"]),
+    "2f9ebf8": ((), ["h200-x4/x4a[fgk]-default-*"], ["h200-x4/*/x4x-default-*"]),   # x4ak: 370cd59, the same core
 }
 
 
@@ -203,7 +205,7 @@ def test_the_host_work_follows_the_hosts_pace_within_the_reference_hosts(era):
         got = sum(plan.estimate_suite(p, machine, reference, pace_here=pace).seconds for p in planned)
         errors.append(got / walls - 1)
         unscaled.append(basis_only / walls - 1)
-    assert len(errors) == {"02754e3": 12, "d378323": 4, "2f9ebf8": 6}[era] and max(map(abs, errors)) <= 0.10, errors
+    assert len(errors) == {"02754e3": 12, "d378323": 4, "2f9ebf8": 8}[era] and max(map(abs, errors)) <= 0.10, errors
     if era == "02754e3":
         assert max(map(abs, unscaled)) > 0.10
 
@@ -381,7 +383,7 @@ def test_plan_for_a_catalogued_machine_from_here(xferbench):
     assert not runs
     assert proc.stdout.startswith("xferbench plan for h200-x2: 2 GPU(s) (NV18); nothing measured")
     # the newest main sweep and the other of its host
-    assert "per-point cost h200-x2/x2ae-default-1, h200-x2/x2ae-default-2" in proc.stdout
+    assert "per-point cost h200-x2/x2ai-default-1, h200-x2/x2ai-default-2, h200-x2/x2aj-default-1, h200-x2/x2aj-default-2" in proc.stdout
 
 
 def test_every_run_prints_its_estimate_first(xferbench):

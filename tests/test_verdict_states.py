@@ -140,7 +140,7 @@ def _called_h100(meta: dict) -> None:
     (H200X2, _peer_off, "is more than PCIe Gen5 x16 through the host, as peer access is recorded off carries"),
     (H200X1, _called_h100, "what healthy machines of its class reach: is this the GPU and link its record says?"),
     # a class with no reference: a GPU's copy to itself against the other classes of its GPU model
-    (H200X4, _called_h100, "1.40x what healthy machines of its GPU model reach (h100 pcie5x16 nvlink0 x1)"),
+    (H200X4, _called_h100, "1.40x what healthy machines of its GPU model reach (h100 pcie5x16 nvlink0 x1, h100 pcie5x16 nvlink18 x2)"),
     # every GPU to or from one GPU, staged through the host: that GPU's PCIe link carries it all
     (H200X4, _peer_off, "402 GB/s is more than PCIe Gen5 x16 through the host, as peer access is recorded off"),
 ])
@@ -219,7 +219,7 @@ def test_a_launch_path_is_judged_by_the_spread_between_hosts_and_names_its_host(
     code, lines = _doctor(capsys, _copy(H200X4, tmp_path / "low", meta=with_load, rows=one_slow))
     (low,) = _starting(lines, "LOW ")
     assert code == 1 and low.startswith("LOW  p2p bidir device peer eager ce cuda:0->cuda:1 (launch path): 0.1")
-    assert "reference h200-x4, 12 healthy runs" in low and "cause: the launch path is the host's: its pace (host_pace_s" in low
+    assert "reference h200-x4, 14 healthy runs" in low and "cause: the launch path is the host's: its pace (host_pace_s" in low
     assert re.search(r"within the class's \d+ healthy hosts? \(", low) and "other processes took 600.0 CPU-s" in low
     assert "load average up to 40.0 on 64 CPUs" in low and "not the link: p2p bidir device peer eager ce" in low
 
