@@ -227,6 +227,18 @@ def test_a_tagged_noise_covers_the_families_holding_the_tag_and_no_other():
     assert tagged > copy.noise[("gpu", "bandwidth")]
 
 
+def test_the_most_specific_tagged_noise_wins_over_a_larger_looser_one():
+    # Held staged copies: the round trip (one slot) keeps held-1's wide sigma, a ring of slots has its own.
+    p2p = CATALOG["p2p"]
+    base = {"suite": "p2p", "backend": "cuda", "op": "uni", "memory": "device", "mode": "staged", "launch": "held",
+            "engine": "ce", "params": ""}
+    ring = {**base, "params": '{"slots": 4}'}
+    assert default_noise(CATALOG, base, "latency") == p2p.noise[("gpu", "latency", "staged", "held")] == 0.19
+    assert default_noise(CATALOG, ring, "latency") == p2p.noise[("gpu", "latency", "staged", "held", '{"slots": 4}')]
+    assert default_noise(CATALOG, ring, "latency") < default_noise(CATALOG, base, "latency")
+    assert default_noise(CATALOG, {**ring, "launch": "eager"}, "latency") == p2p.noise[("gpu", "latency")]
+
+
 def test_a_copy_the_l2_holds_is_shown_but_not_gated(tmp_path):
     # d2d within one GPU of 50 MiB L2: at 16 MiB the copy suite notes it cache-resident, at 64 MiB
     # not. A drop at 16 MiB alone (the cache's state) passes; the same drop past the L2 regresses.
