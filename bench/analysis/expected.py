@@ -23,7 +23,6 @@ precedence for their class (`over`).
 from __future__ import annotations
 
 import functools
-
 import math
 import re
 from dataclasses import dataclass

@@ -51,7 +51,7 @@ def _copies(leg: _Leg, count: int) -> None:
             for _ in range(count):
                 issue()
         return
-    copy_once = _copy_once if not leg.staging else _staged_held if leg.flags else _staged_eager
+    copy_once = _copy_once if not leg.staging else _staged_eager if leg.flags is None else _staged_held
     for _ in range(count):
         copy_once(leg)
 
@@ -91,7 +91,7 @@ def _staged_held(leg: _Leg) -> None:
 
 def _end_on_source(leg: _Leg) -> None:
     """A held staged leg ends once its last copy is read out: its source stream waits for that."""
-    if leg.staging and leg.flags:
+    if leg.flags is not None:
         leg.flags.wait(leg.s_src, READ, leg.flags.count(READ))
 
 
