@@ -180,6 +180,10 @@ def test_selected_gpus_and_numa_modes():
     # the host's own memory beside them, in the first GPU's buffers: a copy on 1 thread and on all, a read, a write
     assert [(p.mode, p.params.gpu) for p in at_once if p.op == "h2h"] == [
         ("copy 1 thread", 0), ("copy all threads", 0), ("read all threads", 0), ("write all threads", 0)]
+    # all threads at the sweep's largest size; one thread, far slower, at no more than a quarter GiB
+    host_sizes = {p.mode: p.size_bytes for p in at_once if p.op == "h2h"}
+    assert host_sizes.pop("copy 1 thread") == copy_sweep.ONE_THREAD_MAX_BYTES < max(SIZES)
+    assert set(host_sizes.values()) == {max(SIZES)}
     assert {p.params.gpu for p in only if p.op == "h2h"} == {1}
     ctx = context(2, TWO_SOCKETS, [0, 1])
     both = copy_points(config(**{"copy.numa": "[local,remote]"}), ctx)

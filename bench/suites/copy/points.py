@@ -145,13 +145,19 @@ def host_threads(place: numa.Placement) -> int:
     return len(place.cpus) or len(os.sched_getaffinity(0))
 
 
+# One thread copies far slower than all (a 1 GiB copy took 275 ms on a 4x H200 host, where 64
+# threads took 30): it copies at most this much, still many times the host's last-level cache.
+ONE_THREAD_MAX_BYTES = 256 << 20
+
+
 def _host_memory_points(ctx: Context, mode: str, gpu: int, place: numa.Placement) -> list[Point]:
     """The host's own memory: a copy on one thread and on all, a read and a write on all, at the
     sweep's largest size (all threads finish a whole-machine size in a few ms, where their
-    wake-ups show), in the host buffers of `gpu` (the first selected) as placed for it."""
-    size, every = max(ctx.sizes), host_threads(place)
+    wake-ups show; one thread at most ONE_THREAD_MAX_BYTES), in the host buffers of `gpu` (the
+    first selected) as placed for it."""
+    largest, every = max(ctx.sizes), host_threads(place)
     shapes = [("copy", 1), ("copy", every), ("read", every), ("write", every)]
-    return [Point(CopyView.name, "h2h", size, memory="pageable",
+    return [Point(CopyView.name, "h2h", min(largest, ONE_THREAD_MAX_BYTES) if n == 1 else largest, memory="pageable",
                   mode=f"{kind} {'1 thread' if n == 1 else 'all threads'}",
                   backend="cpu", src="host", dst="host", numa=mode, params=HostThreads(n, gpu))
             for kind, n in dict.fromkeys(shapes)]
