@@ -21,6 +21,7 @@ from bench.config.files import INSTANCES
 from bench.driver.schema import config_dict
 from bench.driver import plan as planning
 from bench.driver import rank_group, telemetry
+from bench.driver.warm import AnalysisWarmer
 from bench.driver.folders import explicit_keys, hold_run, make_run_dir
 from bench.driver.launcher import external_rank
 from bench.driver.machine import Machine, instance_machine, cuda_gpus, detect_device, instance_mismatch, this_machine
@@ -218,9 +219,11 @@ def _start_folder(run_dir: Path, meta: dict, here: _Here, estimate: planning.Pla
     return True
 
 
-def _run_suites(here: _Here, run_dir: Path, meta: dict, progress: bool) -> tuple[str, int, ResultsWriteError | None]:
+def _run_suites(here: _Here, run_dir: Path, meta: dict, progress: bool,
+                warmer: AnalysisWarmer) -> tuple[str, int, ResultsWriteError | None]:
     """The planned suites measured into the run, a signal ending it at any moment, then meta.json
-    settled and what became of it said: the run's status, exit code and failed write."""
+    settled and what became of it said: the run's status, exit code and failed write; `warmer`
+    loads the summary's analysis while a distributed suite's ranks measure."""
     status, code, failed_write = "complete", 0, None
     wall = meta.setdefault("suite_wall_s", {})
     sampler = telemetry.Sampler()   # what else ran on the GPUs, their links and clocks, meanwhile
@@ -234,6 +237,7 @@ def _run_suites(here: _Here, run_dir: Path, meta: dict, progress: bool) -> tuple
                     started = time.perf_counter()
                     ready = ahead.take() if ahead is not None else None
                     ahead = rank_group.Ahead(later, run_dir, progress) if later and p.distribution() is None else None
+                    warmer.start_for(p.distribution())
                     writer = _measure(p, run_dir, meta["run_id"], writer, progress, ready, ahead)
                     wall[p.suite.name] = round(wall.get(p.suite.name, 0) + time.perf_counter() - started, 1)
                     interrupts.check()   # one swallowed where it landed (a DataLoader iterator's __del__ ignores any)
@@ -270,9 +274,11 @@ def _run_suites(here: _Here, run_dir: Path, meta: dict, progress: bool) -> tuple
     return status, code, failed_write
 
 
-def _summarize(run_dir: Path, meta: dict, status: str, written: bool, planned: list[Planned]) -> None:
+def _summarize(run_dir: Path, meta: dict, status: str, written: bool, planned: list[Planned],
+               warmer: AnalysisWarmer) -> None:
     """The run's summary and verdicts; `written`: whether samples.parquet can be made whole."""
-    from bench.analysis.tables import format_summary   # the analysis loads once measuring is over
+    warmer.join()
+    from bench.analysis.tables import format_summary   # loaded once measuring is over (or while ranks measure: warm.py)
 
     catalog = {suite.name: suite for suite in suites.all()}
     print(format_summary(_final_rows(run_dir, meta["run_id"], status, write=written), catalog))
@@ -310,8 +316,9 @@ def run(cfg, argv: list[str], resumed: tuple[str, dict] | None = None, job: int 
             return 1
     except KeyboardInterrupt:
         return _stopped_before(resumed)
-    status, code, failed_write = _run_suites(here, run_dir, meta, cfg.progress)
-    return _close(run_dir, meta, (status, code, failed_write), here.planned)
+    warmer = AnalysisWarmer()
+    status, code, failed_write = _run_suites(here, run_dir, meta, cfg.progress, warmer)
+    return _close(run_dir, meta, (status, code, failed_write), here.planned, warmer)
 
 
 def _stopped_before(resumed: tuple[str, dict] | None) -> int:
@@ -322,12 +329,13 @@ def _stopped_before(resumed: tuple[str, dict] | None) -> int:
     return stop.code
 
 
-def _close(run_dir: Path, meta: dict, ended: tuple[str, int, ResultsWriteError | None], planned: list[Planned]) -> int:
+def _close(run_dir: Path, meta: dict, ended: tuple[str, int, ResultsWriteError | None], planned: list[Planned],
+           warmer: AnalysisWarmer) -> int:
     """The summary and verdicts of a run that `ended` (status, exit code, failed write), an
     interrupt cutting them short; the exit code."""
     status, code, failed_write = ended
     try:
-        _summarize(run_dir, meta, status, failed_write is None, planned)
+        _summarize(run_dir, meta, status, failed_write is None, planned, warmer)
         interrupts.check()   # one that came while the verdicts were made
     except KeyboardInterrupt:
         stop = interrupts.handled()
@@ -345,7 +353,7 @@ def _verdicts(run_dir: Path, meta: dict, catalog: dict, planned: set[tuple[str, 
     A complete run also keeps its point levels (levels.parquet), which xferbench-doctor --fleet
     reads in place of its thousands of rows."""
     from bench.analysis import fleet_levels
-    from bench.analysis.judge import judge   # the analysis loads once measuring is over
+    from bench.analysis.judge import judge   # loaded once measuring is over (or while ranks measure: warm.py)
 
     try:
         rows = load(run_dir, warn=lambda line: None)
