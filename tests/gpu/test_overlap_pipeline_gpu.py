@@ -64,8 +64,9 @@ def test_overlap_peer_copy_and_all_reduce(xferbench):
 
 def test_pipeline_loops_stages_and_their_bottlenecks(xferbench):
     """A quick sweep: every stage row there and checked, every loop's bottleneck named, no loop
-    above the link or far above its bound, and the free producer's loops at 80% of their bound
-    or more (its stages are the DataLoader's own machinery: nothing else should limit them)."""
+    above the link or far above its bound (beyond its own trials' spread), and the free
+    producer's loops at 80% of their bound or more (its stages are the DataLoader's own
+    machinery: nothing else should limit them)."""
     proc, runs = xferbench("suite=pipeline", "pipeline.producers=[numpy,free]", "pipeline.workers=[0,2]",
                            "pipeline.min_size=1MiB", "pipeline.max_size=4MiB", "pipeline.size_factor=4",
                            "timing.trials=3", timeout=300)
@@ -95,7 +96,9 @@ def test_pipeline_loops_stages_and_their_bottlenecks(xferbench):
     shown = table[["memory", "mode", "producer", "size", "gbps", "lo_gbps", "hi_gbps", "bottleneck", "on",
                    "stage_gbps", "bound_gbps", "of_bound", "link_gbps", "of_link"]].to_string()
     assert (table.of_link < 1.05).all(), shown   # no loop delivers more than the link carries
-    assert (table.of_bound < 1.05).all(), shown  # nor more than its slowest stages, timed in the same trials, allow
+    # nor far more than its slowest stages, timed in the same trials, allow: a median 5% above them
+    # only where the loop's own trials straddle them (a noisy 4x H100 host read 1.07, trials 0.76-1.15)
+    assert ((table.of_bound < 1.05) | (table.lo_gbps < table.bound_gbps)).all(), shown
     assert (table.alone_gbps > 0).all(), table
     free = table[table["mode"].str.startswith("free")]
     assert len(free) == len(table) / 2
