@@ -99,3 +99,29 @@ if os.environ.get("XB_PHASES"):
         with open(f"{os.environ['XB_PHASES']}-{out['rank']}-{os.getpid()}.json", "w") as f:
             json.dump(out, f, indent=1)
     atexit.register(dump)
+# XB_SAMPLE=prefix: a sampling profile of the main thread (every 2 ms), collapsed stacks written at exit
+if os.environ.get("XB_SAMPLE") and os.environ.get("RANK", "0") in ("0",):
+    import threading, collections, atexit as _ax, sys as _sys, time as _t
+    _main = threading.main_thread().ident
+    _stacks = collections.Counter()
+    _stop = []
+    def _sampler():
+        while not _stop:
+            _t.sleep(0.002)
+            f = _sys._current_frames().get(_main)
+            names = []
+            while f is not None:
+                c = f.f_code
+                fn = c.co_filename
+                if "/bench/" in fn or "/torch/" in fn or "/pandas/" in fn or "/hydra/" in fn or "/numpy/" in fn:
+                    short = fn.split("/bench/")[-1] if "/bench/" in fn else fn.rsplit("/", 2)[-2] + "/" + fn.rsplit("/", 1)[-1]
+                    names.append(f"{short}:{c.co_name}")
+                f = f.f_back
+            _stacks[";".join(reversed(names))] += 1
+    threading.Thread(target=_sampler, daemon=True).start()
+    def _dump_samples():
+        _stop.append(1)
+        with open(f"{os.environ['XB_SAMPLE']}-{os.environ.get('RANK', 'main')}-{os.getpid()}.txt", "w") as fh:
+            for k, v in _stacks.most_common():
+                fh.write(f"{v} {k}\n")
+    _ax.register(_dump_samples)
