@@ -21,7 +21,7 @@ import pytest
 from bench.analysis import compare as cmp
 from bench.analysis import store as store_module
 from bench.analysis.compare import compare, compare_paths, size_classes
-from bench.analysis.noise import default_noise, launch_path_noise
+from bench.analysis.noise import RERUN, default_noise, launch_path_noise
 from bench.cli import compare as cli_compare
 from bench.cli.common import catalog
 from bench.analysis.cache import resident_note
@@ -133,7 +133,7 @@ def test_quiet_baseline_runs_narrow_the_limit_and_one_run_uses_the_default():
     # (these runs read no host pace: a latency-bound family's default is doubled, cmp.UNPACED_NOISE;
     # eager on a GPU, a latency-bound family is the launch path, judged with its own default)
     unpaced = {"latency": cmp.UNPACED_NOISE}
-    assert all(f.noise == (launch_path_noise(CATALOG, f.variant) if f.launch_path else _defaults(f.variant, f.size_class))
+    assert all(f.noise == (launch_path_noise(CATALOG, f.variant, rerun=True) if f.launch_path else _defaults(f.variant, f.size_class))
                * unpaced.get(f.size_class, 1) and f.noise_df == 0 for f in one)
     assert {f.launch_path for f in one if f.size_class == "latency"} == {True}
     # the measured spread outweighs the default's PRIOR_DF: sigma^2 ~ PRIOR_DF * default^2 / (PRIOR_DF + df)
@@ -237,6 +237,18 @@ def test_the_most_specific_tagged_noise_wins_over_a_larger_looser_one():
     assert default_noise(CATALOG, ring, "latency") == p2p.noise[("gpu", "latency", "staged", "held", '{"slots": 4}')]
     assert default_noise(CATALOG, ring, "latency") < default_noise(CATALOG, base, "latency")
     assert default_noise(CATALOG, {**ring, "launch": "eager"}, "latency") == p2p.noise[("gpu", "latency")]
+
+
+def test_a_launch_path_between_two_runs_may_be_wider_than_between_hosts():
+    # p2p's launch paths moved 3x between the two runs of one host: the gate reads its rerun sigma;
+    # the fleet and the doctor keep the spread between hosts, at which a halved one still fails.
+    p2p, copy = CATALOG["p2p"], CATALOG["copy"]
+    eager = {"suite": "p2p", "backend": "cuda", "op": "uni", "memory": "device", "mode": "peer", "launch": "eager",
+             "engine": "ce", "params": ""}
+    assert launch_path_noise(CATALOG, eager) == p2p.noise[("gpu", "launch")]
+    assert launch_path_noise(CATALOG, eager, rerun=True) == p2p.noise[("gpu", "launch", RERUN)] > p2p.noise[("gpu", "launch")]
+    pinned = {"suite": "copy", "backend": "cuda", "op": "h2d", "memory": "pinned", "launch": "eager", "engine": "ce"}
+    assert launch_path_noise(CATALOG, pinned, rerun=True) == launch_path_noise(CATALOG, pinned) == copy.noise[("gpu", "launch")]
 
 
 def test_a_copy_the_l2_holds_is_shown_but_not_gated(tmp_path):
@@ -541,7 +553,7 @@ def test_a_point_measured_only_while_the_host_was_slow_is_judged_with_its_noise_
         assert {(p.size_class, p.host_slow) for p in slow.points if p.key["size_bytes"] == 4096} == {("latency", True)}
         families = {f.variant["launch"]: f for f in slow.families}
         assert families["eager"].launch_path and families["eager"].host_slow == 1
-        assert families["eager"].noise == cmp.HOST_SLOW_NOISE * launch_path_noise(CATALOG, families["eager"].variant)
+        assert families["eager"].noise == cmp.HOST_SLOW_NOISE * launch_path_noise(CATALOG, families["eager"].variant, rerun=True)
         assert families["graph"].noise == cmp.HOST_SLOW_NOISE * _defaults(families["graph"].variant, "latency")
         assert "2 point(s) measured only while the host was slow on one side" in slow.to_markdown()
     some = compare(base, run("some", 3), CATALOG)

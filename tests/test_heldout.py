@@ -87,9 +87,10 @@ def test_nine_in_ten_held_out_runs_are_normal_with_95_percent_judged_and_the_res
 
 
 def test_the_gate_between_a_hosts_two_runs_passes():
-    # 34 hosts, both orders. All pass but x4aj's (f822432dca49): in its second run, nine seconds
-    # after the first, three 4 KiB launch paths took 2.8-3.0x as long (limit 2.6x, doubled for the
-    # spell), its pace 1.8x its usual: the host, not the link (their 256 MiB figures within 7%). Host 7c4433eed1b8's first run read two launch paths at 0.29x and
+    # 34 hosts, both orders. x4aj's (f822432dca49) pass by p2p's launch path sigma between runs:
+    # in its second run, nine seconds after the first, three 4 KiB launch paths took 2.8-3.0x as
+    # long (2.6x at the spread between hosts), at its usual pace: the host, not the link (their
+    # 256 MiB figures within 7%). Host 7c4433eed1b8's first run read two launch paths at 0.29x and
     # 0.37x of its second, and the all-threads host memory copy at 0.50x (one trial of five at
     # the host's usual pace), in a slow spell of its host: judged with their noise doubled, as
     # every point measured while the host was slow, they pass.
@@ -100,9 +101,7 @@ def test_the_gate_between_a_hosts_two_runs_passes():
             result = compare(base, cur, CATALOG)
             assert "not gated" not in result.to_markdown()
             failing += [(host.name, [f.label for f in result.regressions])] if result.regressed else []
-    assert failing == [("f822432dca49", ["p2p uni device peer eager ce cuda:2->cuda:1",
-                                         "p2p uni device staged eager ce cuda:2->cuda:0",
-                                         "p2p bidir device staged eager ce cuda:0->cuda:3"])]
+    assert failing == []
 
 
 @pytest.mark.parametrize("kind", ["h200-x1", "h200-x2", "h200-x4"])

@@ -295,7 +295,7 @@ def _prior(rows: list[dict], key: dict, size_class: str, catalog: Catalog) -> fl
     eager latency-bound side never read the host's pace (a device-side figure, held or graph,
     reads none and needs none), or where a side measured a size only while the host was slow."""
     launch = launch_path(key, size_class)
-    prior = launch_path_noise(catalog, key) if launch else default_noise(catalog, key, size_class)
+    prior = launch_path_noise(catalog, key, rerun=True) if launch else default_noise(catalog, key, size_class)
     eager_latency = size_class == LATENCY_BOUND and key.get("launch") == Launch.eager.value
     if eager_latency and not all(r["paced_base"] and r["paced_cur"] for r in rows):
         prior *= UNPACED_NOISE
