@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 # cost sets the time, and where the bytes do. The first shares its word with the latency ops'
 # name (a time per access); the analysis names the class, never the op.
 LATENCY_BOUND = "latency"
+# A launch path's noise entry between two runs of one host (("gpu", "launch", RERUN)), where a
+# host's moods move it further than the spread between hosts (analysis/noise.py).
+RERUN = "rerun"
 
 
 @dataclass(frozen=True)

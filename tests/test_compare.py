@@ -21,11 +21,12 @@ import pytest
 from bench.analysis import compare as cmp
 from bench.analysis import store as store_module
 from bench.analysis.compare import compare, compare_paths, size_classes
-from bench.analysis.noise import RERUN, default_noise, launch_path_noise
+from bench.analysis.noise import default_noise, launch_path_noise
 from bench.cli import compare as cli_compare
 from bench.cli.common import catalog
 from bench.analysis.cache import resident_note
 from bench.results import ResultsError, Sample, load
+from bench.suite_view import RERUN
 from synthetic import BANDWIDTH_SIZES, LATENCY_SIZES, MiB, collective_samples, copy_samples, noisy_runs, write_run
 
 REPO = Path(__file__).resolve().parent.parent

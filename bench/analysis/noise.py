@@ -22,7 +22,7 @@ from typing import Mapping
 import numpy as np
 
 from bench.config.settings import Launch
-from bench.suite_view import LATENCY_BOUND, Catalog, view
+from bench.suite_view import LATENCY_BOUND, RERUN, Catalog, view
 
 GPU_BACKENDS = ("cuda", "nccl")
 PRIOR_DF = 4
@@ -57,16 +57,11 @@ def launch_path(variant: Mapping, size_class: str) -> bool:
     return size_class == LATENCY_BOUND and variant.get("launch") == Launch.eager.value and platform(variant["backend"]) == "gpu"
 
 
-# A suite's ("gpu", "launch", RERUN) entry: its launch paths' sigma between two runs (the gate),
-# where a host's moods move them further than the spread between hosts that the fleet and the
-# doctor judge a node by (its ("gpu", "launch") entry).
-RERUN = "rerun"
-
-
 def launch_path_noise(catalog: Catalog, variant: Mapping, rerun: bool = False) -> float:
     """A launch path's sigma of one run: its suite's ("gpu", "launch") entry (a suite without
     one: the largest declared), at least its latency-bound one; `rerun` (between two runs, as the
-    gate compares them): its ("gpu", "launch", RERUN) entry where that is wider."""
+    gate compares them): its ("gpu", "launch", RERUN) entry where that is wider (the spread between
+    hosts is what the fleet and the doctor judge a node by)."""
     spread = max(default_noise(catalog, variant, "launch"), default_noise(catalog, variant, LATENCY_BOUND))
     if not rerun:
         return spread

@@ -5,12 +5,11 @@ from __future__ import annotations
 import math
 
 from bench import lazy
-from bench.analysis.noise import RERUN
 from bench.analysis.tables import CONCURRENT_COLUMNS, format_concurrent, latency_table, median_by
 from bench.links import NVLINK_LINK_GBPS, nvlink_links, pcie_gbps
 from bench.points import ALL, AT_ONCE_KEYS
 from bench.results import params_text, usable_rows
-from bench.suite_view import Metric, SuiteView
+from bench.suite_view import RERUN, Metric, SuiteView
 from bench.suites.p2p.ops import OPS as DECLARED
 from bench.suites.p2p.settings import CONCURRENT_OPS, HELD_STAGING, PAIR_OPS
 
