@@ -144,15 +144,15 @@ def test_a_host_slower_than_any_healthy_one_stands_out_of_the_fleet_it_was_judge
 
 
 def test_a_launch_path_read_in_a_spell_of_its_host_is_judged_with_its_noise_doubled():
-    # x2ag-1 (2x H200, held-4) read its eager peer copies at 0.53x of the class's while its host
-    # was slow: judged with twice the spread between hosts, as the gate judges such points, their
+    # x2ag-1 (2x H200, held-4) read its eager peer copies at 0.61x of the class's while its host
+    # was slow (0.53x before x2ao and x2ap, whose launch paths are slower, joined the table): judged with twice the spread between hosts, as the gate judges such points, their
     # limit no longer catches a halved figure, and the held copies of the same op judge the link.
     from bench.analysis.judge import judge
     from bench.results import read_meta
     run = next(HELD_OUT.glob("h200-x2/*/x2ag-default-1"))
     got = {v.family: v for v in judge(load(run), read_meta(run), CATALOG, run_dir=run, planned=set()).verdicts}
     spell = got["p2p uni device peer eager ce cuda:1->cuda:0 (launch path)"]
-    assert spell.verdict == "normal" and spell.ratio < 0.6 and spell.limit < 0.55
+    assert spell.verdict == "normal" and spell.ratio < 0.65 and spell.limit < 0.55
     assert "x 2: sizes ran while the host was slow" in spell.noise
     assert "p2p uni device peer held ce cuda:1->cuda:0 (latency-bound)" in spell.noise
     assert got["p2p uni device peer held ce cuda:1->cuda:0 (latency-bound)"].verdict == "normal"

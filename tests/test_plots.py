@@ -31,7 +31,7 @@ from synthetic import KiB, MiB, collective_samples, copy_samples, p2p_samples, w
 SIZES = [4 * KiB, 64 * KiB, MiB, 16 * MiB]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 REFERENCE = Path(__file__).resolve().parent.parent / "results" / "reference"
-MAIN_SWEEP, GRAPH_RUNS = "x2aj-default-2", ("20261122-214352", "20261122-214411")
+MAIN_SWEEP, GRAPH_RUNS = "x2ap-default-2", ("20261122-214352", "20261122-214411")
 CATALOG = catalog()
 
 
@@ -108,7 +108,7 @@ def test_default_run_is_each_instances_main_sweep(reference):
     assert sorted(chosen.index) == ["h100-x1", "h100-x2", "h200-x1", "h200-x2", "h200-x4"]
     # the graph experiments are newer and complete, but cover one suite and two ops
     assert chosen.loc["h200-x2", "run_id"] == MAIN_SWEEP and chosen.loc["h200-x2", "why"] == "main sweep"
-    assert (runs["instance"] == "h200-x2").sum() == 45 and runs["chosen"].sum() == 5
+    assert (runs["instance"] == "h200-x2").sum() == 48 and runs["chosen"].sum() == 5
 
 
 def test_named_runs_replace_the_default_for_their_instance_only(reference):
