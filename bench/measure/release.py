@@ -9,13 +9,22 @@ one word, so their streams start within a poll of each other whatever the host's
 then needs to outlast the queuing. The word lives in a file under /dev/shm that each rank maps and
 registers with CUDA (as NCCL's shared-memory transport does); rank 0 removes the file's name once
 every rank holds it, so no run leaves one behind.
+
+A rank's queuing can itself wait on its GPU: a launch that finds the stream's launch queue, or
+NCCL's own queues, full of work held behind the word returns only once that work runs. Should
+rank 0 be the one waiting, nothing would raise the word; so from the moment it holds its stream
+a watchdog thread raises it at the latest RAISE_WITHIN_S later, the trial then shows as one that
+gave way (and is run again), and the rank's log says so, with every thread's stack.
 """
 from __future__ import annotations
 
+import faulthandler
 import mmap
 import os
 import struct
+import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -27,9 +36,10 @@ torch = lazy.module("torch")
 
 WORD = struct.Struct("<I")
 PAGE = 4096
-# Rank 0 raises the word at the latest this long after it queued its own trial: a rank that never
-# says it has queued (its host stalled in a launch) then shows as a trial that gave way.
-WAIT_FOR_RANKS_S = 10.0
+# Rank 0 raises the word at the latest this long after it held its own stream: a rank that has
+# not said it queued by then (its host stalled in a launch) shows as a trial that gave way. A held
+# trial queues at most a few hundred launches, milliseconds on the slowest host seen.
+RAISE_WITHIN_S = 2.0
 
 
 class SharedRelease:
@@ -42,6 +52,9 @@ class SharedRelease:
         self.rank, self.world, self._page = rank, world, page
         self.count = 0
         self._device_address: int | None = None
+        self._watch = threading.Condition()
+        self._deadline: float | None = None   # rank 0's: when the watchdog raises the word, while armed
+        self._watchdog: threading.Thread | None = None
 
     @classmethod
     def join(cls, rank: int, world: int) -> SharedRelease:
@@ -73,20 +86,64 @@ class SharedRelease:
         if self._device_address is None:
             self._device_address = flags.register_host(self._page, PAGE)
         self.count = (self.count + 1) & 0xFFFFFFFF
+        self.arm()
         flags.wait_for(torch.cuda.current_stream(), self._device_address, self.count)
+
+    def arm(self) -> None:
+        """Rank 0: the word is raised to this trial's count RAISE_WITHIN_S from now, unless open()
+        raises it first."""
+        if self.rank != 0:
+            return
+        with self._watch:
+            self._deadline = time.monotonic() + RAISE_WITHIN_S
+            self._watch.notify()
+        if self._watchdog is None:
+            self._watchdog = threading.Thread(target=self._guard, name="xferbench-start-word", daemon=True)
+            self._watchdog.start()
+
+    def _guard(self) -> None:
+        with self._watch:
+            while True:
+                if self._deadline is None:
+                    self._watch.wait()
+                elif (left := self._deadline - time.monotonic()) > 0:
+                    self._watch.wait(left)
+                else:
+                    self._raise(0, self.count)
+                    self._deadline = None
+                    self._say_why()
+
+    def _say_why(self) -> None:
+        """The rank's log: which ranks had not queued when the watchdog raised the word, and where
+        this one's threads were, if it was among them."""
+        late = self._late_ranks()
+        print(f"xferbench: the watchdog raised the start word of held trial {self.count} "
+              f"{RAISE_WITHIN_S:g} s after this rank held its stream; not yet queued: rank(s) "
+              f"{', '.join(map(str, late))}" + ("; this rank among them, a launch of its own waiting, it may be, "
+                                               "on the work held behind the word: every thread's stack follows"
+                                               if 0 in late else ""),
+              file=sys.stderr, flush=True)
+        if 0 in late:
+            faulthandler.dump_traceback(sys.stderr, all_threads=True)
+
+    def _late_ranks(self) -> list[int]:
+        return [r for r in range(self.world) if (self._word(1 + r) - self.count) & 0xFFFFFFFF >= 0x80000000]
 
     def open(self) -> bool:
         """Says this rank has queued its trial; rank 0 then waits for every rank to say so and
-        raises the start word. True where rank 0 raised it without hearing from every rank."""
+        raises the start word. True where rank 0 raised it without hearing from every rank, or
+        its watchdog had (arm)."""
         self._raise(1 + self.rank, self.count)
         if self.rank != 0:
             return False
-        deadline = time.monotonic() + WAIT_FOR_RANKS_S
-        late = False
-        while any((self._word(1 + r) - self.count) & 0xFFFFFFFF >= 0x80000000 for r in range(self.world)):
+        with self._watch:
+            deadline = self._deadline
+        while deadline is not None and self._late_ranks():
             if time.monotonic() > deadline:
-                late = True
                 break
             os.sched_yield()
-        self._raise(0, self.count)
+        with self._watch:
+            late = self._deadline is None or time.monotonic() > self._deadline
+            self._deadline = None
+            self._raise(0, self.count)
         return late
