@@ -6,10 +6,11 @@ measures it at scale).
     python scripts/make_fleet.py OUT --nodes 1000 --bad 0.02 [--seed 1] [--second 0.05] [--moved 0]
 
 Healthy nodes: each the rows of one of the committed healthy default sweeps of 4x H200 hosts made
-by this schema (results/reference/h200-x4, results/noise/h200-x4: complete, copy, p2p and
-collectives), every point's trials moved so that its level is those runs' median level plus one
-draw of the between-run noise measured between them (per point: the median |difference| of their
-levels, as a sigma): no two nodes alike, and no one run's mood copied onto a sixth of the fleet.
+by this schema and the newest method among them (results/reference/h200-x4: complete, copy, p2p
+and collectives; one method, so that no noise between two methods' figures passes for a node's
+own), every point's trials moved so that its level is those runs' median level plus one draw of
+the between-run noise measured between them (per point: the median |difference| of their levels,
+as a sigma): no two nodes alike, and no one run's mood copied onto a sixth of the fleet.
 Bad nodes get one fault each, the four in turn:
 - h2d: one GPU's host->device copies at half its link's rate (each copy's time plus its size over
   that GPU's peak pinned rate), its telemetry recording the link at x8 while busy;
@@ -48,10 +49,11 @@ from bench.analysis.compare import point_levels  # noqa: E402
 from bench.analysis.fleet_levels import keep  # noqa: E402
 from bench.analysis.noise import run_noise  # noqa: E402
 from bench.cli.common import catalog  # noqa: E402
+from bench.methods import METHOD_ORDER  # noqa: E402
 from bench.points import POINT_KEYS  # noqa: E402
 from bench.results import COLUMNS, SCHEMA_VERSION, arrow_schema, find_runs, load, read_meta, run_samples  # noqa: E402
 
-H200X4 = [ROOT / "results/reference/h200-x4", ROOT / "results/noise/h200-x4"]
+H200X4 = ROOT / "results/reference/h200-x4"
 FAULTS = ROOT / "results/faults/h200-x4"
 P2P_OFF, HOST_A = FAULTS / "20261126-051936-p2p-off", ROOT / "results/reference/h200-x4/20261126-052446-scaling"
 SLOW_HOST = FAULTS / "20261126-053304-slow-host"
@@ -85,8 +87,14 @@ class Base:
 
 
 def bases() -> list[Base]:
-    runs = [r for r in find_runs(H200X4) if _healthy_sweep(read_meta(r))]
-    return [Base(r) for r in runs]
+    runs = [r for r in find_runs([H200X4]) if _healthy_sweep(read_meta(r))]
+    newest = max(_method_rank(r) for r in runs)
+    return [Base(r) for r in runs if _method_rank(r) == newest]
+
+
+def _method_rank(run: Path) -> int:
+    method = (read_meta(run).get("tool") or {}).get("method")
+    return METHOD_ORDER.index(method) if method in METHOD_ORDER else -1
 
 
 def _healthy_sweep(meta: dict) -> bool:

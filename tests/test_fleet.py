@@ -37,6 +37,7 @@ from conftest import ROOT, env
 X4 = [ROOT / "results/reference/h200-x4", ROOT / "results/noise/h200-x4",
       ROOT / "results/faults/h200-x4/20261126-053304-slow-host"]
 HOST_A, HOST_B = "7a6573d02ad5", "688d60858788"
+ODD_RUN_HOST = "54b57081e805"
 # Sixteen nodes, a quarter of them bad (one fault of each kind), a tenth with a second run, and one
 # more whose second run has a halved h2d link.
 FLEET = ["--nodes", "16", "--bad", "0.25", "--second", "0.1", "--moved", "1", "--seed", "3"]
@@ -62,14 +63,17 @@ def test_the_committed_4x_h200_hosts_name_host_b_on_its_host_side_and_no_healthy
     verdict = json.loads((tmp_path / "fleet.json").read_text())
     nodes = {n["host_id"]: n for n in verdict["nodes"]}
     assert code == 1 and err == "" and lines[0].startswith(f"WRONG      {HOST_B}"), "\n".join(lines)
-    assert [h for h, n in nodes.items() if n["state"] == "wrong"] == [HOST_B]
-    assert nodes[HOST_B]["where"][0]["kind"] == "host side"
+    # and x4al's host (results/noise/h200-x4/odd-run): its second run's bidirectional pinned copies
+    # were low, as the single-run doctor found them; its first run, in the table, was not
+    assert [h for h, n in nodes.items() if n["state"] == "wrong"] == [HOST_B, ODD_RUN_HOST]
+    assert nodes[HOST_B]["where"][0]["kind"] == nodes[ODD_RUN_HOST]["where"][0]["kind"] == "host side"
+    assert {low["key"]["op"] for low in nodes[ODD_RUN_HOST]["low"]} == {"bidir"}
     worst = nodes[HOST_B]["low"][0]
     assert worst["key"]["dst"] == "all" and worst["ratio"] < 0.6   # every GPU at once, about half the others'
     # A node is a host, not a folder: host A's runs lie in results/reference and results/noise.
     assert len(nodes[HOST_A]["runs"]) == 3 and len({str(r).split("/results/")[1].split("/")[0]
                                                     for r in nodes[HOST_A]["runs"]}) == 2
-    assert len(nodes) == 17 and lines[-1].startswith("result: not normal (xferbench-doctor exits 1): 1 node wrong")
+    assert len(nodes) == 20 and lines[-1].startswith("result: not normal (xferbench-doctor exits 1): 2 nodes wrong")
 
 
 def _interrupted_copy(fleet, tmp_path):

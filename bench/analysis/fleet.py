@@ -208,6 +208,8 @@ def _limits(fams: list[_Family], peer: np.ndarray, table: np.ndarray, table_sigm
             peer_limit = math.nan
         else:
             peer_limit = math.log1p(-tolerance) - z * sigma * math.sqrt(1 + median_factor(n) / n)
+            if f.launch_path:   # a process draws some pairs' launch paths slow: nodes alike say nothing of that
+                peer_limit = bounded(peer_limit)
         has_table = bool(np.isfinite(table[k]).any())
         spread = max(sigma, table_sigmas[k])
         table_limit = (math.log1p(-tolerance) - z * spread * math.sqrt(1 + median_factor(f.runs) / f.runs)
