@@ -49,7 +49,7 @@ from bench.analysis.compare import point_levels  # noqa: E402
 from bench.analysis.fleet_levels import keep  # noqa: E402
 from bench.analysis.noise import run_noise  # noqa: E402
 from bench.cli.common import catalog  # noqa: E402
-from bench.methods import METHOD_ORDER  # noqa: E402
+from bench.methods import generation_order  # noqa: E402
 from bench.points import POINT_KEYS  # noqa: E402
 from bench.results import COLUMNS, SCHEMA_VERSION, arrow_schema, find_runs, load, read_meta, run_samples  # noqa: E402
 
@@ -87,14 +87,11 @@ class Base:
 
 
 def bases() -> list[Base]:
-    runs = [r for r in find_runs([H200X4]) if _healthy_sweep(read_meta(r))]
-    newest = max(_method_rank(r) for r in runs)
-    return [Base(r) for r in runs if _method_rank(r) == newest]
-
-
-def _method_rank(run: Path) -> int:
-    method = (read_meta(run).get("tool") or {}).get("method")
-    return METHOD_ORDER.index(method) if method in METHOD_ORDER else -1
+    metas = {run: read_meta(run) for run in find_runs([H200X4])}
+    places = {run: generation_order((meta.get("tool") or {}).get("method"))
+              for run, meta in metas.items() if _healthy_sweep(meta)}
+    newest = max(places.values())
+    return [Base(run) for run, place in places.items() if place == newest]
 
 
 def _healthy_sweep(meta: dict) -> bool:
