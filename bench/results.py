@@ -292,10 +292,11 @@ SET_ASIDE = ("results/reference", "results/noise", "results/faults")
 
 
 def _set_aside(run: Path, root: Path) -> bool:
-    """Whether `run` lies in a SET_ASIDE folder strictly below `root`."""
-    run, root = run.resolve(), root.resolve()
-    return any("/".join(folder.parts[-2:]) in SET_ASIDE
-               for folder in [run, *run.parents] if root in folder.parents)
+    """Whether `run` lies in a SET_ASIDE folder strictly below `root` (resolved, once for all its
+    runs: a fleet has thousands): a folder below it, down to the run, named by one of them."""
+    parts, below = run.resolve().parts, len(root.parts)
+    return parts[:below] == root.parts and any("/".join(parts[i - 2:i]) in SET_ASIDE
+                                               for i in range(below + 1, len(parts) + 1))
 
 
 def set_aside_note(runs: list[Path]) -> str:
@@ -315,7 +316,8 @@ def find_runs(paths: Iterable[str | Path], left_out: list[Path] | None = None) -
         if p.is_file():
             p = p.parent
         found = [p] if (p / "meta.json").exists() else sorted(m.parent for m in p.rglob("meta.json"))
-        aside = [run for run in found if _set_aside(run, p)]
+        root = p.resolve()
+        aside = [run for run in found if _set_aside(run, root)]
         if aside:
             found = [run for run in found if run not in aside]
             if left_out is not None:

@@ -34,11 +34,12 @@ import pandas as pd
 
 from bench.hosts import host_id
 from bench.methods import generation, generation_order
-from bench.suite_view import LATENCY_BOUND, Catalog, view
-from bench.analysis.compare import BANDWIDTH_SHARE, LATENCY_RATIO, PLATEAU, point_levels
+from bench.suite_view import Catalog, view
+from bench.analysis.compare import point_levels
 from bench.links import NVLINK_LINK_GBPS, hbm_gbps
 from bench.points import ROLE_KEYS
 from bench.analysis.causes import limiting_env
+from bench.analysis.reference_curves import Curve, Curves, curves_of
 from bench.results import COMPLETE, load, meta_columns, read_meta, run_status
 
 SHIPPED = Path(__file__).with_name("expected.csv")
@@ -166,67 +167,6 @@ def alternatives(role: dict) -> list[dict]:
     return out
 
 
-@dataclass
-class Curve:
-    """One class's reference curve of one role: time per op against size."""
-
-    sizes: np.ndarray    # ascending
-    log_time: np.ndarray
-    runs: np.ndarray
-    spread: np.ndarray   # median |difference| of log time between two runs; NaN with one run
-    theory: np.ndarray   # the link's GB/s for the role on this class; NaN where no link bounds it
-    instances: str       # the instances whose runs made it: 'h200-x2'
-    machine: str = ""    # its class
-    hosts: np.ndarray | None = None   # the hosts behind each size (None: one each)
-
-    def covers(self, size: int) -> bool:
-        return bool(self.sizes[0] <= size <= self.sizes[-1])
-
-    def at(self, size: int) -> tuple[float, int]:
-        """(log time per op, runs behind it) at a size within the curve: a line on log-log axes
-        between the two nearest sizes."""
-        x = math.log(size)
-        logs = np.log(self.sizes)
-        k = int(np.searchsorted(self.sizes, size))
-        if k < len(self.sizes) and self.sizes[k] == size:
-            return float(self.log_time[k]), int(self.runs[k])
-        return float(np.interp(x, logs, self.log_time)), int(min(self.runs[k - 1], self.runs[k]))
-
-    def on_ramp(self, size: int) -> bool:
-        """Whether the curve's value at a size is interpolated between two sizes whose rates differ
-        by more than a plateau allows: a guess along a ramp, not a plateau's figure."""
-        k = int(np.searchsorted(self.sizes, size))
-        if k == 0 or k == len(self.sizes) or self.sizes[k] == size:
-            return False
-        rate = np.log(self.sizes[k - 1:k + 1]) - self.log_time[k - 1:k + 1]
-        return bool(rate[0] < rate[1] + math.log(PLATEAU))
-
-    def hosts_at(self, size: int) -> int:
-        """The healthy hosts behind the curve at a size within it (several runs of one host: one)."""
-        if self.hosts is None:
-            return 1
-        k = int(np.searchsorted(self.sizes, size))
-        exact = k < len(self.sizes) and self.sizes[k] == size
-        return int(self.hosts[k] if exact else min(self.hosts[k - 1], self.hosts[k]))
-
-    def share(self, size: int) -> float:
-        """The share of its link theory this class reached at a size (NaN: no theory there), in
-        bytes moved per second over the theory in the same unit (a collective's bus factor out)."""
-        theory = float(np.interp(math.log(size), np.log(self.sizes), self.theory))
-        return size / math.exp(self.at(size)[0]) / 1e9 / theory if theory > 0 else math.nan
-
-    def size_class(self, size: int) -> str:
-        """latency | middle | bandwidth, by compare.size_classes' rule read off this curve: from the
-        first size at BANDWIDTH_SHARE of its peak rate on; else within LATENCY_RATIO of its
-        shortest time."""
-        rate = self.sizes / np.exp(self.log_time)
-        first = self.sizes[np.argmax(rate >= BANDWIDTH_SHARE * rate.max())]
-        if size >= first:
-            return "bandwidth"
-        log_time, _ = self.at(size)
-        return LATENCY_BOUND if log_time <= math.log(LATENCY_RATIO) + self.log_time.min() else "middle"
-
-
 @dataclass(frozen=True)
 class Learned:
     """What the other classes say of a role at a size: a share of link theory, or a time."""
@@ -271,20 +211,13 @@ class Expected:
             frame = frame.assign(generation="")
         self.frame = frame[COLUMNS].reset_index(drop=True)
         self.origins = {m: origin for m in self.frame["machine"].unique()}
-        self._curves: dict[tuple, Curve] = {}
-        self._host_spreads: dict[tuple, np.ndarray] = {}   # per curve, host_spread by size
-        self._by_role: dict[tuple, list[Curve]] = {}
         self._measured_as: dict[str | None, Expected] = {}
         self.runs_of_role: dict[tuple, frozenset[str]] = {}   # made from runs: per (class, generation, role), its runs
-        for (machine, *role), rows in _newest_generation(self.frame).groupby(["machine", *ROLE_KEYS], sort=False):
-            rows = rows.sort_values("size_bytes")
-            curve = Curve(rows["size_bytes"].to_numpy(np.int64), np.log(rows["time_s"].to_numpy(float)),
-                          rows["runs"].to_numpy(np.int64), rows["spread"].to_numpy(float),
-                          rows["theory_gbps"].to_numpy(float), str(rows["instances"].iloc[0]), machine,
-                          rows["hosts"].to_numpy(np.int64))
-            self._host_spreads[(machine, *role)] = rows["host_spread"].to_numpy(float)
-            self._curves[(machine, *role)] = curve
-            self._by_role.setdefault(tuple(role), []).append(curve)
+
+    @functools.cached_property
+    def _curves(self) -> Curves:
+        """Made where first read: a table only filtered into another (measured_as, over) reads none."""
+        return curves_of(_newest_generation(self.frame))
 
     @classmethod
     def read(cls, path: str | Path = SHIPPED, origin: str = "reference") -> Expected:
@@ -357,18 +290,18 @@ class Expected:
                 .size().rename("roles").reset_index())
 
     def curve(self, machine: str, role: Mapping) -> Curve | None:
-        return self._curves.get((machine, *(role[k] for k in ROLE_KEYS)))
+        return self._curves.by_key.get((machine, *(role[k] for k in ROLE_KEYS)))
 
     def _others(self, machine: str, role: Mapping, size: int, relax: tuple[str, ...] = ()) -> tuple[list[Curve], bool]:
         """Other classes' curves of this role covering `size`; where none, with the keys in
         `relax` taking any value (a collective's world size: busbw is normalized across it),
         and whether they did."""
         want = tuple(role[k] for k in ROLE_KEYS)
-        found = [c for c in self._by_role.get(want, []) if c.machine != machine and c.covers(size)]
+        found = [c for c in self._curves.by_role.get(want, []) if c.machine != machine and c.covers(size)]
         if found or not relax:
             return found, False
         free = [ROLE_KEYS.index(k) for k in relax]
-        return [c for r, curves in self._by_role.items()
+        return [c for r, curves in self._curves.by_role.items()
                 if all(a == b for i, (a, b) in enumerate(zip(r, want)) if i not in free)
                 for c in curves if c.machine != machine and c.covers(size)], True
 
@@ -402,9 +335,9 @@ class Expected:
         in every class that has several (log time, one figure per class and size)."""
         role_key = tuple(role[k] for k in ROLE_KEYS)
         found = []
-        for c in self._by_role.get(role_key, []):
+        for c in self._curves.by_role.get(role_key, []):
             if machine is None or (c.machine == machine) != others:
-                spread = c.spread if between == "runs" else self._host_spreads[(c.machine, *role_key)]
+                spread = c.spread if between == "runs" else self._curves.host_spreads[(c.machine, *role_key)]
                 found.append(spread[(c.sizes >= smallest) & (c.sizes <= largest)])
         values = np.concatenate(found) if found else np.array([])
         return values[np.isfinite(values)]

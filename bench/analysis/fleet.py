@@ -20,7 +20,6 @@ judged by its op's device-side figures). Where a node's low family sits (fleet_p
 from __future__ import annotations
 
 import math
-import warnings
 from collections import Counter
 from dataclasses import dataclass
 
@@ -37,6 +36,7 @@ from bench.analysis.fleet_verdicts import FleetFamily, FleetJudgement, Low, Node
 from bench.analysis.judge import CAN_CATCH, UNMEASURED
 from bench.analysis.launch_path import (between_hosts, bounded, device_side, host_bound, host_sigma, launch_path, op_key,
                                         widened)
+from bench.analysis.medians import nanmedian
 from bench.analysis.noise import GPU_BACKENDS, default_noise, family_sigma, launch_path_noise, median_factor, run_noise
 from bench.analysis.point_expectations import HOST_SLOW, OLDEST_JUDGED, JudgedPoint, judged_points
 from bench.methods import generation
@@ -75,9 +75,7 @@ def _fleet_points(matrix: RunMatrix, y: np.ndarray, value: np.ndarray, meta: dic
                   table: Expected) -> list[JudgedPoint]:
     """Each point's class and the table's expectation, read as the judge reads one run, on the
     fleet's median curve (`y`, `value`: each node's median over its runs; their medians over nodes)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        levels = matrix.points.assign(y=np.nanmedian(y, axis=0), value=np.nanmedian(value, axis=0), host_slow=False)
+    levels = matrix.points.assign(y=nanmedian(y, 0), value=nanmedian(value, 0), host_slow=False)
     in_cache = frozenset((op, src, size) for op, src, size, short in
                          zip(levels["op"], levels["src"], levels["size_bytes"], levels["short_of_hbm"]) if short)
     return judged_points(levels, meta, catalog, table, in_cache, causes.facts(meta))
@@ -127,9 +125,10 @@ def _without_mixed_generations(fams: list[_Family], survey: Survey, catalog: Cat
     """The families, those whose runs measured them in different generations (bench/methods.py:
     held collectives before and after held-4) judged against the fleet alone: one table cannot
     hold both, and the newer reads up to 1.46x the older."""
+    methods = {run.method for run in survey.runs}   # a fleet's thousands of runs share a few
     for f in fams:
         splits = view(catalog, f.key["suite"]).splits
-        if len({generation(run.method, splits, f.key["launch"]) for run in survey.runs}) > 1:
+        if len({generation(method, splits, f.key["launch"]) for method in methods}) > 1:
             f.expected, f.runs, f.source = np.full(len(f.cols), np.nan), 0, ""
     return fams
 
@@ -144,9 +143,7 @@ def _median_change(y: np.ndarray, base: np.ndarray) -> tuple[np.ndarray, np.ndar
     count = np.isfinite(diff).sum(axis=1)
     enough = count >= math.ceil(base.size / 2)
     typical = float(np.median(count[enough])) if enough.any() else 1.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        change = np.where(enough, np.nanmedian(diff, axis=1), np.nan)
+    change = np.where(enough, nanmedian(diff, 1), np.nan)
     return change, np.sqrt(np.maximum(typical / np.maximum(count, 1), 1.0))
 
 
@@ -240,9 +237,7 @@ def judge_fleet(survey: Survey, matrix: RunMatrix, catalog: Catalog, table: Expe
     aside = _aside(matrix, survey, points)
     y_runs = np.where(aside == 0, matrix.y, np.nan)
     y = by_node(y_runs, node, len(hosts))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        fleet_y = np.nanmedian(y, axis=0)
+    fleet_y = nanmedian(y, 0)
     fams = _without_mixed_generations(_families(points, matrix, fleet_y, links), survey, catalog)
     peer, tab, widen = (np.empty((len(fams), len(hosts))) for _ in range(3))
     widen_tab = np.empty_like(widen)
@@ -396,8 +391,10 @@ class FleetContext:
         suites = self.matrix.points["suite"].to_numpy()
         per_suite = pd.DataFrame(present.T).groupby(suites).any()          # suite x nodes
         asked = np.zeros(per_suite.shape, dtype=bool)
+        # a fleet's runs ask for one or two lists of suites: each list looked up once
+        of = {wanted: per_suite.index.isin(wanted) for wanted in {run.suites for run in self.survey.runs}}
         for run, n in zip(self.survey.runs, self.node_index):
-            asked[:, n] |= per_suite.index.isin(run.suites)
+            asked[:, n] |= of[run.suites]
         lacking = (per_suite.sum(axis=1).to_numpy() > len(self.hosts) / 2)[:, None] & asked & ~per_suite.to_numpy()
         return {int(n): [f"{suite}: asked for, and most nodes measured it; this one measured none of it"
                          for suite in per_suite.index[lacking[:, n]]] for n in np.flatnonzero(lacking.any(axis=0))}

@@ -44,6 +44,7 @@ SUITES_ENV = "XFERBENCH_SUITES"
 SAMPLES = ("samples.parquet", "samples.csv", "samples.commit")
 FLAGS = ("host_slow", "cache_resident", "short_of_hbm")
 SEP = "\x1f"      # between a key's fields: no field holds it
+LINE = "\n"       # between keys (or metrics): none holds it
 POOL_FROM = 24     # fewer runs are read in this process: a pool's start costs more than it saves
 CHUNK = 8          # runs per task handed to a worker
 
@@ -60,6 +61,23 @@ class RunLevels:
     metric: list[str]
     flags: dict[str, np.ndarray]
     failed: list[str] = field(default_factory=list)
+
+    # A pool's workers hand their runs' levels back pickled: a run's hundreds of key strings pickle
+    # one by one at about what reading the run costs; joined into one string, at next to nothing.
+    def __getstate__(self) -> dict:
+        return {**vars(self), "keys": _joined(self.keys), "metric": _joined(self.metric)}
+
+    def __setstate__(self, state: dict) -> None:
+        vars(self).update(state, keys=_split(state["keys"]), metric=_split(state["metric"]))
+
+
+def _joined(strings: list[str]) -> tuple[int, str]:
+    return len(strings), LINE.join(strings)
+
+
+def _split(joined: tuple[int, str]) -> list[str]:
+    count, text = joined
+    return text.split(LINE) if count else []
 
 
 def point_fields(key: str) -> dict:
@@ -127,7 +145,8 @@ def _sealed(stamp: str, levels: RunLevels) -> str:
 
 def _read(path: Path, stamp: str) -> RunLevels | None:
     try:
-        table = arrow_parquet.read_table(path)
+        with arrow_parquet.ParquetFile(path) as kept:   # read_table's datasets cost as much again
+            table = kept.read(use_threads=False)
         meta = table.schema.metadata or {}
         columns = {name: table.column(name) for name in table.column_names}
         found = RunLevels(columns["key"].to_pylist(), columns["y"].to_numpy(), columns["value"].to_numpy(),

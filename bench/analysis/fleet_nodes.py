@@ -18,6 +18,7 @@ import pandas as pd
 
 from bench.analysis.expected import machine_class
 from bench.analysis.fleet_levels import FLAGS, RunLevels, point_fields
+from bench.analysis.medians import nanmedian
 from bench.hosts import host_id
 from bench.results import COMPLETE, ResultsError, find_runs, read_meta, run_status
 
@@ -92,9 +93,10 @@ def run_matrix(levels: Iterable[RunLevels]) -> RunMatrix:
     metric: list[str] = []
     held = []
     for lv in levels:
-        cols = np.array([index.setdefault(k, len(index)) for k in lv.keys], dtype=np.int64)
-        metric += [m for c, m in zip(cols, lv.metric) if c >= len(metric)]   # new points, in order
-        held.append((cols, lv.y, lv.value, lv.flags, lv.failed))
+        cols = [index.setdefault(k, len(index)) for k in lv.keys]
+        if len(index) > len(metric):   # new points, in order (most runs bring none)
+            metric += [m for c, m in zip(cols, lv.metric) if c >= len(metric)]
+        held.append((np.array(cols, dtype=np.int64), lv.y, lv.value, lv.flags, lv.failed))
     shape = (len(held), len(index))
     y, value = np.full(shape, np.nan), np.full(shape, np.nan)
     slow = np.zeros(shape, dtype=bool)
@@ -118,7 +120,7 @@ def node_of(runs: list[FleetRun]) -> tuple[list[str], np.ndarray]:
     return hosts, np.array([where[r.host] for r in runs], dtype=np.int64)
 
 
-def by_node(matrix: np.ndarray, node: np.ndarray, nodes: int, reduce=np.nanmedian) -> np.ndarray:
+def by_node(matrix: np.ndarray, node: np.ndarray, nodes: int, reduce=nanmedian) -> np.ndarray:
     """A runs x points matrix as nodes x points: each node's runs reduced (default: the median,
     NaN-aware; NaN where none of its runs has a figure)."""
     out = np.full((nodes, matrix.shape[1]), np.nan, dtype=np.result_type(matrix, np.float64))
@@ -126,10 +128,5 @@ def by_node(matrix: np.ndarray, node: np.ndarray, nodes: int, reduce=np.nanmedia
     single = counts[node] == 1
     out[node[single]] = matrix[single]
     for n in np.flatnonzero(counts > 1):
-        block = matrix[node == n]
-        if reduce is np.nanmedian:
-            seen = ~np.isnan(block).all(axis=0)
-            out[n, seen] = np.nanmedian(block[:, seen], axis=0)
-        else:
-            out[n] = reduce(block, axis=0)
+        out[n] = reduce(matrix[node == n], axis=0)
     return out

@@ -107,21 +107,23 @@ def places(low: list[int], n: int, ctx: FleetView) -> list[Place]:
 
 
 class NodeCauses:
-    """The causes of a node's low families from its own runs' records, each run's facts read once."""
+    """The causes of a node's low families from its own runs' records, each run's facts read once
+    (and once more with its host's pace, for a launch path)."""
 
     def __init__(self, ctx: FleetView) -> None:
         self.ctx = ctx
-        self._facts: dict[int, causes.Facts] = {}
+        self._facts: dict[tuple[int, bool], causes.Facts] = {}
 
-    def _of(self, row: int) -> causes.Facts:
-        if row not in self._facts:
+    def _of(self, row: int, launch_path: bool) -> causes.Facts:
+        if (row, launch_path) not in self._facts:
             run = self.ctx.survey.runs[row]
             path = Path(run.run)
-            # the host as the single-run judge reads it, so that a low launch path names its pace
-            rows = load(path) if samples_file(path) is not None else None
-            self._facts[row] = causes.facts(read_meta(path), path, causes.healthy_clocks(run.machine),
-                                            host_record(rows, run.machine))
-        return self._facts[row]
+            # The host as the single-run judge reads it, so that a low launch path names its pace;
+            # only a launch path's causes read it, and its run's rows cost more than the rest.
+            rows = load(path) if launch_path and samples_file(path) is not None else None
+            self._facts[row, launch_path] = causes.facts(read_meta(path), path, causes.healthy_clocks(run.machine),
+                                                         host_record(rows, run.machine))
+        return self._facts[row, launch_path]
 
     def explain(self, key: dict, bandwidth: bool, launch_path: bool, rows: np.ndarray, cols: np.ndarray) -> list[str]:
         """causes.explain for the family, from the node's run that measured it lowest (its figure
@@ -130,7 +132,7 @@ class NodeCauses:
         seen = np.isfinite(y).any(axis=1)
         lowest = int(rows[seen][np.argmin(np.nanmean(y[seen], axis=1))] if seen.any() else rows[0])
         gbps = float(np.nanmedian(self.ctx.matrix.value[lowest, cols])) if bandwidth and seen.any() else math.nan
-        facts = self._of(lowest)
+        facts = self._of(lowest, launch_path)
         return causes.explain(facts, causes.subject(key, facts.links, self.ctx.catalog, (), gbps, launch_path))
 
     @staticmethod
