@@ -337,7 +337,7 @@ class Expected:
         found = []
         for c in self._curves.by_role.get(role_key, []):
             if machine is None or (c.machine == machine) != others:
-                spread = c.spread if between == "runs" else self._curves.host_spreads[(c.machine, *role_key)]
+                spread = c.spread if between == "runs" else c.host_spread
                 found.append(spread[(c.sizes >= smallest) & (c.sizes <= largest)])
         values = np.concatenate(found) if found else np.array([])
         return values[np.isfinite(values)]

@@ -26,6 +26,7 @@ class Curve:
     instances: str       # the instances whose runs made it: 'h200-x2'
     machine: str = ""    # its class
     hosts: np.ndarray | None = None   # the hosts behind each size (None: one each)
+    host_spread: np.ndarray | None = None   # median |difference| of log time between two hosts
 
     def covers(self, size: int) -> bool:
         return bool(self.sizes[0] <= size <= self.sizes[-1])
@@ -77,11 +78,9 @@ class Curve:
 
 @dataclass
 class Curves:
-    """A table's curves: by (class, *role), their host spreads by size, and per role its classes'
-    curves in the table's order."""
+    """A table's curves: by (class, *role), and per role its classes' curves in the table's order."""
 
     by_key: dict[tuple, Curve]
-    host_spreads: dict[tuple, np.ndarray]   # median |difference| of log time between two hosts
     by_role: dict[tuple, list[Curve]]
 
 
@@ -96,10 +95,10 @@ def curves_of(rows: pd.DataFrame) -> Curves:
     sizes, runs, hosts = (rows[c].to_numpy(np.int64) for c in ("size_bytes", "runs", "hosts"))
     spread, host_spread, theory = (rows[c].to_numpy(float) for c in ("spread", "host_spread", "theory_gbps"))
     log_time, instances = np.log(rows["time_s"].to_numpy(float)), rows["instances"].to_numpy()
-    out = Curves({}, {}, {})
+    out = Curves({}, {})
     for key, a, b in zip(rows[["machine", *ROLE_KEYS]].iloc[starts].itertuples(index=False, name=None), starts, ends):
         curve = Curve(sizes[a:b], log_time[a:b], runs[a:b], spread[a:b], theory[a:b], str(instances[a]), key[0],
-                      hosts[a:b])
-        out.by_key[key], out.host_spreads[key] = curve, host_spread[a:b]
+                      hosts[a:b], host_spread[a:b])
+        out.by_key[key] = curve
         out.by_role.setdefault(key[1:], []).append(curve)
     return out
