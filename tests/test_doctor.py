@@ -44,7 +44,7 @@ def _low(lines: list[str]) -> list[str]:
 
 
 def test_the_committed_healthy_runs_are_checked_and_normal(capsys):
-    assert len(DEFAULT_SWEEPS) == 79 and len(HEALTHY) == 83
+    assert len(DEFAULT_SWEEPS) == 81 and len(HEALTHY) == 85
     code, lines, err = _doctor(capsys, *HEALTHY)
     assert code == 0 and err == "", "\n".join(lines)
     text = "\n".join(lines)

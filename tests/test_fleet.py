@@ -73,7 +73,7 @@ def test_the_committed_4x_h200_hosts_name_host_b_on_its_host_side_and_no_healthy
     # A node is a host, not a folder: host A's runs lie in results/reference and results/noise.
     assert len(nodes[HOST_A]["runs"]) == 3 and len({str(r).split("/results/")[1].split("/")[0]
                                                     for r in nodes[HOST_A]["runs"]}) == 2
-    assert len(nodes) == 20 and lines[-1].startswith("result: not normal (xferbench-doctor exits 1): 2 nodes wrong")
+    assert len(nodes) == 21 and lines[-1].startswith("result: not normal (xferbench-doctor exits 1): 2 nodes wrong")
 
 
 def _interrupted_copy(fleet, tmp_path):

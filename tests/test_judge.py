@@ -394,9 +394,9 @@ def test_the_shipped_table_is_what_the_script_makes(tmp_path):
     assert set(table.origins) == {"h100 pcie5x16 nvlink0 x1", "h200 pcie5x16 nvlink0 x1", "h200 pcie5x16 nvlink18 x2",
                                   "h200 pcie5x16 nvlink18 x4", "h100 pcie5x16 nvlink18 x2"}
     runs = table.classes().set_index("machine")   # each class says what it stands on
-    assert runs.loc["h200 pcie5x16 nvlink18 x4", "runs"] == 17 and runs.loc["h100 pcie5x16 nvlink0 x1", "runs"] == 1
+    assert runs.loc["h200 pcie5x16 nvlink18 x4", "runs"] == 19 and runs.loc["h100 pcie5x16 nvlink0 x1", "runs"] == 1
     # two runs of one host are one host, with no spread between hosts; three hosts have one
-    assert tuple(runs.loc["h200 pcie5x16 nvlink18 x4", ["runs", "hosts"]]) == (17, 10)
+    assert tuple(runs.loc["h200 pcie5x16 nvlink18 x4", ["runs", "hosts"]]) == (19, 11)
     assert tuple(runs.loc["h100 pcie5x16 nvlink18 x2", ["runs", "hosts"]]) == (6, 3)
     assert tuple(runs.loc["h200 pcie5x16 nvlink0 x1", ["runs", "hosts"]]) == (6, 3)
     assert runs.loc["h100 pcie5x16 nvlink0 x1", "hosts"] == 1
@@ -408,7 +408,7 @@ def test_the_shipped_table_is_what_the_script_makes(tmp_path):
     assert {f"{x2ad} (collectives held)", f"{x2ad} (copy)"} <= newest_parts and f"{x2i} (copy)" in newest_parts
     roles = table.roles()
     for machine, stands_on, eager in (("h200 pcie5x16 nvlink18 x2", [13, 6], [27, 13]),
-                                      ("h200 pcie5x16 nvlink18 x4", [9, 6], [17, 10])):
+                                      ("h200 pcie5x16 nvlink18 x4", [11, 7], [19, 11])):
         held = roles[(roles["machine"] == machine) & (roles["suite"] == "collectives")]
         assert set(held["generation"]) == {"", "held-4"}
         assert held[held["generation"] == "held-4"][["runs", "hosts"]].min().tolist() == stands_on

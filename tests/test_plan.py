@@ -166,23 +166,27 @@ def test_the_default_plan_gives_back_the_walls_of_the_runs_it_is_fitted_to(insta
         assert suite.seconds == pytest.approx(np.mean([w[suite.name] for w in walls]), rel=0.05), suite
 
 
-HELD_OUT = REFERENCE.parent / "heldout"
 
 
 # The 4x H200 default sweeps of one timing core each: that of 02754e3 (method held-3) on six
 # hosts, three the plan was fitted to and three held out; that of d378323 (calibration's reading
 # is the first trial: a trial fewer a point) on two, the newest reference host and one held out.
-TODAYS = ("x4w-default-1", "x4w-default-2")
-HELD_4 = ("x4af-default-1", "x4af-default-2", "x4ag-default-1", "x4ag-default-2", "x4ak-default-1", "x4ak-default-2")
+# The plan of each stands on the reference runs up to its own (their start before the cut), the
+# newest of them its basis.
 ERAS = {
-    "02754e3": ((*TODAYS, *HELD_4), ["h200-x4/x4[lno]-default-*"], ["h200-x4/*/x4[qrs]-default-*"]),
-    "d378323": (HELD_4, ["h200-x4/x4w-default-*"], ["h200-x4/*/x4x-default-*"]),
-    "2f9ebf8": ((), ["h200-x4/x4a[fgk]-default-*"], ["h200-x4/*/x4x-default-*"]),   # x4ak: 370cd59, the same core
+    "02754e3": ("2026-11-27T15:30", ["h200-x4/x4[lno]-default-*"], ["heldout/h200-x4/*/x4[qrs]-default-*"]),
+    "d378323": ("2026-11-27T17:05", ["h200-x4/x4w-default-*"], ["heldout/h200-x4/*/x4x-default-*"]),
+    "2f9ebf8": ("2026-11-27T23:50", ["h200-x4/x4a[fgk]-default-*"], ["heldout/h200-x4/*/x4x-default-*"]),   # x4ak: 370cd59, the same core
+    # today's (held staged copies round a ring of slots), fitted to x4aq's first and second runs,
+    # given back on two hosts in no table (a301fcbd12f8's first run was a fresh machine's first
+    # process, with no bytecode warm-up before it: 64.3 s of command wall)
+    "a2e7fe0": ("2026-11-28T08:30", ["h200-x4/x4aq-default-*"],
+                ["noise/launch/h200-x4/a301fcbd12f8/x4ao-default-*", "noise/launch/h200-x4/x4ao-default-1"]),
 }
 
 
 def _x4_sweeps(fitted: list[str], held_out: list[str]) -> list[Path]:
-    return sorted([*(r for g in fitted for r in REFERENCE.glob(g)), *(r for g in held_out for r in HELD_OUT.glob(g))])
+    return sorted([*(r for g in fitted for r in REFERENCE.glob(g)), *(r for g in held_out for r in REFERENCE.parent.glob(g))])
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -193,9 +197,9 @@ def test_the_host_work_follows_the_hosts_pace_within_the_reference_hosts(era):
     # the slowest hosts'.
     machine = instance_machine(_cfg("instance=h200-x4").instance)
     planned, _ = plan_suites(_cfg(), machine)
-    newer, fitted, held_out = ERAS[era]
+    cut, fitted, held_out = ERAS[era]
     shipped = plan.Reference.find(machine)
-    reference = plan.Reference(shipped.label, [r for r in shipped.runs if r.name not in newer])
+    reference = plan.Reference(shipped.label, [r for r in shipped.runs if r.start_time < cut])
     quickest, slowest = reference.paces()
     basis_only = sum(plan.estimate_suite(p, machine, reference).seconds for p in planned)
     errors, unscaled = [], []
@@ -205,7 +209,7 @@ def test_the_host_work_follows_the_hosts_pace_within_the_reference_hosts(era):
         got = sum(plan.estimate_suite(p, machine, reference, pace_here=pace).seconds for p in planned)
         errors.append(got / walls - 1)
         unscaled.append(basis_only / walls - 1)
-    assert len(errors) == {"02754e3": 12, "d378323": 4, "2f9ebf8": 8}[era] and max(map(abs, errors)) <= 0.10, errors
+    assert len(errors) == {"02754e3": 12, "d378323": 4, "2f9ebf8": 8, "a2e7fe0": 5}[era] and max(map(abs, errors)) <= 0.10, errors
     if era == "02754e3":
         assert max(map(abs, unscaled)) > 0.10
 

@@ -219,7 +219,7 @@ def test_a_launch_path_is_judged_by_the_spread_between_hosts_and_names_its_host(
     code, lines = _doctor(capsys, _copy(H200X4, tmp_path / "low", meta=with_load, rows=one_slow))
     (low,) = _starting(lines, "LOW ")
     assert code == 1 and low.startswith("LOW  p2p bidir device peer eager ce cuda:0->cuda:1 (launch path): 0.1")
-    assert "reference h200-x4, 17 healthy runs" in low and "cause: the launch path is the host's: its pace (host_pace_s" in low
+    assert "reference h200-x4, 19 healthy runs" in low and "cause: the launch path is the host's: its pace (host_pace_s" in low
     assert re.search(r"within the class's \d+ healthy hosts? \(", low) and "other processes took 600.0 CPU-s" in low
     assert "load average up to 40.0 on 64 CPUs" in low and "not the link: p2p bidir device peer eager ce" in low
 
