@@ -42,8 +42,14 @@ def resident_note(size_bytes: int, l2_bytes: int) -> str:
 
 
 def _on_gpu(rows: pd.DataFrame, catalog: Catalog) -> np.ndarray:
-    copies = {(suite, op.name) for suite, op in every(catalog) if op.on_one_gpu}
-    declared = np.array([key in copies for key in zip(rows["suite"], rows["op"])], bool)
+    copies: dict[str, list[str]] = {}
+    for suite, op in every(catalog):
+        if op.on_one_gpu:
+            copies.setdefault(suite, []).append(op.name)
+    # Column against column, not row by row: a run's thousands of rows, and a table's hundreds of thousands.
+    declared = np.zeros(len(rows), bool)
+    for suite, ops in copies.items():
+        declared |= ((rows["suite"] == suite) & rows["op"].isin(ops)).to_numpy(bool, na_value=False)
     src = rows["src"].astype(str)
     return declared & ((src == rows["dst"].astype(str)) & src.str.startswith("cuda:")).to_numpy()
 

@@ -31,6 +31,7 @@ low family gets the causes that can explain the size of its drop (causes.py).
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -88,6 +89,11 @@ class _Family:
 
     @property
     def key(self) -> dict:
+        return dict(self._key)   # a copy: a verdict keeps it
+
+    @functools.cached_property
+    def _key(self) -> dict:
+        # Read for every test of the family, and each plain value costs a lookup: made once.
         return {k: _plain(v) for k, v in zip(VARIANT_KEYS, self.variant)}
 
     @property
@@ -160,8 +166,12 @@ def _sibling_spread(levels: list[dict]) -> float:
     """How far siblings stray from their median, each size where two or more have a level:
     within one run they share its host, not its moments (a host-bound launch cost comes in moods
     that catch some siblings and not others), so it is read at the 90th percentile."""
-    deviations = [abs(y - np.median([lv[size] for lv in levels if size in lv]))
-                  for lv in levels for size, y in lv.items() if sum(size in other for other in levels) >= 2]
+    at: dict[int, list[float]] = {}   # per size, the siblings' levels there, in their order
+    for lv in levels:
+        for size, y in lv.items():
+            at.setdefault(size, []).append(y)
+    median = {size: np.median(ys) for size, ys in at.items() if len(ys) >= 2}
+    deviations = [abs(y - median[size]) for lv in levels for size, y in lv.items() if size in median]
     return float(np.quantile(deviations, 0.9)) / NormalDist().inv_cdf(0.95) if deviations else 0.0
 
 
