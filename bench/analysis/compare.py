@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 
 from bench.analysis.cache import cache_resident, short_of_hbm
+from bench.analysis.records import records, tuples
 from bench.analysis.noise import (PRIOR_DF, default_noise, family_sigma, launch_path, launch_path_noise,
                                   median_factor, run_noise)
 from bench.config.settings import Launch
@@ -324,10 +325,10 @@ def _family(rows: list[dict], tolerance: float, z: float, catalog: Catalog) -> F
                   verdict, launch_path(key, size_class), slow)
 
 
-def _points(records: list[dict]) -> list[PointChange]:
+def _points(joined: list[dict]) -> list[PointChange]:
     """Per-size details, by variant then size."""
     out = []
-    for row in records:
+    for row in joined:
         key = {k: _plain1(row[k]) for k in POINT_KEYS}
         out.append(PointChange(key, point_label(key), row["size_class"], row["metric_base"], float(row["value_base"]),
                                float(row["value_cur"]), math.expm1(row["y_cur"] - row["y_base"]),
@@ -336,7 +337,7 @@ def _points(records: list[dict]) -> list[PointChange]:
 
 
 def _point_keys(frame: pd.DataFrame) -> set[tuple]:
-    return {_plain(r) for r in frame[POINT_KEYS].itertuples(index=False, name=None)}
+    return {_plain(r) for r in tuples(frame[POINT_KEYS])}
 
 
 def _label(key: tuple) -> str:
@@ -365,9 +366,9 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, catalog: Catalog, tol
     # A held op stops at timing.held_max_size: at its largest still a short op, timed on the device.
     classes = np.where(joined["launch"] == Launch.held.value, LATENCY_BOUND, size_classes(joined, "y_base"))
     joined["size_class"] = np.where(joined["cache_resident_base"] | joined["cache_resident_cur"], "cache", classes)
-    records = joined.to_dict("records")
+    by_point = records(joined)
     families_of: dict[tuple, list[dict]] = {}
-    for r in records:
+    for r in by_point:
         if r["size_class"] in JUDGED_CLASSES:
             families_of.setdefault(tuple(r[k] for k in VARIANT_KEYS + ["size_class"]), []).append(r)
     z = family_z(alpha, len(families_of))
@@ -375,7 +376,7 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, catalog: Catalog, tol
     base_keys, cur_keys = _point_keys(base), _point_keys(cur)
     failed = _point_keys(current[current["status"] == "failed"]) & base_keys
     return Comparison(tolerance, alpha, z, sorted(set(baseline["run_dir"])), sorted(set(current["run_dir"])),
-                      families, _points(records),
+                      families, _points(by_point),
                       failed_now=[_label(k) for k in sorted(failed)],
                       only_in_baseline=[_label(k) for k in sorted(base_keys - cur_keys - failed)],
                       only_in_current=[_label(k) for k in sorted(cur_keys - base_keys)])

@@ -39,6 +39,7 @@ from bench.analysis.compare import point_levels
 from bench.links import NVLINK_LINK_GBPS, hbm_gbps
 from bench.points import ROLE_KEYS
 from bench.analysis.causes import limiting_env
+from bench.analysis.records import records
 from bench.analysis.reference_curves import Curve, Curves, curves_of
 from bench.results import COMPLETE, load, meta_columns, read_meta, run_status
 
@@ -378,7 +379,7 @@ def _run_levels(run: Path, catalog: Catalog, parts: set[tuple[str, tuple[str, ..
     algbw = levels["size_bytes"].to_numpy(float) * np.exp(levels["y"].to_numpy(float)) / 1e9
     factor = np.where(levels["metric"].to_numpy() == "time_s", 1.0, levels["value"].to_numpy(float) / algbw)
     out["theory_gbps"] = [theory_gbps(catalog, point, machine, pair_class(links, point["src"], point["dst"])) / k
-                          for point, k in zip(levels.to_dict("records"), factor)]
+                          for point, k in zip(records(levels), factor)]
     out["run"] = str(run)
     out["host"] = host_id(meta.get("system") or {})
     out["generation"] = _generations((meta.get("tool") or {}).get("method"), out, catalog)

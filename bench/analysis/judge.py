@@ -49,6 +49,7 @@ from bench.analysis.expected import Expected, machine_class, shipped, shipped_no
 from bench.analysis.healthy_hosts import usual_pace
 from bench.analysis.noise import PAIR_MEDIAN_TO_SIGMA, default_noise, family_sigma, median_factor, run_noise
 from bench.analysis.point_expectations import JudgedPoint, judged_points
+from bench.analysis.records import tuples
 from bench.analysis.verdicts import (FAILED, HIGH, INCONSISTENT, JUDGED, LOW, MIN_JUDGED, NOISY, NORMAL, NOT_JUDGED,
                                      THEORY_TOLERANCE, Judgement, Verdict, short_number)
 from bench.points import ROLE_KEYS, VARIANT_KEYS, variant_label
@@ -468,7 +469,7 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
     status = run_status(dict(meta))
     if meta.get("schema_version") != SCHEMA_VERSION:
         planned, unplanned = None, f"made by an older xferbench (schema {meta.get('schema_version')}), whose plan differs"
-    measured_ops = set(zip(rows["suite"], rows["op"])) if len(rows) else set()
+    measured_ops = set(tuples(rows[["suite", "op"]])) if len(rows) else set()
     missing = sorted(f"{suite} {op}: asked for and measurable here, not measured"
                      for suite, op in (planned or set()) - measured_ops)
     checked = "" if planned is not None else (unplanned or "not planned")
@@ -479,7 +480,7 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
     z = math.nan
     if not levels.empty:
         short = rows[short_of_hbm(rows, catalog)]
-        in_cache = frozenset(zip(short["op"], short["src"], short["size_bytes"]))
+        in_cache = frozenset(tuples(short[["op", "src", "size_bytes"]]))
         families = _families(judged_points(levels, meta, catalog, table, in_cache, facts))
         _siblings(families)
         tests = sum(bool(f.expected) for f in families) + sum(math.isfinite(f.sibling_change) for f in families)
@@ -489,7 +490,7 @@ def judge(rows: pd.DataFrame, meta: Mapping, catalog: Catalog, expected: Expecte
         noise = noise.measured_as(meta, catalog) if noise is not None else None
         verdicts = [_verdict(f, rows, facts, links, catalog, table, noise, z, tolerance, machine) for f in families]
         _by_device_side(families, verdicts)
-    measured = {tuple(r) for r in levels[VARIANT_KEYS].itertuples(index=False)} if not levels.empty else set()
+    measured = set(tuples(levels[VARIANT_KEYS])) if not levels.empty else set()
     verdicts += (_unmeasured(rows, measured) + _nothing_judged(rows, levels, catalog)) if len(rows) else []
     order = {LOW: 0, INCONSISTENT: 1, FAILED: 2, HIGH: 3, NORMAL: 4, NOISY: 5, NOT_JUDGED: 6}
     verdicts.sort(key=lambda v: (order[v.verdict], v.family))

@@ -17,6 +17,7 @@ from bench.analysis.compare import size_classes
 from bench.analysis.expected import Expected, Learned, alternatives, machine_class, machine_row, pair_class, roles
 from bench.analysis.launch_path import MIN_HOSTS, hosts_said
 from bench.analysis.noise import GPU_BACKENDS
+from bench.analysis.records import records
 from bench.analysis.verdicts import HOST_OWN, RESIDENT, short_number
 from bench.links import pcie_gbps
 from bench.ops import NVLINK, PCIE, Op
@@ -176,12 +177,12 @@ def judged_points(levels: pd.DataFrame, meta: Mapping, catalog: Catalog, table: 
     it was recorded under, or why it has none; `in_cache`: the (op, src, size)s the L2 holds."""
     machine = machine_class(meta).key
     links = (meta.get("system") or {}).get("links") or {}
-    role_rows = roles(levels, links).to_dict("records")
+    role_rows = records(roles(levels, links))
     own = size_classes(levels)   # where no reference curve says
     hooks = machine_row(meta)
     older = _older(meta)
     out = []
-    for record, role, own_class in zip(levels.to_dict("records"), role_rows, own):
+    for record, role, own_class in zip(records(levels), role_rows, own):
         bandwidth = record["metric"] != "time_s"
         point = JudgedPoint(tuple(record[k] for k in VARIANT_KEYS), tuple(role[k] for k in ROLE_KEYS),
                       int(record["size_bytes"]), own_class, float(record["y"]), float(record["value"]), bandwidth)
