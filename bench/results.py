@@ -184,19 +184,23 @@ def arrow_schema() -> pa.Schema:
                        else pa.bool_() if c == "verified" else pa.string()) for c in COLUMNS])
 
 
+def _in_type(column: pd.Series, name: str) -> pd.Series:
+    if name in _INT_COLUMNS:
+        return column.astype("int64")
+    if name in _FLOAT_COLUMNS:
+        return column.astype("float64")
+    return column.astype(bool) if name == "verified" else column.astype(str)
+
+
 def typed(frame: pd.DataFrame) -> pd.DataFrame:
     """A copy of `frame` with each of the schema's columns in its type."""
-    frame = frame.copy()
-    for col in COLUMNS:
-        if col in _INT_COLUMNS:
-            frame[col] = frame[col].astype("int64")
-        elif col in _FLOAT_COLUMNS:
-            frame[col] = frame[col].astype("float64")
-        elif col == "verified":
-            frame[col] = frame[col].astype(bool)
-        else:
-            frame[col] = frame[col].astype(str)
-    return frame
+    missing = next((col for col in COLUMNS if col not in frame.columns), None)
+    if missing is not None:
+        raise KeyError(missing)
+    schema = set(COLUMNS)
+    # One frame built from its columns: replacing them one by one rebuilds its blocks each time.
+    return pd.DataFrame({col: _in_type(frame[col], col) if col in schema else frame[col] for col in frame.columns},
+                        index=frame.index)
 
 
 def samples_file(run_dir: str | Path) -> Path | None:
@@ -433,10 +437,9 @@ def _read_run(run: Path) -> pd.DataFrame:
     if samples is None:
         raise ResultsError(f"{run}: no samples file")
     frame = read_samples(samples)
-    for col, value in meta_columns(meta).items():
-        frame[col] = value
-    frame["run_dir"] = str(run)
-    return frame
+    # Added as one block of columns: inserted one at a time, each rebuilds the frame's column index.
+    joined = pd.DataFrame({**meta_columns(meta), "run_dir": str(run)}, index=frame.index)
+    return pd.concat([frame, joined], axis=1)
 
 
 def load(paths: str | Path | Iterable[str | Path],
