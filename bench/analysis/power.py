@@ -121,15 +121,18 @@ def smallest_flagged(baseline: pd.DataFrame, current: pd.DataFrame, catalog: Cat
 
 def measured_sigma(identical: pd.DataFrame, family: Family, catalog: Catalog) -> float:
     """Between-run sigma of one run at a family's sizes, from every pair of the identical runs."""
-    levels = point_levels(identical, catalog)
+    return _sigma_in(point_levels(identical, catalog), family)
+
+
+def _sigma_in(levels: pd.DataFrame, family: Family) -> float:
+    """measured_sigma, from the identical runs' point_levels."""
     pairs = levels.loc[_rows_of(levels, family), "pairs"]
     differences = np.concatenate(list(pairs)) if len(pairs) else np.array([])
     return run_noise(differences) if len(differences) else math.nan
 
 
-def instability(baseline: pd.DataFrame, current: pd.DataFrame, family: Family, catalog: Catalog) -> float:
-    """compare.trial_instability of two sides at a family's sizes."""
-    sides = [point_levels(frame, catalog) for frame in (baseline, current)]
+def _instability(sides: Sequence[pd.DataFrame], family: Family) -> float:
+    """compare.trial_instability of two sides (their point_levels) at a family's sizes."""
     sides = [levels.loc[_rows_of(levels, family)].set_index("size_bytes")["trial_spread"] for levels in sides]
     joined = pd.concat(sides, axis=1, keys=["trial_spread_base", "trial_spread_cur"], join="inner")
     return trial_instability(joined.to_dict("records")) if len(joined) else 0.0
@@ -148,17 +151,19 @@ def formula(identical: Sequence[pd.DataFrame], catalog: Catalog, tolerance: floa
     (the first two; the store gate_power injects into). Families and z are those of comparing
     the first two."""
     pair = compare(identical[0], identical[1], catalog, tolerance, alpha)
-    every = pd.concat(identical)
     out = []
     families = bandwidth_bound(pair)
-    stored = _store_sides(identical, store)
+    # Each side's levels once, not once a family: a study has a hundred families and more.
+    every = point_levels(pd.concat(identical), catalog) if families else None
+    first = [point_levels(frame, catalog) for frame in identical[:2]] if families else []
+    stored = [point_levels(frame, catalog) for frame in _store_sides(identical, store)] if families else []
     for family in families:
         declared = default_noise(catalog, family.variant, "bandwidth")
-        measured = measured_sigma(every, family, catalog)
+        measured = _sigma_in(every, family)
         sigma = family_sigma(declared, 0.0 if math.isnan(measured) else measured,
                              0 if math.isnan(measured) else len(family.sizes) * (store - 1))
-        one = max(declared, instability(identical[0], identical[1], family, catalog))
-        many = max(sigma, instability(*stored, family, catalog))
+        one = max(declared, _instability(first, family))
+        many = max(sigma, _instability(stored, family))
         out.append(FamilyPower(family.label, family_key(family), family.sizes, declared, measured,
                                -math.expm1(log_limit(one, 1, 1, tolerance, pair.z)),
                                -math.expm1(log_limit(many, store, 1, tolerance, pair.z))))
