@@ -32,6 +32,15 @@ def _levels_cache(tmp_path_factory):
     os.environ["XFERBENCH_CACHE"] = str(tmp_path_factory.mktemp("levels-cache"))
 
 
+@pytest.fixture(scope="session")
+def reference_rows():
+    """load() of every committed reference run, read once a test process: test_report, test_plots
+    and test_mislead each read them whole (seconds a time). Shared: filter it, never change it."""
+    from bench.results import load
+
+    return load(ROOT / "results" / "reference")
+
+
 def xferbench_cmd(out_dir: Path, *args: str) -> list[str]:
     flags = [a for a in args if a.startswith("-")]  # Hydra takes its flags before the overrides
     return [sys.executable, "-m", "bench", *flags, f"out_dir={out_dir}", "progress=false",

@@ -37,8 +37,8 @@ def x2():
 
 
 @pytest.fixture(scope="module")
-def reference():
-    frame = load(REFERENCE)
+def reference(reference_rows):
+    frame = reference_rows
     runs = run_index(frame, PRE_HELD_SWEEPS)
     return with_series(frame[frame["run_dir"].isin(runs.loc[runs["chosen"], "run_dir"])])
 

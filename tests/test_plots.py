@@ -76,8 +76,8 @@ def rendered(frame, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def reference():
-    return load(REFERENCE)
+def reference(reference_rows):
+    return reference_rows
 
 
 @pytest.fixture

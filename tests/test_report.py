@@ -31,8 +31,8 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stab
 
 
 @pytest.fixture(scope="module")
-def chosen():
-    frame = load(REFERENCE)
+def chosen(reference_rows):
+    frame = reference_rows
     runs = run_index(frame, [f"h100-x1/{FIRST_H100}", *PRE_HELD_SWEEPS])   # its 1 GiB figure is below its peak
     frame = frame[frame["run_dir"].isin(runs.loc[runs["chosen"], "run_dir"])]
     return frame.assign(usd_per_hour=frame["usd_per_hour"].where(frame["instance"] != "h100-x1", PRICE)), runs
