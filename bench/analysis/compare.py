@@ -345,9 +345,10 @@ def _label(key: tuple) -> str:
 
 
 def compare(baseline: pd.DataFrame, current: pd.DataFrame, catalog: Catalog, tolerance: float = 0.05,
-            alpha: float = 0.01) -> Comparison:
+            alpha: float = 0.01, baseline_levels: pd.DataFrame | None = None) -> Comparison:
     """Judge the runs in `current` against those in `baseline` (load() frames); ResultsError when
-    they cannot be compared. alpha: the family-wise false-alarm rate of one comparison."""
+    they cannot be compared. alpha: the family-wise false-alarm rate of one comparison.
+    `baseline_levels`: point_levels(baseline), where the caller judges one baseline many times."""
     if not 0 <= tolerance < 1:
         raise ResultsError(f"tolerance {tolerance!r}: must be a fraction in [0, 1), e.g. 0.05 for 5%")
     if not 0 < alpha < 1:
@@ -356,7 +357,8 @@ def compare(baseline: pd.DataFrame, current: pd.DataFrame, catalog: Catalog, tol
         if len(_instances(frame)) > 1:
             raise ResultsError(f"{name} holds runs of several instances ({', '.join(_instances(frame))}); "
                                "compare one instance's runs at a time")
-    base, cur = point_levels(baseline, catalog), point_levels(current, catalog)
+    base = point_levels(baseline, catalog) if baseline_levels is None else baseline_levels
+    cur = point_levels(current, catalog)
     joined = base.merge(cur, on=POINT_KEYS, suffixes=("_base", "_cur"))
     if joined.empty:
         raise ResultsError("no common points: the two result sets measured nothing in common "

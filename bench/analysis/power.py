@@ -93,7 +93,8 @@ def smallest_flagged(baseline: pd.DataFrame, current: pd.DataFrame, catalog: Cat
     """Per bandwidth-bound family of compare(baseline, current): the smallest drop injected into
     `current` that the gate flags, by bisection over every family at once (each family's verdict
     depends on its own rows only), beside the drop its limit and own change predict."""
-    plain = compare(baseline, current, catalog, tolerance, alpha)
+    levels = point_levels(baseline, catalog)   # the baseline's, once: each step injects into the current run alone
+    plain = compare(baseline, current, catalog, tolerance, alpha, levels)
     families = bandwidth_bound(plain)
     low = {family_key(f): math.log1p(f.limit) for f in families}
     own = {family_key(f): math.log1p(f.change) for f in families}
@@ -101,7 +102,7 @@ def smallest_flagged(baseline: pd.DataFrame, current: pd.DataFrame, catalog: Cat
     hi = {k: 0.999 for k in low}
 
     def flagged(drops: dict) -> set:
-        result = compare(baseline, inject(current, drops, families), catalog, tolerance, alpha)
+        result = compare(baseline, inject(current, drops, families), catalog, tolerance, alpha, levels)
         return {family_key(f) for f in result.regressions}
 
     at_zero, at_most = {family_key(f) for f in plain.regressions}, flagged(hi)
