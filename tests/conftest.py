@@ -99,6 +99,7 @@ def xferbench_samples(request: pytest.FixtureRequest):
 def xferbench_in_process(tmp_path, monkeypatch, capsys):
     """The real `main()` in this process (no interpreter start-up: bad-input cases are many and
     each would pay seconds of imports); returns (exit code, stderr, run folders)."""
+    import gc
     import signal
 
     import bench.cli.run as entry
@@ -117,6 +118,7 @@ def xferbench_in_process(tmp_path, monkeypatch, capsys):
         finally:
             for s, handler in handlers.items():
                 signal.signal(s, handler)
+            gc.unfreeze()   # the command freezes what it leaves to the interpreter's exit: this process goes on
         runs = sorted(p.parent for p in out.rglob("meta.json"))
         return exit_info.value.code, capsys.readouterr().err, runs
 

@@ -5,6 +5,7 @@ them to finish rather than cutting one short. An interrupt the run did not answe
 came before any run folder was made) is one line here, exit 128 + the signal's number."""
 from __future__ import annotations
 
+import gc
 import sys
 
 from bench import interrupts
@@ -28,6 +29,9 @@ def main() -> None:
         print(f"xferbench: interrupted ({stop.name}); no run folder was made", file=sys.stderr)
         code = stop.code
     interrupts.closing("xferbench: interrupted ({name}) as it exited; nothing was lost")
+    # The interpreter's teardown collects every object left, torch's hundreds of thousands among
+    # them: a second or more of a short run. None of them is the run's to finish now.
+    gc.freeze()
     sys.exit(code)
 
 

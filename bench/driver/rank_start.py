@@ -11,6 +11,7 @@ a parent that starts its ranks ahead (rank_group.Ahead) sends when their suite's
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import signal
 import sys
@@ -54,3 +55,4 @@ def main() -> None:
 
     rank_group.load()   # while the parent may still be measuring another suite: seconds of imports
     rank_group.rank_main(*pickle.load(sys.stdin.buffer))
+    gc.freeze()   # the teardown need not collect torch's objects: as the command's end (bench/cli/run.py)
