@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +26,31 @@ from test_interrupts import TAG, tagged
 QUICK = ("suite=copy", "sizes.max=16KiB", "timing.trials=2")
 
 
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory) -> Path:
+    """One QUICK run with run_id=mine, made once under umask 027 (test_results_follow_the_umask
+    reads its files' modes): tests that only read it share it; those that change it take a copy
+    (quick_copy). A run is seconds of start-up; each question of its files needs none of its own."""
+    folder = tmp_path_factory.mktemp("quick")
+    old = os.umask(0o027)
+    try:
+        proc = subprocess.run(xferbench_cmd(folder / "results", *QUICK, "run_id=mine"), cwd=folder, env=env(),
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        os.umask(old)
+    assert proc.returncode == 0, proc.stderr
+    (run,) = (m.parent for m in (folder / "results").rglob("meta.json"))
+    return run
+
+
+@pytest.fixture
+def quick_copy(quick_run, tmp_path) -> Path:
+    """A copy of quick_run where the test's own runs go (tmp_path/results/<instance>/mine), to change."""
+    run = tmp_path / "results" / quick_run.parent.name / quick_run.name
+    shutil.copytree(quick_run, run)
+    return run
+
+
 def test_default_run_ids_never_share_a_folder(tmp_path):
     made = [make_run_dir(str(tmp_path), "cpu", None) for _ in range(3)]  # same second, surely
     assert len(set(made)) == 3 and all(p.is_dir() for p in made)
@@ -42,15 +68,16 @@ def test_two_runs_started_together_keep_their_own_rows(tmp_path):
         assert set(df.run_id) == {run.name} and df.groupby("size_bytes").trial.count().isin([2, 6]).all()
 
 
-def test_reused_run_id_is_refused_and_nothing_is_touched(xferbench):
-    proc, runs = xferbench(*QUICK, "run_id=mine")
-    assert proc.returncode == 0, proc.stderr
-    before = (runs[0] / "samples.csv").read_bytes(), (runs[0] / "meta.json").read_bytes()
-    proc, _ = xferbench(*QUICK, "run_id=mine", timeout=60)
+def test_reused_run_id_is_refused_and_nothing_is_touched(quick_run):
+    run = quick_run   # made with run_id=mine
+    assert run.name == "mine"
+    before = (run / "samples.csv").read_bytes(), (run / "meta.json").read_bytes()
+    proc = subprocess.run(xferbench_cmd(run.parent.parent, *QUICK, "run_id=mine"), cwd=run.parent.parent.parent,
+                          env=env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"xferbench: error: run_id=mine: {runs[0]} already exists; choose another run_id, or resume={runs[0]} to finish it"]
-    assert ((runs[0] / "samples.csv").read_bytes(), (runs[0] / "meta.json").read_bytes()) == before
+        f"xferbench: error: run_id=mine: {run} already exists; choose another run_id, or resume={run} to finish it"]
+    assert ((run / "samples.csv").read_bytes(), (run / "meta.json").read_bytes()) == before
 
 
 def test_bad_config_makes_no_folder(xferbench_in_process, tmp_path):
@@ -178,18 +205,15 @@ def test_interpolations_are_resolved_once_and_resume_evaluates_nothing(xferbench
     assert meta["status"] == "complete" and meta["config"]["instance"]["gpu"] == "${oc.env:XFB_TRIALS}"
 
 
-def _interrupted_run(xferbench):
-    proc, runs = xferbench(*QUICK)
-    assert proc.returncode == 0, proc.stderr
-    meta = read_meta(runs[0])
+def _interrupted(run: Path) -> Path:
+    meta = read_meta(run)
     meta["status"] = "interrupted"
-    (runs[0] / "meta.json").write_text(json.dumps(meta))
-    return runs[0]
+    (run / "meta.json").write_text(json.dumps(meta))
+    return run
 
 
-def test_resume_refuses_a_complete_run_or_other_settings(xferbench):
-    proc, runs = xferbench(*QUICK)
-    run = runs[0]
+def test_resume_refuses_a_complete_run_or_other_settings(xferbench, quick_copy):
+    run = quick_copy
     rows = len(load(run))
     proc, _ = xferbench(f"resume={run}", timeout=60)
     assert proc.returncode == 2 and "that run is complete; nothing to resume" in proc.stderr
@@ -205,8 +229,8 @@ def test_resume_refuses_a_complete_run_or_other_settings(xferbench):
     assert read_meta(run)["status"] == "interrupted" and len(load(run)) == rows  # nothing written
 
 
-def test_resume_of_a_csv_only_run_keeps_its_rows(xferbench):
-    run = _interrupted_run(xferbench)
+def test_resume_of_a_csv_only_run_keeps_its_rows(xferbench, quick_copy):
+    run = _interrupted(quick_copy)
     rows = pd.read_csv(run / "samples.csv")
     kept = rows[rows.size_bytes < 16384]
     kept.to_csv(run / "samples.csv", index=False)
@@ -219,8 +243,8 @@ def test_resume_of_a_csv_only_run_keeps_its_rows(xferbench):
     assert read_meta(run)["status"] == "complete"
 
 
-def test_a_point_torn_on_disk_is_not_loaded_and_resume_measures_it_again(xferbench):
-    run = _interrupted_run(xferbench)   # 2 points of 2 (or 6) trials
+def test_a_point_torn_on_disk_is_not_loaded_and_resume_measures_it_again(xferbench, quick_copy):
+    run = _interrupted(quick_copy)   # 2 points of 2 (or 6) trials
     whole = load(run)
     last = whole.size_bytes.max()
     journal = (run / "samples.csv").read_bytes().splitlines(keepends=True)
@@ -336,15 +360,8 @@ def test_config_error_inside_settings_is_a_config_error():
         TimingSettings(min_iters=9, max_iters=3)
 
 
-def test_results_follow_the_umask(tmp_path):
-    old = os.umask(0o027)
-    try:
-        proc = subprocess.run(xferbench_cmd(tmp_path / "results", *QUICK), cwd=tmp_path, env=env(),
-                              capture_output=True, text=True, timeout=120)
-    finally:
-        os.umask(old)
-    assert proc.returncode == 0, proc.stderr
-    run = next((tmp_path / "results").rglob("meta.json")).parent
+def test_results_follow_the_umask(quick_run):
+    run = quick_run   # made under umask 027
     for name in ("meta.json", "samples.csv", "samples.parquet"):
         assert (run / name).stat().st_mode & 0o777 == 0o640, name
 
@@ -415,18 +432,16 @@ def _edited_csv(run: Path, column: str, value) -> None:
     ("size_bytes", -4096, "size_bytes=-4096 is not a size"),
     ("algbw_gbps", 999.0, "algbw_gbps=999 is not size_bytes / time_s"),
 ])
-def test_an_impossible_row_is_one_error_naming_file_and_line(xferbench, column, value, said):
-    proc, (run,) = xferbench(*QUICK)
-    assert proc.returncode == 0, proc.stderr
+def test_an_impossible_row_is_one_error_naming_file_and_line(quick_copy, column, value, said):
+    run = quick_copy
     (run / "samples.commit").unlink()   # no commit record: the values themselves are checked
     _edited_csv(run, column, value)
     with pytest.raises(ResultsError, match=rf"samples.csv, line \d+: {re.escape(said)}"):
         read_samples(run / "samples.csv")
 
 
-def test_a_committed_row_edited_by_hand_names_its_line(xferbench):
-    proc, (run,) = xferbench(*QUICK)
-    assert proc.returncode == 0, proc.stderr
+def test_a_committed_row_edited_by_hand_names_its_line(quick_copy):
+    run = quick_copy
     data = (run / "samples.csv").read_bytes().splitlines(keepends=True)
     data[5] = data[5].replace(b"ok", b"ok ", 1)   # one character, in a committed row
     (run / "samples.csv").write_bytes(b"".join(data))
@@ -435,8 +450,8 @@ def test_a_committed_row_edited_by_hand_names_its_line(xferbench):
         read_samples(run / "samples.csv")
 
 
-def test_a_trial_recorded_twice_is_refused(xferbench):
-    proc, (run,) = xferbench(*QUICK)
+def test_a_trial_recorded_twice_is_refused(quick_copy):
+    run = quick_copy
     frame = read_samples(run / "samples.parquet")
     pd.concat([frame, frame.iloc[[2]]]).to_parquet(run / "samples.parquet", index=False)
     with pytest.raises(ResultsError, match=r"samples.parquet, row \d+: trial \d+ of this point is recorded twice"):
