@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from bench import lazy
 from bench.measure import release
 
 WORLD = 3
 
 
 def _rank(rank: int, store: str, silent_trial: int, stuck_trial: int, answers) -> None:
-    import torch.distributed as tdist
+    tdist = lazy.module("torch.distributed")   # imported as a rank of a run imports it (bench.lazy)
     tdist.init_process_group("gloo", rank=rank, world_size=WORLD, init_method=f"file://{store}",
                              timeout=dt.timedelta(seconds=60))
     release.RAISE_WITHIN_S = 0.5
