@@ -7,11 +7,13 @@ refused, `plan=true` plans and the analysis commands read a suite's tables and f
 the seconds torch takes to import. The first attribute read imports the module and copies its
 namespace in, so later reads cost a plain attribute lookup.
 
-Such an import makes objects by the hundred thousand (torch: about a million) that live as long
-as the process. The garbage collector, left on, traverses them again and again while they are
-made and at every full collection after (with torch loaded, a second and a half of a 7 s run on
-the CPU, and the teardown's collection a second more): it is paused while they are made, and
-they are frozen (gc.freeze) once made, so later collections look at the run's own objects only.
+Such an import makes objects by the hundred thousand that live as long as the process. The
+garbage collector, left on, traverses them again and again while they are made and at every
+full collection after (with torch loaded, 2 s of a 7 s run on the CPU): it is paused while they
+are made, runs once when they are (the import's own garbage freed, as it would have been: kept,
+it changed where the allocator placed later memory, and the page faults the pipeline suite
+counts), and what is left is frozen (gc.freeze), so later collections look at the run's own
+objects only.
 """
 from __future__ import annotations
 
@@ -27,12 +29,13 @@ from bench import interrupts
 
 @contextlib.contextmanager
 def _collector_paused() -> Iterator[None]:
-    """The collector off for the block, and what the block made frozen after it."""
+    """The collector off for the block; after it, one collection and what is left frozen."""
     was_on = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        gc.collect()
         gc.freeze()
         if was_on:
             gc.enable()
